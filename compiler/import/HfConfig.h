@@ -1,0 +1,74 @@
+//===- HfConfig.h - a Hugging Face MoE config.json, normalised --*- C++ -*-===//
+//
+// Reads config.json of the supported model types into one struct whose
+// fields mean the same for every family. Keys that shape the model are
+// required; the rest take the defaults of the transformers configuration
+// class. Plain C++ (no MLIR).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_COMPILER_IMPORT_HFCONFIG_H
+#define MOE_COMPILER_IMPORT_HFCONFIG_H
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moe {
+
+enum class Family { Mixtral, Qwen2Moe, Qwen3Moe, DeepseekV2, DeepseekV3 };
+
+struct HfConfig {
+  std::string modelType;
+  Family family = Family::Mixtral;
+
+  int64_t vocabSize = 0, hiddenSize = 0, numLayers = 0;
+  int64_t maxPositions = 0;
+  double rmsNormEps = 1e-6;
+  bool tieWordEmbeddings = false;
+  std::string torchDtype; ///< "bfloat16", "float32", ... as in config.json
+
+  // Attention. GQA uses numHeads/numKvHeads/headDim; MLA the fields below.
+  int64_t numHeads = 0, numKvHeads = 0, headDim = 0;
+  double ropeTheta = 10000.0;
+  nlohmann::json ropeScaling;            ///< null when absent
+  std::optional<int64_t> slidingWindow;
+  bool qkvBias = false;                  ///< bias on q/k/v projections
+  bool qkNorm = false;                   ///< RMSNorm of q and k per head
+  bool mla = false;
+  int64_t qLoraRank = 0;                 ///< 0: plain q_proj
+  int64_t kvLoraRank = 0, qkNopeHeadDim = 0, qkRopeHeadDim = 0, vHeadDim = 0;
+  double softmaxScale = 0;               ///< MLA, with the YaRN mscale folded in
+
+  // Feed-forward.
+  int64_t intermediateSize = 0;          ///< dense layers
+  int64_t moeIntermediateSize = 0;       ///< each routed expert
+  int64_t sharedIntermediateSize = 0;    ///< 0: no shared expert
+  bool sharedExpertGate = false;         ///< Qwen2-MoE sigmoid gate
+  int64_t numExperts = 0, topK = 0;
+  bool normTopkProb = false;
+  std::string scoring = "softmax";       ///< "softmax" | "sigmoid"
+  std::string topkMethod = "greedy";     ///< greedy | group_limited_greedy | noaux_tc
+  int64_t nGroup = 1, topkGroup = 1;
+  double routedScalingFactor = 1.0;
+  std::vector<bool> sparseLayer;         ///< per layer: routed experts or dense
+
+  // FP8 block quantisation (DeepSeek-V3 checkpoints).
+  std::vector<int64_t> fp8Block;         ///< empty: not quantised
+
+  /// Where the fields came from, for messages.
+  std::string path;
+
+  /// Reads and checks `path` (a config.json). Throws InputError.
+  static HfConfig load(const std::string &path);
+  /// Parses an already-read JSON object; `path` is used in messages.
+  static HfConfig parse(const nlohmann::json &json, const std::string &path);
+
+  /// The safetensors dtype a tensor of this model has when no header says so.
+  std::string defaultDtype() const;
+};
+
+} // namespace moe
+
+#endif

@@ -1,0 +1,62 @@
+//===- Safetensors.h - read safetensors headers -----------------*- C++ -*-===//
+//
+// Reads the JSON header of a safetensors file (or of every shard named by a
+// model.safetensors.index.json) and checks it: offsets inside the file, no
+// overlaps, sizes that match shape and dtype. Only headers are read; tensor
+// data stays on disk. Plain C++ (no MLIR), so the weight packer can use it too.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_COMPILER_IMPORT_SAFETENSORS_H
+#define MOE_COMPILER_IMPORT_SAFETENSORS_H
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace moe {
+
+/// A bad input file; what() is one line that names the file and the problem.
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// One tensor of a checkpoint.
+struct TensorInfo {
+  std::string file;           ///< path of the file that holds it
+  std::string dtype;          ///< safetensors dtype: "F32", "BF16", ...
+  std::vector<int64_t> shape;
+  uint64_t offset = 0;        ///< absolute byte offset of the data in `file`
+  uint64_t size = 0;          ///< bytes
+};
+
+/// Bytes per element of a safetensors dtype, or 0 when the dtype is unknown.
+unsigned dtypeSize(const std::string &dtype);
+
+/// "[2, 3]".
+std::string shapeString(const std::vector<int64_t> &shape);
+
+/// All tensors of a checkpoint, by name.
+class TensorCatalog {
+public:
+  /// Reads `dir`/model.safetensors, or every shard of
+  /// `dir`/model.safetensors.index.json. Throws InputError.
+  static TensorCatalog open(const std::string &dir);
+
+  /// Adds the tensors of one safetensors file. Throws InputError.
+  void addFile(const std::string &path);
+
+  const TensorInfo *find(const std::string &name) const;
+  const std::map<std::string, TensorInfo> &tensors() const { return tensors_; }
+  /// The file a missing tensor should have been in, for messages.
+  const std::string &source() const { return source_; }
+
+private:
+  std::map<std::string, TensorInfo> tensors_;
+  std::string source_;
+};
+
+} // namespace moe
+
+#endif

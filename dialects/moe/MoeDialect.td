@@ -1,0 +1,54 @@
+//===- MoeDialect.td - the moe dialect and its attributes -----------------===//
+//
+// The `moe` dialect describes a Mixture-of-Experts transformer at the level of
+// tensors: weights are named checkpoint tensors, activations are tensors over a
+// dynamic token dimension. It is what the importer emits and what the
+// model-level passes (fusion, precision, sharding, placement) rewrite.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_DIALECT_TD
+#define MOE_DIALECT_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Moe_Dialect : Dialect {
+  let name = "moe";
+  let cppNamespace = "::mlir::moe";
+  let summary = "Mixture-of-Experts transformer graph";
+  let description = [{
+    Ops of a decoder-only MoE transformer: embedding, RMSNorm, attention (GQA
+    and DeepSeek MLA), linear, dense SwiGLU MLP, router, routed experts,
+    shared expert, residual add and LM head. Weights enter through
+    `moe.weight`, which names a checkpoint tensor and never holds its data.
+
+    Module attributes: `moe.model_type` (the Hugging Face `model_type`) and
+    `moe.config` (the model's dimensions, as a dictionary).
+  }];
+  let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Hugging Face `model_type` values this project supports.
+    static llvm::ArrayRef<llvm::StringRef> supportedModelTypes();
+  }];
+}
+
+class Moe_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Moe_Dialect, mnemonic, traits>;
+
+def Moe_ScoringSoftmax : I32EnumAttrCase<"softmax", 0>;
+def Moe_ScoringSigmoid : I32EnumAttrCase<"sigmoid", 1>;
+def Moe_ScoringAttr : I32EnumAttr<"Scoring", "router scoring function",
+    [Moe_ScoringSoftmax, Moe_ScoringSigmoid]> {
+  let cppNamespace = "::mlir::moe";
+}
+
+def Moe_TopkGreedy : I32EnumAttrCase<"greedy", 0>;
+def Moe_TopkGroupLimited : I32EnumAttrCase<"group_limited_greedy", 1>;
+def Moe_TopkNoAuxTc : I32EnumAttrCase<"noaux_tc", 2>;
+def Moe_TopkMethodAttr : I32EnumAttr<"TopkMethod", "router expert selection",
+    [Moe_TopkGreedy, Moe_TopkGroupLimited, Moe_TopkNoAuxTc]> {
+  let cppNamespace = "::mlir::moe";
+}
+
+#endif // MOE_DIALECT_TD

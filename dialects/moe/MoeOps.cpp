@@ -1,0 +1,465 @@
+//===- MoeOps.cpp - verifiers and helpers of the moe ops ------------------===//
+//
+// Every verifier names the operand it rejects and quotes its type next to the
+// shape it expected, so that an importer bug or a hand-edited IR file can be
+// fixed from the message alone.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/moe/MoeOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+
+/// A dimension the verifier does not constrain.
+constexpr int64_t kAny = ShapedType::kDynamic;
+
+bool dimsCompatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+std::string shapeString(ArrayRef<int64_t> dims) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "[";
+  llvm::interleaveComma(dims, os, [&](int64_t d) {
+    if (ShapedType::isDynamic(d))
+      os << "*";
+    else
+      os << d;
+  });
+  os << "]";
+  return s;
+}
+
+/// Checks that `value` is a ranked tensor whose dims are compatible with
+/// `expected` (kAny matches anything).
+LogicalResult expectShape(Operation *op, Value value, StringRef role,
+                          ArrayRef<int64_t> expected) {
+  auto type = cast<RankedTensorType>(value.getType());
+  bool ok = type.getRank() == static_cast<int64_t>(expected.size());
+  for (size_t i = 0; ok && i < expected.size(); ++i)
+    ok = dimsCompatible(type.getDimSize(i), expected[i]);
+  if (ok)
+    return success();
+  return op->emitOpError() << role << " must have shape "
+                           << shapeString(expected) << ", got " << type;
+}
+
+int64_t dim(Value value, unsigned i) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return static_cast<int64_t>(i) < type.getRank() ? type.getDimSize(i) : kAny;
+}
+
+int64_t rank(Value value) {
+  return cast<RankedTensorType>(value.getType()).getRank();
+}
+
+LogicalResult expectRank(Operation *op, Value value, StringRef role,
+                         int64_t wanted) {
+  if (rank(value) == wanted)
+    return success();
+  return op->emitOpError() << role << " must be a rank-" << wanted
+                           << " tensor, got " << value.getType();
+}
+
+LogicalResult expectIntegerElements(Operation *op, Value value,
+                                    StringRef role) {
+  if (isa<IntegerType>(cast<RankedTensorType>(value.getType()).getElementType()))
+    return success();
+  return op->emitOpError() << role << " must hold integers, got "
+                           << value.getType();
+}
+
+LogicalResult expectFloatElements(Operation *op, Value value, StringRef role) {
+  if (isa<FloatType>(cast<RankedTensorType>(value.getType()).getElementType()))
+    return success();
+  return op->emitOpError() << role << " must hold floats, got "
+                           << value.getType();
+}
+
+LogicalResult expectPositive(Operation *op, StringRef name, int64_t value) {
+  if (value > 0)
+    return success();
+  return op->emitOpError() << name << " must be positive, got " << value;
+}
+
+/// Token positions: rank 1, integers, one per token of `tokens`.
+LogicalResult verifyPositions(Operation *op, Value positions, int64_t tokens) {
+  if (failed(expectShape(op, positions, "positions", {tokens})))
+    return failure();
+  return expectIntegerElements(op, positions, "positions");
+}
+
+/// `rope_scaling` mirrors config.json: it must say which scaling it is.
+LogicalResult verifyRopeScaling(Operation *op,
+                                std::optional<DictionaryAttr> scaling) {
+  if (!scaling)
+    return success();
+  auto kind = scaling->getAs<StringAttr>("rope_type");
+  if (!kind)
+    kind = scaling->getAs<StringAttr>("type");
+  if (!kind)
+    return op->emitOpError()
+           << "rope_scaling needs a string 'rope_type' (or 'type'), got "
+           << *scaling;
+  if (auto factor = scaling->getAs<FloatAttr>("factor"))
+    if (factor.getValueAsDouble() <= 0)
+      return op->emitOpError() << "rope_scaling factor must be positive, got "
+                               << factor.getValueAsDouble();
+  return success();
+}
+
+/// gate/up [I x H], down [H x I] around an input [T x H]; result [T x H].
+LogicalResult verifySwiglu(Operation *op, Value input, Value gate, Value up,
+                           Value down, Value result) {
+  if (failed(expectRank(op, input, "input", 2)) ||
+      failed(expectRank(op, down, "down weight", 2)))
+    return failure();
+  int64_t tokens = dim(input, 0), hidden = dim(input, 1);
+  int64_t inter = dim(down, 1);
+  if (failed(expectShape(op, gate, "gate weight", {inter, hidden})) ||
+      failed(expectShape(op, up, "up weight", {inter, hidden})) ||
+      failed(expectShape(op, down, "down weight", {hidden, inter})))
+    return failure();
+  return expectShape(op, result, "result", {tokens, hidden});
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// WeightOp
+//===----------------------------------------------------------------------===//
+
+static constexpr StringLiteral kExpertPlaceholder = "{e}";
+
+bool WeightOp::isPerExpert() { return getName().contains(kExpertPlaceholder); }
+
+std::string WeightOp::expand(StringRef pattern, int64_t e) {
+  size_t at = pattern.find(kExpertPlaceholder);
+  if (at == StringRef::npos)
+    return pattern.str();
+  return (pattern.take_front(at) + std::to_string(e) +
+          pattern.drop_front(at + kExpertPlaceholder.size()))
+      .str();
+}
+
+SmallVector<int64_t> WeightOp::getScaleShape() {
+  SmallVector<int64_t> shape(getResult().getType().getShape());
+  ArrayRef<int64_t> block = *getBlock();
+  size_t r = shape.size();
+  shape[r - 2] = (shape[r - 2] + block[0] - 1) / block[0];
+  shape[r - 1] = (shape[r - 1] + block[1] - 1) / block[1];
+  return shape;
+}
+
+LogicalResult WeightOp::verify() {
+  StringRef name = getName();
+  auto type = cast<RankedTensorType>(getResult().getType());
+  if (name.empty())
+    return emitOpError() << "needs a non-empty checkpoint tensor name";
+  if (!type.hasStaticShape())
+    return emitOpError() << "weight '" << name
+                         << "' must have a static shape, got " << type;
+  Type elem = type.getElementType();
+  bool isFp8 = elem.isFloat8E4M3FN();
+  if (!elem.isF32() && !elem.isBF16() && !elem.isF16() && !isFp8)
+    return emitOpError() << "weight '" << name << "' has element type " << elem
+                         << "; expected f32, bf16, f16 or f8E4M3FN";
+  size_t placeholders = name.count(kExpertPlaceholder);
+  if (placeholders > 1)
+    return emitOpError() << "weight '" << name << "' has " << placeholders
+                         << " '{e}' placeholders; at most one is allowed";
+  if (placeholders == 1 && type.getRank() < 2)
+    return emitOpError() << "per-expert weight '" << name
+                         << "' needs the expert count as leading dimension "
+                            "(rank >= 2), got "
+                         << type;
+  if (getScale().has_value() != getBlock().has_value())
+    return emitOpError() << "weight '" << name
+                         << "' needs both 'scale' and 'block' or neither";
+  if (isFp8 && !getScale())
+    return emitOpError() << "f8E4M3FN weight '" << name
+                         << "' needs a block scale ('scale' and 'block')";
+  if (!getScale())
+    return success();
+  if (!isFp8)
+    return emitOpError() << "weight '" << name << "' of element type " << elem
+                         << " has a block scale; block scales apply to "
+                            "f8E4M3FN weights only";
+  ArrayRef<int64_t> block = *getBlock();
+  if (block.size() != 2 || block[0] <= 0 || block[1] <= 0)
+    return emitOpError() << "block of weight '" << name
+                         << "' must be two positive sizes, got "
+                         << shapeString(block);
+  if (type.getRank() < 2)
+    return emitOpError() << "block-scaled weight '" << name
+                         << "' must have rank >= 2, got " << type;
+  if (getScale()->count(kExpertPlaceholder) != placeholders)
+    return emitOpError() << "scale '" << *getScale() << "' of weight '" << name
+                         << "' must be per expert exactly when the weight is";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Token-wise ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::verify() {
+  if (failed(expectRank(*this, getIds(), "ids", 1)) ||
+      failed(expectIntegerElements(*this, getIds(), "ids")) ||
+      failed(expectRank(*this, getTable(), "table", 2)))
+    return failure();
+  return expectShape(*this, getResult(), "result",
+                     {dim(getIds(), 0), dim(getTable(), 1)});
+}
+
+LogicalResult RmsNormOp::verify() {
+  if (getEps().convertToDouble() <= 0)
+    return emitOpError() << "eps must be positive, got "
+                         << getEps().convertToDouble();
+  int64_t r = rank(getInput());
+  if (r < 1)
+    return emitOpError() << "input must have rank >= 1, got "
+                         << getInput().getType();
+  if (failed(expectShape(*this, getWeight(), "weight",
+                         {dim(getInput(), r - 1)})))
+    return failure();
+  if (getResult().getType() != getInput().getType())
+    return emitOpError() << "result type " << getResult().getType()
+                         << " must equal input type " << getInput().getType();
+  return success();
+}
+
+LogicalResult LinearOp::verify() {
+  if (failed(expectRank(*this, getInput(), "input", 2)) ||
+      failed(expectRank(*this, getWeight(), "weight", 2)))
+    return failure();
+  int64_t out = dim(getWeight(), 0);
+  if (failed(expectShape(*this, getWeight(), "weight",
+                         {kAny, dim(getInput(), 1)})))
+    return failure();
+  if (getBias() && failed(expectShape(*this, getBias(), "bias", {out})))
+    return failure();
+  return expectShape(*this, getResult(), "result", {dim(getInput(), 0), out});
+}
+
+LogicalResult AddOp::verify() {
+  if (getLhs().getType() != getRhs().getType() ||
+      getLhs().getType() != getResult().getType())
+    return emitOpError() << "operands and result must have one type, got "
+                         << getLhs().getType() << ", " << getRhs().getType()
+                         << " -> " << getResult().getType();
+  return success();
+}
+
+LogicalResult LmHeadOp::verify() {
+  if (failed(expectRank(*this, getInput(), "input", 2)) ||
+      failed(expectRank(*this, getWeight(), "weight", 2)) ||
+      failed(expectShape(*this, getWeight(), "weight",
+                         {kAny, dim(getInput(), 1)})))
+    return failure();
+  return expectShape(*this, getResult(), "result",
+                     {dim(getInput(), 0), dim(getWeight(), 0)});
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::verify() {
+  int64_t heads = getNumHeads(), kvHeads = getNumKvHeads(),
+          headDim = getHeadDim();
+  if (failed(expectPositive(*this, "num_heads", heads)) ||
+      failed(expectPositive(*this, "num_kv_heads", kvHeads)) ||
+      failed(expectPositive(*this, "head_dim", headDim)))
+    return failure();
+  if (getLayer() < 0)
+    return emitOpError() << "layer must be >= 0, got " << getLayer();
+  if (heads % kvHeads != 0)
+    return emitOpError() << "num_heads " << heads
+                         << " must be a multiple of num_kv_heads " << kvHeads;
+  if (getRopeTheta().convertToDouble() <= 0)
+    return emitOpError() << "rope_theta must be positive, got "
+                         << getRopeTheta().convertToDouble();
+  if (getSlidingWindow() &&
+      failed(expectPositive(*this, "sliding_window", *getSlidingWindow())))
+    return failure();
+  if (failed(verifyRopeScaling(*this, getRopeScaling())))
+    return failure();
+  if (failed(expectRank(*this, getQ(), "q", 2)))
+    return failure();
+  int64_t tokens = dim(getQ(), 0);
+  if (failed(expectShape(*this, getQ(), "q", {tokens, heads * headDim})) ||
+      failed(expectShape(*this, getK(), "k", {tokens, kvHeads * headDim})) ||
+      failed(expectShape(*this, getV(), "v", {tokens, kvHeads * headDim})) ||
+      failed(verifyPositions(*this, getPositions(), tokens)))
+    return failure();
+  if (!getQkNorm().empty() && getQkNorm().size() != 2)
+    return emitOpError() << "qk_norm takes 2 weights (q, k), got "
+                         << getQkNorm().size();
+  for (Value norm : getQkNorm())
+    if (failed(expectShape(*this, norm, "qk_norm weight", {headDim})))
+      return failure();
+  return expectShape(*this, getResult(), "result", {tokens, heads * headDim});
+}
+
+LogicalResult MlaAttentionOp::verify() {
+  int64_t heads = getNumHeads(), rankKv = getKvLoraRank(),
+          nope = getQkNopeHeadDim(), rope = getQkRopeHeadDim(),
+          vDim = getVHeadDim();
+  if (failed(expectPositive(*this, "num_heads", heads)) ||
+      failed(expectPositive(*this, "kv_lora_rank", rankKv)) ||
+      failed(expectPositive(*this, "qk_nope_head_dim", nope)) ||
+      failed(expectPositive(*this, "qk_rope_head_dim", rope)) ||
+      failed(expectPositive(*this, "v_head_dim", vDim)))
+    return failure();
+  if (rope % 2 != 0)
+    return emitOpError() << "qk_rope_head_dim must be even, got " << rope;
+  if (getLayer() < 0)
+    return emitOpError() << "layer must be >= 0, got " << getLayer();
+  if (getSoftmaxScale().convertToDouble() <= 0)
+    return emitOpError() << "softmax_scale must be positive, got "
+                         << getSoftmaxScale().convertToDouble();
+  if (getRopeTheta().convertToDouble() <= 0)
+    return emitOpError() << "rope_theta must be positive, got "
+                         << getRopeTheta().convertToDouble();
+  if (failed(verifyRopeScaling(*this, getRopeScaling())))
+    return failure();
+  if (failed(expectRank(*this, getQ(), "q", 2)))
+    return failure();
+  int64_t tokens = dim(getQ(), 0);
+  if (failed(expectShape(*this, getQ(), "q", {tokens, heads * (nope + rope)})) ||
+      failed(expectShape(*this, getKvA(), "kv_a", {tokens, rankKv + rope})) ||
+      failed(expectShape(*this, getKvNorm(), "kv_norm weight", {rankKv})) ||
+      failed(expectShape(*this, getKvB(), "kv_b weight",
+                         {heads * (nope + vDim), rankKv})) ||
+      failed(verifyPositions(*this, getPositions(), tokens)))
+    return failure();
+  return expectShape(*this, getResult(), "result", {tokens, heads * vDim});
+}
+
+//===----------------------------------------------------------------------===//
+// Feed-forward
+//===----------------------------------------------------------------------===//
+
+LogicalResult SwigluMlpOp::verify() {
+  return verifySwiglu(*this, getInput(), getGate(), getUp(), getDown(),
+                      getResult());
+}
+
+LogicalResult SharedExpertOp::verify() {
+  if (failed(verifySwiglu(*this, getInput(), getGate(), getUp(), getDown(),
+                          getResult())))
+    return failure();
+  if (getSigmoidGate())
+    return expectShape(*this, getSigmoidGate(), "sigmoid_gate weight",
+                       {1, dim(getInput(), 1)});
+  return success();
+}
+
+LogicalResult RouterOp::verify() {
+  if (failed(expectRank(*this, getInput(), "input", 2)) ||
+      failed(expectRank(*this, getWeight(), "weight", 2)) ||
+      failed(expectShape(*this, getWeight(), "weight",
+                         {kAny, dim(getInput(), 1)})))
+    return failure();
+  int64_t experts = dim(getWeight(), 0), topK = getTopK();
+  int64_t groups = getNGroup(), keptGroups = getTopkGroup();
+  if (topK < 1 || topK > experts)
+    return emitOpError() << "top_k " << topK << " must lie in [1, " << experts
+                         << "] (the number of experts)";
+  if (groups < 1 || experts % groups != 0)
+    return emitOpError() << "n_group " << groups
+                         << " must be positive and divide the " << experts
+                         << " experts";
+  if (keptGroups < 1 || keptGroups > groups)
+    return emitOpError() << "topk_group " << keptGroups << " must lie in [1, "
+                         << groups << "] (n_group)";
+  TopkMethod method = getTopkMethod();
+  if (method == TopkMethod::greedy && groups != 1)
+    return emitOpError() << "topk_method greedy ignores groups; n_group must "
+                            "be 1, got "
+                         << groups;
+  if (topK > keptGroups * (experts / groups))
+    return emitOpError() << "top_k " << topK << " exceeds the "
+                         << keptGroups * (experts / groups)
+                         << " experts in the kept topk_group " << keptGroups
+                         << " groups";
+  if (method == TopkMethod::noaux_tc && experts / groups < 2)
+    return emitOpError() << "topk_method noaux_tc scores a group by its two "
+                            "best experts; groups of "
+                         << experts / groups << " expert are too small";
+  if (getRoutedScalingFactor().convertToDouble() <= 0)
+    return emitOpError() << "routed_scaling_factor must be positive, got "
+                         << getRoutedScalingFactor().convertToDouble();
+  bool needsBias = method == TopkMethod::noaux_tc;
+  if (needsBias != static_cast<bool>(getBias()))
+    return emitOpError() << (needsBias ? "topk_method noaux_tc needs a "
+                                         "correction bias"
+                                       : "a correction bias needs topk_method "
+                                         "noaux_tc, got ")
+                         << (needsBias ? "" : stringifyTopkMethod(method));
+  if (getBias() && failed(expectShape(*this, getBias(), "bias", {experts})))
+    return failure();
+  int64_t tokens = dim(getInput(), 0);
+  if (failed(expectShape(*this, getWeights(), "weights", {tokens, topK})) ||
+      failed(expectFloatElements(*this, getWeights(), "weights")) ||
+      failed(expectShape(*this, getIndices(), "indices", {tokens, topK})) ||
+      failed(expectIntegerElements(*this, getIndices(), "indices")))
+    return failure();
+  return success();
+}
+
+int64_t ExpertsOp::getNumExperts() { return dim(getDown(), 0); }
+
+LogicalResult ExpertsOp::verify() {
+  size_t n = getExpertWeights().size();
+  if (n != 2 && n != 3)
+    return emitOpError() << "takes 3 expert weights (gate, up, down) or 2 "
+                            "(gate_up, down), got "
+                         << n;
+  if (failed(expectRank(*this, getInput(), "input", 2)) ||
+      failed(expectRank(*this, getDown(), "down weight", 3)))
+    return failure();
+  int64_t tokens = dim(getInput(), 0), hidden = dim(getInput(), 1);
+  int64_t experts = getNumExperts(), inter = dim(getDown(), 2);
+  if (failed(expectShape(*this, getDown(), "down weight",
+                         {experts, hidden, inter})))
+    return failure();
+  if (hasFusedGateUp()) {
+    if (failed(expectShape(*this, getExpertWeights()[0], "gate_up weight",
+                           {experts, 2 * inter, hidden})))
+      return failure();
+  } else if (failed(expectShape(*this, getExpertWeights()[0], "gate weight",
+                                {experts, inter, hidden})) ||
+             failed(expectShape(*this, getExpertWeights()[1], "up weight",
+                                {experts, inter, hidden}))) {
+    return failure();
+  }
+  if (failed(expectRank(*this, getRoutingWeights(), "routing weights", 2)) ||
+      failed(expectFloatElements(*this, getRoutingWeights(),
+                                 "routing weights")))
+    return failure();
+  int64_t topK = dim(getRoutingWeights(), 1);
+  if (failed(expectShape(*this, getRoutingWeights(), "routing weights",
+                         {tokens, topK})) ||
+      failed(expectShape(*this, getRoutingIndices(), "routing indices",
+                         {tokens, topK})) ||
+      failed(expectIntegerElements(*this, getRoutingIndices(),
+                                   "routing indices")))
+    return failure();
+  if (!ShapedType::isDynamic(topK) && topK > experts)
+    return emitOpError() << "routes each token to " << topK
+                         << " experts but has only " << experts;
+  return expectShape(*this, getResult(), "result", {tokens, hidden});
+}
+
+#define GET_OP_CLASSES
+#include "dialects/moe/MoeOps.cpp.inc"

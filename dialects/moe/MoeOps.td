@@ -1,0 +1,277 @@
+//===- MoeOps.td - ops of the moe dialect -----------------------------------===//
+//
+// Shapes: T is the (dynamic) token count, H the hidden size, E the number of
+// routed experts, K the router's top-k. Activations are ranked tensors; every
+// weight is the result of a `moe.weight`. Verifiers live in MoeOps.cpp and
+// quote the offending types and attributes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_OPS_TD
+#define MOE_OPS_TD
+
+include "dialects/moe/MoeDialect.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+defvar Moe_Tensor = AnyRankedTensor;
+
+//===----------------------------------------------------------------------===//
+// Weights
+//===----------------------------------------------------------------------===//
+
+def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
+  let summary = "a named checkpoint tensor";
+  let description = [{
+    Refers to a tensor of the checkpoint by name; its shape and dtype are in
+    the result type, its data stays in the checkpoint. A name containing
+    `{e}` stands for one tensor per expert (`{e}` replaced by 0, 1, ...),
+    stacked along the leading dimension, which is the expert count.
+
+    An `f8E4M3FN` weight carries its block scales: `scale` names the fp32
+    tensor of inverse scales (one per `block` tile, DeepSeek-V3 layout).
+
+    ```mlir
+    %0 = moe.weight "model.embed_tokens.weight" : tensor<32000x4096xbf16>
+    %1 = moe.weight "model.layers.0.block_sparse_moe.experts.{e}.w1.weight"
+           : tensor<8x14336x4096xbf16>
+    %2 = moe.weight "model.layers.0.self_attn.q_a_proj.weight"
+           scale "model.layers.0.self_attn.q_a_proj.weight_scale_inv"
+           block [128, 128] : tensor<1536x7168xf8E4M3FN>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, OptionalAttr<StrAttr>:$scale,
+                       OptionalAttr<DenseI64ArrayAttr>:$block);
+  let results = (outs Moe_Tensor:$result);
+  let assemblyFormat = [{
+    $name (`scale` $scale^ `block` $block)? attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// True when the name stands for one checkpoint tensor per expert.
+    bool isPerExpert();
+    /// Checkpoint name of expert `e`'s tensor (or the name itself when the
+    /// weight is not per expert); `pattern` is the name or the scale name.
+    static std::string expand(llvm::StringRef pattern, int64_t e);
+    /// Shape of the block-scale tensor: ceil(dim / block) on the last two dims.
+    llvm::SmallVector<int64_t> getScaleShape();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Token-wise ops
+//===----------------------------------------------------------------------===//
+
+def Moe_EmbeddingOp : Moe_Op<"embedding", [Pure]> {
+  let summary = "token ids -> rows of the embedding table";
+  let description = [{
+    `ids: tensor<T x iN>`, `table: tensor<V x H>` -> `tensor<T x H>`.
+  }];
+  let arguments = (ins Moe_Tensor:$ids, Moe_Tensor:$table);
+  let results = (outs Moe_Tensor:$result);
+  let assemblyFormat = [{
+    $ids `,` $table attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_RmsNormOp : Moe_Op<"rms_norm", [Pure]> {
+  let summary = "x / sqrt(mean(x^2) + eps) * weight over the last dimension";
+  let arguments = (ins Moe_Tensor:$input, Moe_Tensor:$weight, F64Attr:$eps);
+  let results = (outs Moe_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `eps` $eps attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_LinearOp : Moe_Op<"linear", [Pure]> {
+  let summary = "y = x W^T (+ b)";
+  let description = [{
+    `x: tensor<T x K>`, `W: tensor<N x K>` (the Hugging Face `nn.Linear`
+    layout), optional `b: tensor<N>` -> `tensor<T x N>`.
+  }];
+  let arguments = (ins Moe_Tensor:$input, Moe_Tensor:$weight,
+                       Optional<Moe_Tensor>:$bias);
+  let results = (outs Moe_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`bias` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_AddOp : Moe_Op<"add", [Pure, Commutative]> {
+  let summary = "element-wise sum (the residual connection)";
+  let arguments = (ins Moe_Tensor:$lhs, Moe_Tensor:$rhs);
+  let results = (outs Moe_Tensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_LmHeadOp : Moe_Op<"lm_head", [Pure]> {
+  let summary = "hidden states -> vocabulary logits";
+  let description = [{
+    `x: tensor<T x H>`, `W: tensor<V x H>` -> `tensor<T x V>`. With tied
+    embeddings `W` is the embedding table.
+  }];
+  let arguments = (ins Moe_Tensor:$input, Moe_Tensor:$weight);
+  let results = (outs Moe_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+def Moe_AttentionOp : Moe_Op<"attention"> {
+  let summary = "causal grouped-query attention with RoPE over the KV cache";
+  let description = [{
+    Takes projected queries `tensor<T x heads*head_dim>`, keys and values
+    `tensor<T x kv_heads*head_dim>` and token positions `tensor<T x iN>`;
+    rotates q and k (half-rotation RoPE, `rope_theta`, optional
+    `rope_scaling` as in config.json), appends k and v to cache slot
+    `layer`, and attends causally (within `sliding_window` when set).
+    `qk_norm(%qn, %kn)` applies RMSNorm over `head_dim` to each head of q and
+    k before RoPE (Qwen3-MoE). Result: `tensor<T x heads*head_dim>`.
+  }];
+  let arguments = (ins Moe_Tensor:$q, Moe_Tensor:$k, Moe_Tensor:$v,
+                       Moe_Tensor:$positions, Variadic<Moe_Tensor>:$qk_norm,
+                       I64Attr:$layer, I64Attr:$num_heads,
+                       I64Attr:$num_kv_heads, I64Attr:$head_dim,
+                       F64Attr:$rope_theta,
+                       OptionalAttr<DictionaryAttr>:$rope_scaling,
+                       OptionalAttr<I64Attr>:$sliding_window,
+                       DefaultValuedAttr<F64Attr, "1e-6">:$norm_eps);
+  let results = (outs Moe_Tensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `positions` $positions (`qk_norm` `(` $qk_norm^ `)`)?
+    `layer` $layer `heads` $num_heads `kv_heads` $num_kv_heads
+    `head_dim` $head_dim attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_MlaAttentionOp : Moe_Op<"mla_attention"> {
+  let summary = "DeepSeek multi-head latent attention over a latent KV cache";
+  let description = [{
+    `q: tensor<T x heads*(nope+rope)>` (already projected), `kv_a:
+    tensor<T x kv_lora_rank+rope>` (output of `kv_a_proj_with_mqa`),
+    `kv_norm: tensor<kv_lora_rank>` (`kv_a_layernorm`), `kv_b:
+    tensor<heads*(nope+v_dim) x kv_lora_rank>` (`kv_b_proj`), positions.
+    The cache of slot `layer` holds only the normalised latent and the one
+    shared RoPE key per token. `softmax_scale` already includes the YaRN
+    mscale correction. Result: `tensor<T x heads*v_dim>`.
+  }];
+  let arguments = (ins Moe_Tensor:$q, Moe_Tensor:$kv_a, Moe_Tensor:$kv_norm,
+                       Moe_Tensor:$kv_b, Moe_Tensor:$positions,
+                       I64Attr:$layer, I64Attr:$num_heads,
+                       I64Attr:$kv_lora_rank, I64Attr:$qk_nope_head_dim,
+                       I64Attr:$qk_rope_head_dim, I64Attr:$v_head_dim,
+                       F64Attr:$softmax_scale, F64Attr:$rope_theta,
+                       OptionalAttr<DictionaryAttr>:$rope_scaling,
+                       DefaultValuedAttr<F64Attr, "1e-6">:$norm_eps);
+  let results = (outs Moe_Tensor:$result);
+  let assemblyFormat = [{
+    $q `,` $kv_a `,` $kv_norm `,` $kv_b `positions` $positions
+    `layer` $layer `heads` $num_heads `kv_lora_rank` $kv_lora_rank
+    `qk_dims` `(` $qk_nope_head_dim `,` $qk_rope_head_dim `)`
+    `v_dim` $v_head_dim attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Feed-forward: dense MLP, router, routed experts, shared expert
+//===----------------------------------------------------------------------===//
+
+def Moe_SwigluMlpOp : Moe_Op<"swiglu_mlp", [Pure]> {
+  let summary = "dense MLP: down(silu(gate x) * up x)";
+  let description = [{
+    `x: tensor<T x H>`, `gate, up: tensor<I x H>`, `down: tensor<H x I>`.
+  }];
+  let arguments = (ins Moe_Tensor:$input, Moe_Tensor:$gate, Moe_Tensor:$up,
+                       Moe_Tensor:$down);
+  let results = (outs Moe_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gate `,` $up `,` $down attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_RouterOp : Moe_Op<"router", [Pure]> {
+  let summary = "score experts, select top-k, weight the selection";
+  let description = [{
+    Scores `tensor<T x E>` = `scoring`(x W^T) in fp32 with `W: tensor<E x H>`.
+    Selection by `topk_method`:
+    - `greedy`: top-k of the scores;
+    - `group_limited_greedy`: experts fall in `n_group` groups; a group's
+      score is its best expert; keep the best `topk_group` groups, then top-k
+      inside them (DeepSeek-V2);
+    - `noaux_tc`: choose on scores + `bias` (the correction bias); a group's
+      score is the sum of its two best biased scores (DeepSeek-V3).
+    Weights come from the unbiased scores, divided by their sum when
+    `norm_topk_prob`, then times `routed_scaling_factor`.
+    Results: weights `tensor<T x K x f32>`, expert ids `tensor<T x K x i32>`.
+  }];
+  let arguments = (ins Moe_Tensor:$input, Moe_Tensor:$weight,
+                       Optional<Moe_Tensor>:$bias,
+                       Moe_ScoringAttr:$scoring, Moe_TopkMethodAttr:$topk_method,
+                       I64Attr:$top_k, BoolAttr:$norm_topk_prob,
+                       DefaultValuedAttr<I64Attr, "1">:$n_group,
+                       DefaultValuedAttr<I64Attr, "1">:$topk_group,
+                       DefaultValuedAttr<F64Attr, "1.0">:$routed_scaling_factor);
+  let results = (outs Moe_Tensor:$weights, Moe_Tensor:$indices);
+  let assemblyFormat = [{
+    $input `,` $weight (`bias` $bias^)? $scoring $topk_method `top_k` $top_k
+    `norm` $norm_topk_prob attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_ExpertsOp : Moe_Op<"experts", [Pure]> {
+  let summary = "routed SwiGLU experts, combined by the router's weights";
+  let description = [{
+    Each token goes through the K experts the router chose for it; their
+    outputs are summed, each times its routing weight. Expert weights are
+    stacked over E: either `(gate, up, down)` with `gate, up: tensor<E x I x H>`
+    or `(gate_up, down)` with `gate_up: tensor<E x 2I x H>` (gate rows first),
+    and `down: tensor<E x H x I>`.
+  }];
+  let arguments = (ins Moe_Tensor:$input, Moe_Tensor:$routing_weights,
+                       Moe_Tensor:$routing_indices,
+                       Variadic<Moe_Tensor>:$expert_weights);
+  let results = (outs Moe_Tensor:$result);
+  let assemblyFormat = [{
+    $input `routed` `(` $routing_weights `,` $routing_indices `)`
+    `weights` `(` $expert_weights `)` attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// True for the `(gate_up, down)` form.
+    bool hasFusedGateUp() { return getExpertWeights().size() == 2; }
+    mlir::Value getDown() { return getExpertWeights().back(); }
+    int64_t getNumExperts();
+  }];
+}
+
+def Moe_SharedExpertOp : Moe_Op<"shared_expert", [Pure]> {
+  let summary = "always-on SwiGLU expert, optionally gated by sigmoid(x g^T)";
+  let description = [{
+    Like `moe.swiglu_mlp`; with `sigmoid_gate` (`tensor<1 x H>`, Qwen2-MoE's
+    `shared_expert_gate`) the output is scaled per token by sigmoid(x g^T).
+  }];
+  let arguments = (ins Moe_Tensor:$input, Moe_Tensor:$gate, Moe_Tensor:$up,
+                       Moe_Tensor:$down, Optional<Moe_Tensor>:$sigmoid_gate);
+  let results = (outs Moe_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gate `,` $up `,` $down (`sigmoid_gate` $sigmoid_gate^)? attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // MOE_OPS_TD

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build and tests need. Idempotent: a second run
+# installs nothing and takes about a second. Run as root on Debian 12 (bookworm).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache git python3
+  llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools
+  libflatbuffers-dev flatbuffers-compiler
+  nlohmann-json3-dev libgtest-dev libgmock-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup-deps: missing packages: ${missing[*]}; run 'sudo tools/setup-deps.sh' to install them" >&2
+  exit 1
+fi
+
+echo "setup-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup-deps: done"
