@@ -118,7 +118,8 @@ def tensors(c, stacked):
         else:
             sparse = ((i + 1) % c["decoder_sparse_step"] == 0
                       and i not in c["mlp_only_layers"])
-        m = f"{p}.block_sparse_moe" if t == "mixtral" else f"{p}.mlp"
+        # transformers v5 renames Mixtral's block to `mlp` when it saves stacked.
+        m = f"{p}.block_sparse_moe" if t == "mixtral" and not stacked else f"{p}.mlp"
         if not sparse:
             I = c["intermediate_size"]
             out += [(f"{m}.gate_proj.weight", [I, H], True),
@@ -220,6 +221,9 @@ def main():
                     help="linear weights F8_E4M3 with 16x16 block scales")
     ap.add_argument("--stacked", action="store_true",
                     help="experts as stacked gate_up_proj/down_proj tensors")
+    ap.add_argument("--v5-config", action="store_true",
+                    help="write config.json as transformers v5 does: "
+                         "rope_parameters, dtype, num_local_experts")
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--config-only", action="store_true")
@@ -241,6 +245,13 @@ def main():
                                         activation_scheme="dynamic",
                                         weight_block_size=[16, 16])
     spec = tensors(c, a.stacked)
+    if a.v5_config:
+        rope = dict(rope_type="default", rope_theta=c.pop("rope_theta"))
+        rope.update(c.pop("rope_scaling", None) or {})
+        c["rope_parameters"] = rope
+        c["dtype"] = c.pop("torch_dtype")
+        if "num_experts" in c:
+            c["num_local_experts"] = c.pop("num_experts")
     for kv in a.set:
         key, value = kv.split("=", 1)
         c[key] = json.loads(value)

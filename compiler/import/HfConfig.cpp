@@ -151,18 +151,36 @@ void readMlaAttention(const Reader &r, HfConfig &c) {
   }
 }
 
-void readRopeScaling(const Reader &r, HfConfig &c) {
-  const json &scaling = r.object("rope_scaling");
+/// RoPE base and scaling: transformers v4 writes `rope_theta` and
+/// `rope_scaling`; v5 writes one `rope_parameters` object holding both.
+void readRope(const Reader &r, HfConfig &c) {
+  double dflt = c.family == Family::Mixtral ? 1e6 : 1e4;
+  json scaling = r.object("rope_scaling");
+  c.ropeTheta = r.number("rope_theta", dflt);
+  const json &params = r.object("rope_parameters");
+  if (!params.is_null()) {
+    scaling = params;
+    json theta = params.value("rope_theta", json(c.ropeTheta));
+    if (!theta.is_number())
+      r.fail("rope_parameters.rope_theta must be a number, got " + theta.dump());
+    c.ropeTheta = theta.get<double>();
+  }
+  if (c.ropeTheta <= 0)
+    r.fail("rope_theta must be positive, got " + std::to_string(c.ropeTheta));
   if (scaling.is_null())
     return;
   json kind = scaling.contains("rope_type") ? scaling["rope_type"]
                                             : scaling.value("type", json());
   if (!kind.is_string())
-    r.fail("rope_scaling needs a string 'rope_type' (or 'type')");
+    r.fail("rope scaling needs a string 'rope_type' (or 'type'), got " +
+           scaling.dump());
+  if (kind == "default")
+    return;
   auto factor = scaling.find("factor");
   if (factor != scaling.end() && (!factor->is_number() || *factor <= 0))
-    r.fail("rope_scaling.factor must be a positive number, got " +
+    r.fail("rope scaling factor must be a positive number, got " +
            factor->dump());
+  scaling.erase("rope_theta");
   c.ropeScaling = scaling;
 }
 
@@ -178,7 +196,7 @@ void readRouter(const Reader &r, HfConfig &c, const char *expertsKey) {
 void readQwen(const Reader &r, HfConfig &c) {
   readGqaAttention(r, c);
   c.intermediateSize = r.positive("intermediate_size");
-  readRouter(r, c, "num_experts");
+  readRouter(r, c, r.has("num_experts") ? "num_experts" : "num_local_experts");
   c.normTopkProb = r.boolean("norm_topk_prob", false);
   int64_t step = r.positive("decoder_sparse_step", 1);
   std::vector<int64_t> denseOnly = r.integers("mlp_only_layers");
@@ -210,15 +228,18 @@ void readDeepseek(const Reader &r, HfConfig &c) {
   c.routedScalingFactor = r.number("routed_scaling_factor", v3 ? 2.5 : 1.0);
   if (c.routedScalingFactor <= 0)
     r.fail("routed_scaling_factor must be positive");
-  c.normTopkProb = r.boolean("norm_topk_prob", v3);
-  c.scoring = r.string("scoring_func", v3 ? "sigmoid" : "softmax");
-  if (c.scoring != "softmax" && c.scoring != "sigmoid")
-    r.fail("scoring_func '" + c.scoring + "' is not softmax or sigmoid");
-  c.topkMethod = r.string("topk_method", v3 ? "noaux_tc" : "greedy");
+  // As in transformers: V3 always scores with sigmoid and selects with the
+  // correction bias (noaux_tc); V2 always uses softmax and never renormalises.
+  // scoring_func (and V3's topk_method) are read by neither.
+  c.scoring = v3 ? "sigmoid" : "softmax";
+  c.normTopkProb = v3 && r.boolean("norm_topk_prob", true);
+  c.topkMethod = v3 ? "noaux_tc" : r.string("topk_method", "greedy");
   if (c.topkMethod != "greedy" && c.topkMethod != "group_limited_greedy" &&
       c.topkMethod != "noaux_tc")
     r.fail("topk_method '" + c.topkMethod +
-           "' is not greedy, group_limited_greedy or noaux_tc");
+           "' is not greedy or group_limited_greedy");
+  if (c.topkMethod == "noaux_tc" && !v3)
+    r.fail("topk_method noaux_tc needs model_type deepseek_v3");
   if (c.topkMethod != "greedy") {
     c.nGroup = r.positive("n_group");
     c.topkGroup = r.positive("topk_group");
@@ -230,12 +251,18 @@ void readDeepseek(const Reader &r, HfConfig &c) {
              std::to_string(c.nGroup));
     if (c.topK > c.topkGroup * (c.numExperts / c.nGroup))
       r.fail("num_experts_per_tok " + std::to_string(c.topK) +
-             " exceeds the experts of topk_group groups");
+             " exceeds the " + std::to_string(c.topkGroup * (c.numExperts / c.nGroup)) +
+             " experts of topk_group " + std::to_string(c.topkGroup) + " groups");
   }
-  int64_t firstDense = r.integer("first_k_dense_replace", 0);
+  int64_t firstDense = r.integer("first_k_dense_replace", v3 ? 3 : 0);
   int64_t freq = r.positive("moe_layer_freq", 1);
   for (int64_t i = 0; i < c.numLayers; ++i)
     c.sparseLayer.push_back(i >= firstDense && i % freq == 0);
+}
+
+/// FP8 checkpoints with block scales (DeepSeek-V3, Qwen3 FP8): the block
+/// size of their `*_scale_inv` tensors.
+void readQuantization(const Reader &r, HfConfig &c) {
   const json &quant = r.object("quantization_config");
   if (!quant.is_null()) {
     std::string method = quant.value("quant_method", "");
@@ -286,10 +313,8 @@ HfConfig HfConfig::parse(const json &j, const std::string &path) {
     r.fail("rms_norm_eps must be positive");
   c.tieWordEmbeddings = r.boolean("tie_word_embeddings", false);
   c.torchDtype = r.string("torch_dtype", r.string("dtype", "bfloat16"));
-  c.ropeTheta = r.number("rope_theta", c.family == Family::Mixtral ? 1e6 : 1e4);
-  if (c.ropeTheta <= 0)
-    r.fail("rope_theta must be positive");
-  readRopeScaling(r, c);
+  readRope(r, c);
+  readQuantization(r, c);
 
   switch (c.family) {
   case Family::Mixtral:

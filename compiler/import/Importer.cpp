@@ -147,6 +147,10 @@ Attribute toAttribute(Builder &b, const json &value) {
   return b.getUnitAttr();
 }
 
+/// transformers' DeepSeek q_a_layernorm and kv_a_layernorm ignore
+/// rms_norm_eps and use this.
+constexpr double kMlaNormEps = 1e-6;
+
 /// Names of one layer's feed-forward tensors in the checkpoint.
 struct FfnNames {
   std::string moe;                   ///< the MoE block: router and experts
@@ -154,9 +158,13 @@ struct FfnNames {
   std::string shared;                ///< shared expert block, "" if none
 };
 
-FfnNames ffnNames(const HfConfig &c, const std::string &layer) {
+FfnNames ffnNames(const HfConfig &c, const WeightSource &source,
+                  const std::string &layer) {
+  // transformers v5 names Mixtral's block `mlp` when it saves stacked experts.
   if (c.family == Family::Mixtral)
-    return {layer + ".block_sparse_moe", "w1", "w3", "w2", ""};
+    return {source.has(layer + ".mlp.gate.weight") ? layer + ".mlp"
+                                                   : layer + ".block_sparse_moe",
+            "w1", "w3", "w2", ""};
   std::string shared;
   if (c.family == Family::Qwen2Moe)
     shared = layer + ".mlp.shared_expert";
@@ -271,10 +279,13 @@ private:
   }
 
   Value rmsNorm(Value x, const std::string &name) {
+    return rmsNorm(x, name, config_.rmsNormEps);
+  }
+  Value rmsNorm(Value x, const std::string &name, double eps) {
     int64_t cols = cast<RankedTensorType>(x.getType()).getDimSize(1);
     Value w = weight(name, {cols}, WeightKind::Plain);
     return b_.create<RmsNormOp>(loc_, x.getType(), x, w,
-                                b_.getF64FloatAttr(config_.rmsNormEps));
+                                b_.getF64FloatAttr(eps));
   }
 
   Value linear(Value x, const std::string &prefix, int64_t out,
@@ -333,7 +344,7 @@ private:
     Value q;
     if (c.qLoraRank > 0) {
       Value qa = linear(x, p + ".q_a_proj", c.qLoraRank);
-      qa = rmsNorm(qa, p + ".q_a_layernorm.weight");
+      qa = rmsNorm(qa, p + ".q_a_layernorm.weight", kMlaNormEps);
       q = linear(qa, p + ".q_b_proj", qDim);
     } else {
       q = linear(x, p + ".q_proj", qDim);
@@ -357,7 +368,7 @@ private:
         b_.getI64IntegerAttr(c.qkNopeHeadDim),
         b_.getI64IntegerAttr(c.qkRopeHeadDim), b_.getI64IntegerAttr(c.vHeadDim),
         b_.getF64FloatAttr(c.softmaxScale), b_.getF64FloatAttr(c.ropeTheta),
-        scaling, b_.getF64FloatAttr(c.rmsNormEps));
+        scaling, b_.getF64FloatAttr(kMlaNormEps));
     return linear(attn, p + ".o_proj", c.hiddenSize);
   }
 
@@ -377,7 +388,7 @@ private:
 
   Value moeBlock(const std::string &layer, Value x) {
     const HfConfig &c = config_;
-    FfnNames names = ffnNames(c, layer);
+    FfnNames names = ffnNames(c, source_, layer);
     int64_t e = c.numExperts, hidden = c.hiddenSize;
     Value gate = weight(names.moe + ".gate.weight", {e, hidden},
                         WeightKind::Plain);
@@ -415,9 +426,17 @@ private:
     return b_.create<AddOp>(loc_, x.getType(), out, shared);
   }
 
-  /// (gate, up, down) stacked over experts, from per-expert tensors.
+  /// The experts' weights: (gate, up, down) from one tensor per expert (the
+  /// Hub layout), or (gate_up, down) from transformers v5's stacked tensors.
   SmallVector<Value, 3> expertWeights(const FfnNames &names) {
     int64_t inter = config_.moeIntermediateSize, hidden = config_.hiddenSize;
+    int64_t e = config_.numExperts;
+    std::string stacked = names.moe + ".experts.";
+    if (source_.has(stacked + "gate_up_proj"))
+      return {weight(stacked + "gate_up_proj", {e, 2 * inter, hidden},
+                     WeightKind::Linear),
+              weight(stacked + "down_proj", {e, hidden, inter},
+                     WeightKind::Linear)};
     std::string p = names.moe + ".experts.{e}.";
     return {expertWeight(p + names.gate + ".weight", {inter, hidden}),
             expertWeight(p + names.up + ".weight", {inter, hidden}),

@@ -90,6 +90,14 @@ LogicalResult expectPositive(Operation *op, StringRef name, int64_t value) {
   return op->emitOpError() << name << " must be positive, got " << value;
 }
 
+/// I64Attr accessors return uint64_t; a negative layer shows up as a huge one.
+LogicalResult verifyLayer(Operation *op, uint64_t layer) {
+  if (static_cast<int64_t>(layer) >= 0)
+    return success();
+  return op->emitOpError() << "layer must be >= 0, got "
+                           << static_cast<int64_t>(layer);
+}
+
 /// Token positions: rank 1, integers, one per token of `tokens`.
 LogicalResult verifyPositions(Operation *op, Value positions, int64_t tokens) {
   if (failed(expectShape(op, positions, "positions", {tokens})))
@@ -280,8 +288,8 @@ LogicalResult AttentionOp::verify() {
       failed(expectPositive(*this, "num_kv_heads", kvHeads)) ||
       failed(expectPositive(*this, "head_dim", headDim)))
     return failure();
-  if (getLayer() < 0)
-    return emitOpError() << "layer must be >= 0, got " << getLayer();
+  if (failed(verifyLayer(*this, getLayer())))
+    return failure();
   if (heads % kvHeads != 0)
     return emitOpError() << "num_heads " << heads
                          << " must be a multiple of num_kv_heads " << kvHeads;
@@ -322,8 +330,8 @@ LogicalResult MlaAttentionOp::verify() {
     return failure();
   if (rope % 2 != 0)
     return emitOpError() << "qk_rope_head_dim must be even, got " << rope;
-  if (getLayer() < 0)
-    return emitOpError() << "layer must be >= 0, got " << getLayer();
+  if (failed(verifyLayer(*this, getLayer())))
+    return failure();
   if (getSoftmaxScale().convertToDouble() <= 0)
     return emitOpError() << "softmax_scale must be positive, got "
                          << getSoftmaxScale().convertToDouble();

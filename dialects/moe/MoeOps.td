@@ -162,8 +162,9 @@ def Moe_MlaAttentionOp : Moe_Op<"mla_attention"> {
     tensor<T x kv_lora_rank+rope>` (output of `kv_a_proj_with_mqa`),
     `kv_norm: tensor<kv_lora_rank>` (`kv_a_layernorm`), `kv_b:
     tensor<heads*(nope+v_dim) x kv_lora_rank>` (`kv_b_proj`), positions.
-    The cache of slot `layer` holds only the normalised latent and the one
-    shared RoPE key per token. `softmax_scale` already includes the YaRN
+    RoPE rotates interleaved pairs (dims 2i, 2i+1) of the rope part, unlike
+    `moe.attention`'s half rotation. The cache of slot `layer` holds only the
+    normalised latent and the one shared RoPE key per token. `softmax_scale` already includes the YaRN
     mscale correction. Result: `tensor<T x heads*v_dim>`.
   }];
   let arguments = (ins Moe_Tensor:$q, Moe_Tensor:$kv_a, Moe_Tensor:$kv_norm,
