@@ -206,6 +206,8 @@ def write_safetensors(path, entries, corrupt):
     blob = struct.pack("<Q", len(text)) + text + b"".join(blobs)
     if "truncate-header" in corrupt:
         blob = blob[:8 + len(text) // 2]
+    if "truncate-data" in corrupt:
+        blob = blob[:-100]
     if "tiny-file" in corrupt:
         blob = blob[:5]
     with open(path, "wb") as f:
@@ -230,7 +232,7 @@ def main():
     ap.add_argument("--set", action="append", default=[], metavar="KEY=JSON")
     ap.add_argument("--unset", action="append", default=[], metavar="KEY")
     ap.add_argument("--corrupt", action="append", default=[],
-                    help="truncate-header, tiny-file, header-not-json, overlap, "
+                    help="truncate-header, truncate-data, tiny-file, header-not-json, overlap, "
                          "out-of-file, unknown-dtype, size-mismatch, "
                          "missing-shard, drop=NAME, wrong-shape=NAME, "
                          "dtype=NAME:DTYPE")
@@ -284,7 +286,8 @@ def main():
             s = shape[:-2] + s
             scales = struct.pack(f"<{numel(s)}f",
                                  *[rng.uniform(1e-3, 1e-2) for _ in range(numel(s))])
-            entries.append((name + "_scale_inv", "F32", s, scales))
+            if name + "_scale_inv" != corrupt.get("drop"):
+                entries.append((name + "_scale_inv", "F32", s, scales))
 
     if a.shards == 1:
         write_safetensors(os.path.join(a.out, "model.safetensors"), entries, corrupt)

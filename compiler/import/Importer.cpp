@@ -334,7 +334,7 @@ private:
         b_.getI64IntegerAttr(i), b_.getI64IntegerAttr(c.numHeads),
         b_.getI64IntegerAttr(c.numKvHeads), b_.getI64IntegerAttr(c.headDim),
         b_.getF64FloatAttr(c.ropeTheta), scaling, window,
-        b_.getF64FloatAttr(c.rmsNormEps));
+        c.qkNorm ? b_.getF64FloatAttr(c.rmsNormEps) : FloatAttr());
     return linear(attn, p + ".o_proj", c.hiddenSize);
   }
 
