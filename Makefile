@@ -1,0 +1,43 @@
+# Thin wrapper over CMake + ninja. `make test` and `make demo` install what
+# they need (tools/setup-deps.sh), configure, build, then run.
+BUILD ?= build
+JOBS ?= 2
+LIT ?= /usr/lib/llvm-19/build/utils/lit/lit.py
+PYTHON ?= python3
+
+.PHONY: all setup configure build test check-lit check-unit demo bench-import clean
+
+all: build
+
+setup:
+	@tools/setup-deps.sh
+
+configure: setup
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release > $(BUILD).configure.log 2>&1 \
+	  || { cat $(BUILD).configure.log; exit 1; }
+	@grep -E "^-- moe:" $(BUILD).configure.log
+
+build: configure
+	@ninja -C $(BUILD) -j$(JOBS)
+
+check-lit: build
+	$(PYTHON) $(LIT) -sv $(BUILD)/test/lit
+
+check-unit: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+# lit first, then GoogleTest through ctest; each prints its own counts.
+test: check-lit check-unit
+
+demo: build
+	@echo "== moe-import examples/tiny-mixtral --summary"
+	@$(BUILD)/bin/moe-import examples/tiny-mixtral --summary
+	@echo "== the imported IR (first layer)"
+	@$(BUILD)/bin/moe-import examples/tiny-mixtral | sed -n '1,30p'
+
+# Shape-only import of the full DeepSeek-V3 config (61 layers, 256 experts).
+bench-import: build
+	@tools/bench-import.sh $(BUILD)/bin/moe-import examples/configs/deepseek-v3
+
+clean:
+	rm -rf $(BUILD) $(BUILD).configure.log
