@@ -1,0 +1,42 @@
+//===- Pipelines.cpp - named compilation pipelines ------------------------===//
+#include "compiler/pipelines/Pipelines.h"
+#include "compiler/conversion/Passes.h"
+#include "compiler/transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+
+namespace moe {
+
+namespace {
+struct DefaultPipelineOptions
+    : mlir::PassPipelineOptions<DefaultPipelineOptions> {
+  Option<int64_t> maxBatchTokens{*this, "max-batch-tokens",
+                                 llvm::cl::desc("tokens per run"),
+                                 llvm::cl::init(256)};
+  Option<int64_t> maxContext{*this, "max-context",
+                             llvm::cl::desc("KV-cache tokens per sequence"),
+                             llvm::cl::init(4096)};
+};
+} // namespace
+
+void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &options) {
+  pm.addPass(createMoeToPlanPass(MoeToPlanPassOptions{options.maxContext}));
+  pm.addPass(createPlanMemoryPass(PlanMemoryPassOptions{options.maxBatchTokens}));
+}
+
+std::string defaultPipelineText(const PipelineOptions &options) {
+  return "builtin.module(moe-to-plan{max-context=" + std::to_string(options.maxContext) +
+         "}, moe-plan-memory{max-batch-tokens=" + std::to_string(options.maxBatchTokens) +
+         "})";
+}
+
+void registerPipelines() {
+  mlir::PassPipelineRegistration<DefaultPipelineOptions>(
+      "moe-default-pipeline",
+      "moe module -> planned plan module (moe-to-plan, moe-plan-memory)",
+      [](mlir::OpPassManager &pm, const DefaultPipelineOptions &o) {
+        buildDefaultPipeline(pm, {o.maxBatchTokens, o.maxContext});
+      });
+}
+
+} // namespace moe

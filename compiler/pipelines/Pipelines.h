@@ -1,0 +1,26 @@
+//===- Pipelines.h - named compilation pipelines ----------------*- C++ -*-===//
+#ifndef MOE_COMPILER_PIPELINES_PIPELINES_H
+#define MOE_COMPILER_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+
+#include <cstdint>
+#include <string>
+
+namespace moe {
+
+struct PipelineOptions {
+  int64_t maxBatchTokens = 256;
+  int64_t maxContext = 4096;
+};
+
+/// moe module -> planned plan module: moe-to-plan, moe-plan-memory.
+void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
+/// The textual form of that pipeline (recorded in plan provenance).
+std::string defaultPipelineText(const PipelineOptions &options);
+/// Registers `moe-default-pipeline` for moe-opt.
+void registerPipelines();
+
+} // namespace moe
+
+#endif

@@ -1,0 +1,401 @@
+//===- PlanWriter.cpp - plan dialect -> plan.moeplan + weights ------------===//
+//
+// Walks func @main of a planned module in order: inputs, weights and arena
+// buffers become the tensor table, launches the instruction stream, KV-cache
+// declarations the cache spec. Weights are packed last, streamed from the
+// checkpoint; the plan file is written atomically once everything succeeded.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/target/PlanWriter.h"
+#include "compiler/import/Safetensors.h"
+#include "compiler/target/WeightPacker.h"
+#include "dialects/moe/MoeOps.h"
+#include "dialects/plan/PlanOps.h"
+#include "moe/runtime/Checksum.h"
+#include "moe/runtime/PlanFormat.h"
+#include "runtime/schema/plan_generated.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace fb = ::moe::plan;
+namespace pl = ::mlir::plan;
+namespace fs = std::filesystem;
+using namespace mlir;
+
+namespace moe {
+
+namespace {
+
+[[noreturn]] void fail(Operation *op, const std::string &what) {
+  std::string loc;
+  llvm::raw_string_ostream os(loc);
+  op->getLoc().print(os);
+  throw InputError(loc + ": " + what);
+}
+
+fb::DType dtypeOf(Operation *op, Type t) {
+  if (t.isF32()) return fb::DType::F32;
+  if (t.isBF16()) return fb::DType::BF16;
+  if (t.isF16()) return fb::DType::F16;
+  if (t.isFloat8E4M3FN()) return fb::DType::F8E4M3;
+  if (t.isInteger(32)) return fb::DType::I32;
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  fail(op, "element type " + s + " has no plan dtype");
+}
+
+uint64_t elementBytes(fb::DType t) {
+  return t == fb::DType::F32 || t == fb::DType::I32 ? 4
+         : t == fb::DType::F8E4M3                   ? 1
+                                                    : 2;
+}
+
+std::string safetensorsDtype(fb::DType t) {
+  switch (t) {
+  case fb::DType::F32: return "F32";
+  case fb::DType::BF16: return "BF16";
+  case fb::DType::F16: return "F16";
+  case fb::DType::F8E4M3: return "F8_E4M3";
+  case fb::DType::I32: return "I32";
+  }
+  return "?";
+}
+
+class Writer {
+public:
+  Writer(ModuleOp module, const PlanWriteOptions &options)
+      : module_(module), options_(options) {}
+
+  void run() {
+    auto main = module_.lookupSymbol<func::FuncOp>("main");
+    if (!main)
+      throw InputError("the module has no func.func @main; run moe-to-plan first");
+    auto maxTokens = module_->getAttrOfType<IntegerAttr>("plan.max_batch_tokens");
+    auto arena = module_->getAttrOfType<IntegerAttr>("plan.arena_bytes");
+    if (!maxTokens || !arena)
+      throw InputError("the module has no memory plan; run moe-plan-memory first");
+    maxTokens_ = maxTokens.getInt();
+    catalog_ = TensorCatalog::open(options_.checkpointDir);
+    for (Operation &op : main.getBody().front())
+      visit(op);
+    fs::create_directories(options_.outputDir);
+    packWeights();
+    finishPlan(arena.getInt());
+  }
+
+private:
+  uint32_t addTensor(Value v, Operation *op, const std::string &name, fb::Storage storage,
+                     uint64_t offset, uint64_t size) {
+    auto type = cast<MemRefType>(v.getType());
+    TensorDesc t{name, dtypeOf(op, type.getElementType()), {}, storage, offset, size, 0};
+    for (int64_t i = 0; i < type.getRank(); ++i)
+      t.shape.push_back(type.isDynamicDim(i) ? -1 : type.getDimSize(i));
+    ids_[v] = uint32_t(tensors_.size());
+    tensors_.push_back(std::move(t));
+    return ids_[v];
+  }
+
+  uint32_t id(Operation *user, Value v) {
+    auto it = ids_.find(v);
+    if (it == ids_.end())
+      fail(user, "uses a value that is not a plan tensor");
+    return it->second;
+  }
+
+  void visit(Operation &op) {
+    if (auto in = dyn_cast<pl::InputOp>(op)) {
+      uint32_t i = addTensor(in, &op, in.getIndex() == 0 ? "tokens" : "positions",
+                             fb::Storage::Input, 0, 0);
+      inputs_.resize(2);
+      inputs_[in.getIndex()] = i;
+    } else if (auto w = dyn_cast<pl::WeightOp>(op)) {
+      visitWeight(w);
+    } else if (auto a = dyn_cast<pl::AllocOp>(op)) {
+      if (!a.getOffset())
+        fail(&op, "buffer has no arena offset; run moe-plan-memory first");
+      auto type = cast<MemRefType>(a.getType());
+      uint64_t bytes = elementBytes(dtypeOf(&op, type.getElementType()));
+      for (int64_t i = 0; i < type.getRank(); ++i)
+        bytes *= type.isDynamicDim(i) ? uint64_t(maxTokens_) : uint64_t(type.getDimSize(i));
+      addTensor(a, &op, "buffer" + std::to_string(tensors_.size()), fb::Storage::Arena,
+                *a.getOffset(), bytes);
+    } else if (auto kv = dyn_cast<pl::KvCacheOp>(op)) {
+      kvLayers_[int64_t(kv.getLayer())] = {kv.getKind() == "mla" ? fb::KvKind::Mla
+                                                                 : fb::KvKind::Gqa,
+                                           int32_t(kv.getKWidth()),
+                                           int32_t(kv.getVWidth())};
+    } else if (auto l = dyn_cast<pl::LaunchOp>(op)) {
+      visitLaunch(l);
+    } else if (auto out = dyn_cast<pl::OutputOp>(op)) {
+      outputs_.push_back(id(&op, out.getValue()));
+    } else if (!isa<func::ReturnOp>(op)) {
+      fail(&op, "cannot be serialised into a plan");
+    }
+  }
+
+  void visitWeight(pl::WeightOp w) {
+    std::string name = w.getName().str();
+    auto type = cast<MemRefType>(w.getType());
+    fb::DType dtype = dtypeOf(w, type.getElementType());
+    if (dtype == fb::DType::F8E4M3)
+      fail(w, "weight '" + name + "' is f8E4M3FN; the runtime executes f32, bf16 "
+              "and f16 weights only so far");
+    std::vector<const TensorInfo *> parts;
+    bool perExpert = name.find("{e}") != std::string::npos;
+    int64_t count = perExpert ? type.getDimSize(0) : 1;
+    uint64_t partBytes = elementBytes(dtype);
+    for (int64_t i = perExpert ? 1 : 0; i < type.getRank(); ++i)
+      partBytes *= uint64_t(type.getDimSize(i));
+    for (int64_t e = 0; e < count; ++e) {
+      std::string part = mlir::moe::WeightOp::expand(name, e);
+      const TensorInfo *info = catalog_.find(part);
+      if (!info)
+        fail(w, catalog_.source() + ": tensor '" + part + "' is missing");
+      if (info->size != partBytes || info->dtype != safetensorsDtype(dtype))
+        fail(w, info->file + ": tensor '" + part + "' is " + info->dtype + " " +
+                    shapeString(info->shape) + ", which does not match the IR");
+      parts.push_back(info);
+    }
+    uint32_t t = addTensor(w, w, name, fb::Storage::Weight, 0, partBytes * count);
+    pending_.push_back({t, parts});
+    totalWeightBytes_ += partBytes * count;
+  }
+
+  // Attribute readers: the conversion always sets these; hand-written IR may not.
+  int64_t i64(Operation *op, StringRef name) {
+    auto a = op->getAttrOfType<IntegerAttr>(name);
+    if (!a)
+      fail(op, "launch lacks integer attribute '" + name.str() + "'");
+    return a.getInt();
+  }
+  float f32(Operation *op, StringRef name) {
+    auto a = op->getAttrOfType<FloatAttr>(name);
+    if (!a)
+      fail(op, "launch lacks float attribute '" + name.str() + "'");
+    return float(a.getValueAsDouble());
+  }
+  bool flag(Operation *op, StringRef name) {
+    auto a = op->getAttrOfType<BoolAttr>(name);
+    if (!a)
+      fail(op, "launch lacks boolean attribute '" + name.str() + "'");
+    return a.getValue();
+  }
+  std::string str(Operation *op, StringRef name) {
+    auto a = op->getAttrOfType<StringAttr>(name);
+    if (!a)
+      fail(op, "launch lacks string attribute '" + name.str() + "'");
+    return a.str();
+  }
+
+  flatbuffers::Offset<fb::Rope> rope(Operation *op) {
+    auto freq = op->getAttrOfType<DenseF32ArrayAttr>("inv_freq");
+    if (!freq)
+      fail(op, "launch lacks 'inv_freq'");
+    std::vector<float> values(freq.asArrayRef().begin(), freq.asArrayRef().end());
+    return fb::CreateRopeDirect(b_, &values, f32(op, "attention_factor"),
+                                flag(op, "interleaved"));
+  }
+
+  void visitLaunch(pl::LaunchOp l) {
+    static const llvm::StringMap<fb::OpCode> codes = {
+        {"embedding", fb::OpCode::Embedding},   {"rms_norm", fb::OpCode::RmsNorm},
+        {"linear", fb::OpCode::Linear},         {"add", fb::OpCode::Add},
+        {"silu_mul", fb::OpCode::SiluMul},      {"sigmoid_gate", fb::OpCode::SigmoidGate},
+        {"attention", fb::OpCode::Attention},   {"mla_attention", fb::OpCode::MlaAttention},
+        {"router", fb::OpCode::Router},         {"experts", fb::OpCode::Experts}};
+    fb::OpCode code = codes.lookup(l.getKernel());
+    Operation *op = l;
+    fb::OpParams type = fb::OpParams::NONE;
+    flatbuffers::Offset<void> params;
+    switch (code) {
+    case fb::OpCode::RmsNorm:
+      type = fb::OpParams::RmsNormParams;
+      params = fb::CreateRmsNormParams(b_, f32(op, "eps")).Union();
+      break;
+    case fb::OpCode::Attention: {
+      auto r = rope(op);
+      type = fb::OpParams::AttentionParams;
+      params = fb::CreateAttentionParams(
+                   b_, int32_t(i64(op, "layer")), int32_t(i64(op, "num_heads")),
+                   int32_t(i64(op, "num_kv_heads")), int32_t(i64(op, "head_dim")),
+                   f32(op, "scale"), r, int32_t(i64(op, "sliding_window")),
+                   f32(op, "qk_norm_eps"))
+                   .Union();
+      break;
+    }
+    case fb::OpCode::MlaAttention: {
+      auto r = rope(op);
+      type = fb::OpParams::MlaParams;
+      params = fb::CreateMlaParams(
+                   b_, int32_t(i64(op, "layer")), int32_t(i64(op, "num_heads")),
+                   int32_t(i64(op, "kv_lora_rank")), int32_t(i64(op, "qk_nope_head_dim")),
+                   int32_t(i64(op, "qk_rope_head_dim")), int32_t(i64(op, "v_head_dim")),
+                   f32(op, "scale"), r, f32(op, "norm_eps"))
+                   .Union();
+      break;
+    }
+    case fb::OpCode::Router: {
+      std::string method = str(op, "method");
+      type = fb::OpParams::RouterParams;
+      params = fb::CreateRouterParams(
+                   b_, int32_t(i64(op, "num_experts")), int32_t(i64(op, "top_k")),
+                   str(op, "scoring") == "sigmoid" ? fb::Scoring::Sigmoid
+                                                   : fb::Scoring::Softmax,
+                   method == "noaux_tc"               ? fb::TopkMethod::NoAuxTc
+                   : method == "group_limited_greedy" ? fb::TopkMethod::GroupLimitedGreedy
+                                                      : fb::TopkMethod::Greedy,
+                   flag(op, "norm_topk_prob"), int32_t(i64(op, "n_group")),
+                   int32_t(i64(op, "topk_group")), f32(op, "routed_scaling_factor"))
+                   .Union();
+      break;
+    }
+    case fb::OpCode::Experts:
+      type = fb::OpParams::ExpertsParams;
+      params = fb::CreateExpertsParams(b_, int32_t(i64(op, "num_experts")),
+                                       int32_t(i64(op, "intermediate")),
+                                       flag(op, "fused_gate_up"))
+                   .Union();
+      break;
+    default:
+      break;
+    }
+    std::vector<uint32_t> ins, outs;
+    for (Value v : l.getIns())
+      ins.push_back(id(op, v));
+    for (Value v : l.getOuts())
+      outs.push_back(id(op, v));
+    std::string loc;
+    llvm::raw_string_ostream os(loc);
+    l.getLoc().print(os);
+    instructions_.push_back(fb::CreateInstructionDirect(b_, code, &ins, &outs, type, params,
+                                                        uint8_t(l.getStream()), loc.c_str()));
+  }
+
+  void packWeights() {
+    std::string file = std::string(rt::kWeightFilePrefix) + "0.bin";
+    WeightPacker packer((fs::path(options_.outputDir) / file).string(), totalWeightBytes_);
+    for (auto &[tensor, parts] : pending_) {
+      WeightPacker::Packed p = packer.append(parts);
+      tensors_[tensor].offset = p.offset;
+      tensors_[tensor].checksum = p.checksum;
+    }
+    weightFileSize_ = packer.finish();
+    weightFile_ = file;
+  }
+
+  std::string checkpointHash() {
+    rt::Checksum64 sum;
+    std::ifstream config(fs::path(options_.checkpointDir) / "config.json",
+                         std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(config)), {});
+    sum.update(text.data(), text.size());
+    for (auto &[name, info] : catalog_.tensors()) {
+      std::ostringstream os;
+      os << name << ' ' << info.dtype << ' ' << shapeString(info.shape) << ' '
+         << info.size << '\n';
+      std::string line = os.str();
+      sum.update(line.data(), line.size());
+    }
+    std::ostringstream hex;
+    hex << std::hex << sum.value();
+    return hex.str();
+  }
+
+  void finishPlan(int64_t arenaBytes) {
+    std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
+    for (const TensorDesc &t : tensors_)
+      tensors.push_back(fb::CreateTensorDirect(b_, t.name.c_str(), t.dtype, &t.shape,
+                                               t.storage, 0, t.offset, t.size,
+                                               t.checksum));
+    std::vector<flatbuffers::Offset<fb::KvLayer>> layers;
+    for (auto &[layer, spec] : kvLayers_) {
+      if (layer != int64_t(layers.size()))
+        throw InputError("KV-cache layers must be numbered 0, 1, ...; layer " +
+                         std::to_string(layers.size()) + " is missing");
+      layers.push_back(fb::CreateKvLayer(b_, std::get<0>(spec), std::get<1>(spec),
+                                         std::get<2>(spec)));
+    }
+    auto maxContext = module_->getAttrOfType<IntegerAttr>("plan.max_context");
+    auto kv = fb::CreateKvCacheSpecDirect(b_, fb::DType::F32,
+                                          maxContext ? int32_t(maxContext.getInt()) : 4096,
+                                          &layers);
+    auto config = module_->getAttrOfType<DictionaryAttr>("moe.config");
+    auto type = module_->getAttrOfType<StringAttr>("moe.model_type");
+    auto get = [&](StringRef key) -> int32_t {
+      auto a = config ? config.getAs<IntegerAttr>(key) : IntegerAttr();
+      return a ? int32_t(a.getInt()) : 0;
+    };
+    auto modelConfig = fb::CreateModelConfigDirect(
+        b_, type ? type.str().c_str() : "", get("vocab_size"), get("hidden_size"),
+        get("num_layers"), get("num_experts"), get("top_k"),
+        get("max_position_embeddings"));
+    std::vector<flatbuffers::Offset<fb::WeightFile>> files = {
+        fb::CreateWeightFileDirect(b_, weightFile_.c_str(), weightFileSize_)};
+    std::vector<flatbuffers::Offset<fb::Program>> programs = {
+        fb::CreateProgramDirect(b_, 0, &instructions_)};
+    std::string hash = checkpointHash();
+    std::string source = fs::absolute(options_.checkpointDir).lexically_normal().string();
+    auto provenance = fb::CreateProvenanceDirect(b_, "moe-compiler 0.1.0",
+                                                 options_.pipeline.c_str(), source.c_str(),
+                                                 hash.c_str());
+    auto plan = fb::CreatePlanDirect(b_, rt::kFormatMajor, rt::kFormatMinor, modelConfig,
+                                     &tensors, &files, &programs, &inputs_, &outputs_,
+                                     int32_t(maxTokens_), uint64_t(arenaBytes),
+                                     totalWeightBytes_, kv, provenance);
+    fb::FinishPlanBuffer(b_, plan);
+    fs::path path = fs::path(options_.outputDir) / rt::kPlanFileName;
+    fs::path tmp = path.string() + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      out.write(reinterpret_cast<const char *>(b_.GetBufferPointer()), b_.GetSize());
+      if (!out)
+        throw InputError(tmp.string() + ": write failed");
+    }
+    fs::rename(tmp, path);
+  }
+
+  ModuleOp module_;
+  const PlanWriteOptions &options_;
+  TensorCatalog catalog_;
+  flatbuffers::FlatBufferBuilder b_;
+  int64_t maxTokens_ = 0;
+  llvm::DenseMap<Value, uint32_t> ids_;
+  struct TensorDesc {
+    std::string name;
+    fb::DType dtype;
+    std::vector<int64_t> shape;
+    fb::Storage storage;
+    uint64_t offset, size, checksum;
+  };
+  std::vector<TensorDesc> tensors_;
+  std::vector<uint32_t> inputs_, outputs_;
+  std::vector<flatbuffers::Offset<fb::Instruction>> instructions_;
+  std::map<int64_t, std::tuple<fb::KvKind, int32_t, int32_t>> kvLayers_;
+  std::vector<std::pair<uint32_t, std::vector<const TensorInfo *>>> pending_;
+  uint64_t totalWeightBytes_ = 0, weightFileSize_ = 0;
+  std::string weightFile_;
+};
+
+} // namespace
+
+bool writePlan(ModuleOp module, const PlanWriteOptions &options, std::string &error) {
+  try {
+    Writer(module, options).run();
+    return true;
+  } catch (const InputError &e) {
+    error = e.what();
+  } catch (const fs::filesystem_error &e) {
+    error = e.what();
+  }
+  return false;
+}
+
+} // namespace moe

@@ -1,0 +1,48 @@
+//===- WeightPacker.h - stream checkpoint tensors into a weight file -*- C++ -*-===//
+//
+// Copies tensors from safetensors files into one plan weight file, tensor by
+// tensor through a fixed-size buffer (never the whole checkpoint in memory),
+// each 64-byte aligned, with a checksum per tensor. Shows progress on a
+// terminal. Plain C++ (no MLIR).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_COMPILER_TARGET_WEIGHTPACKER_H
+#define MOE_COMPILER_TARGET_WEIGHTPACKER_H
+
+#include "compiler/import/Safetensors.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace moe {
+
+class WeightPacker {
+public:
+  /// Opens `path` for writing; `totalBytes` (for progress) may be 0.
+  WeightPacker(const std::string &path, uint64_t totalBytes);
+  ~WeightPacker();
+
+  struct Packed {
+    uint64_t offset = 0, size = 0, checksum = 0;
+  };
+  /// Appends the concatenation of `parts` (e.g. the per-expert tensors of
+  /// one stacked weight) as one tensor. Throws InputError on I/O failure.
+  Packed append(const std::vector<const TensorInfo *> &parts);
+  /// Flushes and closes; returns the file size. Throws InputError.
+  uint64_t finish();
+
+private:
+  void progress(bool last);
+
+  std::string path_;
+  std::FILE *out_ = nullptr;
+  uint64_t written_ = 0, total_ = 0, tensors_ = 0, shown_ = 0;
+  bool tty_ = false;
+  std::vector<char> buffer_;
+};
+
+} // namespace moe
+
+#endif

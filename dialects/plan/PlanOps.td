@@ -1,0 +1,101 @@
+//===- PlanOps.td - ops of the plan dialect -------------------------------===//
+#ifndef PLAN_OPS_TD
+#define PLAN_OPS_TD
+
+include "dialects/plan/PlanDialect.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
+  let summary = "a named checkpoint tensor, packed into the plan's weight file";
+  let description = [{
+    As `moe.weight`: `{e}` in the name stands for one tensor per expert,
+    stacked along dimension 0.
+
+    ```mlir
+    %0 = plan.weight "model.embed_tokens.weight" : memref<96x32xbf16>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, OptionalAttr<StrAttr>:$scale,
+                       OptionalAttr<DenseI64ArrayAttr>:$block);
+  let results = (outs AnyStaticShapeMemRef:$result);
+  let assemblyFormat = [{
+    $name (`scale` $scale^ `block` $block)? attr-dict `:` type($result)
+  }];
+}
+
+def Plan_InputOp : Plan_Op<"input", [Pure]> {
+  let summary = "an array the caller binds at each run (0: tokens, 1: positions)";
+  let arguments = (ins I64Attr:$index);
+  let results = (outs MemRefRankOf<[I32], [1]>:$result);
+  let assemblyFormat = "$index attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Plan_AllocOp : Plan_Op<"alloc"> {
+  let summary = "an activation buffer in the arena";
+  let description = [{
+    Dimension 0 may be dynamic: the token count of a run, at most the plan's
+    `max_batch_tokens`. `moe-plan-memory` sets `offset` and `size` (bytes,
+    at `max_batch_tokens` rows); buffers whose lifetimes do not overlap share
+    bytes.
+
+    ```mlir
+    %1 = plan.alloc {offset = 0 : i64, size = 32768 : i64} : memref<?x32xf32>
+    ```
+  }];
+  let arguments = (ins OptionalAttr<I64Attr>:$offset, OptionalAttr<I64Attr>:$size);
+  let results = (outs AnyMemRef:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Plan_KvCacheOp : Plan_Op<"kv_cache", [Pure]> {
+  let summary = "declares KV-cache layer `layer`: k_width and v_width floats per token";
+  let description = [{
+    `gqa`: keys and values, kv_heads * head_dim each. `mla`: the normalised
+    latent (k) and the rotated shared RoPE key (v).
+
+    ```mlir
+    %kv = plan.kv_cache 0 gqa k_width 16 v_width 16 : !plan.kv_cache
+    ```
+  }];
+  let arguments = (ins I64Attr:$layer, StrAttr:$kind, I64Attr:$k_width,
+                       I64Attr:$v_width);
+  let results = (outs Plan_KvCacheType:$result);
+  let assemblyFormat = [{
+    $layer $kind `k_width` $k_width `v_width` $v_width attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Plan_LaunchOp : Plan_Op<"launch", [AttrSizedOperandSegments]> {
+  let summary = "runs kernel `kernel` reading `ins`, writing `outs`";
+  let description = [{
+    Kernel parameters are attributes of the op (`eps`, router and attention
+    settings, RoPE inverse frequencies). `stream` names the execution stream.
+    Kernels: embedding, rms_norm, linear, add, silu_mul, sigmoid_gate,
+    attention, mla_attention, router, experts.
+
+    ```mlir
+    plan.launch "linear" ins(%x, %w : memref<?x32xf32>, memref<16x32xbf16>)
+                         outs(%y : memref<?x16xf32>)
+    ```
+  }];
+  let arguments = (ins StrAttr:$kernel, Variadic<AnyMemRef>:$ins,
+                       Variadic<AnyMemRef>:$outs,
+                       Optional<Plan_KvCacheType>:$kv,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
+  let assemblyFormat = [{
+    $kernel `ins` `(` $ins `:` type($ins) `)` `outs` `(` $outs `:` type($outs) `)`
+    (`kv` $kv^)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Plan_OutputOp : Plan_Op<"output"> {
+  let summary = "the program's result (the logits)";
+  let arguments = (ins AnyMemRef:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
+#endif

@@ -1,0 +1,165 @@
+//===- Attention.cpp - CPU attention kernels over a KV cache -------------===//
+#include "kernels/cpu/Attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace moe::cpu {
+
+void applyRope(float *x, int32_t position, const Rope &rope) {
+  int64_t half = rope.pairs;
+  for (int64_t i = 0; i < half; ++i) {
+    // float math, as transformers computes cos/sin in fp32.
+    float angle = static_cast<float>(position) * rope.invFreq[i];
+    float c = std::cos(angle) * rope.attentionFactor;
+    float s = std::sin(angle) * rope.attentionFactor;
+    float &a = rope.interleaved ? x[2 * i] : x[i];
+    float &b = rope.interleaved ? x[2 * i + 1] : x[i + half];
+    float x1 = a, x2 = b;
+    a = x1 * c - x2 * s;
+    b = x2 * c + x1 * s;
+  }
+}
+
+namespace {
+
+/// Per-head RMSNorm over `dim` elements, in place.
+void normHead(float *x, int64_t dim, const Weight &w, float eps) {
+  rmsNorm(x, 1, dim, w, eps, x);
+}
+
+/// First cache row a query at `position` may see.
+int64_t firstVisible(int32_t position, int64_t window) {
+  return window > 0 ? std::max<int64_t>(0, position - window + 1) : 0;
+}
+
+/// softmax(scores[0..n)) in place, in double for the sum.
+void softmax(float *scores, int64_t n) {
+  float m = *std::max_element(scores, scores + n);
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    scores[j] = std::exp(scores[j] - m);
+    sum += scores[j];
+  }
+  float inv = static_cast<float>(1.0 / sum);
+  for (int64_t j = 0; j < n; ++j)
+    scores[j] *= inv;
+}
+
+} // namespace
+
+void gqaAttention(const float *q, const float *k, const float *v,
+                  const int32_t *positions, int64_t tokens, const Weight *qNorm,
+                  const Weight *kNorm, const GqaParams &p, KvCache &cache,
+                  float *out) {
+  const int64_t hd = p.headDim, qWidth = p.numHeads * hd,
+                kvWidth = p.numKvHeads * hd, group = p.numHeads / p.numKvHeads;
+  // Keys and values of this batch into the cache (k normalised and rotated).
+  for (int64_t t = 0; t < tokens; ++t) {
+    float *kRow = cache.k + positions[t] * cache.kWidth;
+    std::copy(k + t * kvWidth, k + (t + 1) * kvWidth, kRow);
+    std::copy(v + t * kvWidth, v + (t + 1) * kvWidth,
+              cache.v + positions[t] * cache.vWidth);
+    for (int64_t h = 0; h < p.numKvHeads; ++h) {
+      if (kNorm)
+        normHead(kRow + h * hd, hd, *kNorm, p.qkNormEps);
+      applyRope(kRow + h * hd, positions[t], p.rope);
+    }
+  }
+#pragma omp parallel
+  {
+    std::vector<float> query(hd), scores;
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t h = 0; h < p.numHeads; ++h) {
+        std::copy(q + t * qWidth + h * hd, q + t * qWidth + (h + 1) * hd,
+                  query.begin());
+        if (qNorm)
+          normHead(query.data(), hd, *qNorm, p.qkNormEps);
+        applyRope(query.data(), positions[t], p.rope);
+        int64_t lo = firstVisible(positions[t], p.slidingWindow);
+        int64_t n = positions[t] - lo + 1;
+        scores.resize(n);
+        const int64_t g = h / group;
+        for (int64_t j = 0; j < n; ++j) {
+          const float *key = cache.k + (lo + j) * cache.kWidth + g * hd;
+          float dot = 0;
+          for (int64_t d = 0; d < hd; ++d)
+            dot += query[d] * key[d];
+          scores[j] = dot * p.scale;
+        }
+        softmax(scores.data(), n);
+        float *o = out + t * qWidth + h * hd;
+        std::fill(o, o + hd, 0.0f);
+        for (int64_t j = 0; j < n; ++j) {
+          const float *val = cache.v + (lo + j) * cache.vWidth + g * hd;
+          for (int64_t d = 0; d < hd; ++d)
+            o[d] += scores[j] * val[d];
+        }
+      }
+  }
+}
+
+void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
+                  const int32_t *positions, int64_t tokens, const MlaParams &p,
+                  KvCache &cache, float *out) {
+  const int64_t rank = p.kvLoraRank, nope = p.nopeDim, rope = p.ropeDim,
+                vDim = p.vDim, qkDim = nope + rope, headRows = nope + vDim;
+  // Cache the normalised latent and the rotated shared RoPE key.
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float *row = kvA + t * (rank + rope);
+    float *latent = cache.k + positions[t] * cache.kWidth;
+    float *kpe = cache.v + positions[t] * cache.vWidth;
+    rmsNorm(row, 1, rank, kvNorm, p.normEps, latent);
+    std::copy(row + rank, row + rank + rope, kpe);
+    applyRope(kpe, positions[t], p.rope);
+  }
+#pragma omp parallel
+  {
+    std::vector<float> qLatent(rank), qPe(rope), context(rank), scores;
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t h = 0; h < p.numHeads; ++h) {
+        const float *qh = q + t * p.numHeads * qkDim + h * qkDim;
+        // Absorb W_uk into the query: qLatent = W_uk[h]^T q_nope.
+        std::fill(qLatent.begin(), qLatent.end(), 0.0f);
+        Weight wUk = kvB.offset(h * headRows * rank);
+        for (int64_t i = 0; i < nope; ++i)
+          for (int64_t r = 0; r < rank; ++r)
+            qLatent[r] += qh[i] * wUk.at(i * rank + r);
+        std::copy(qh + nope, qh + qkDim, qPe.begin());
+        applyRope(qPe.data(), positions[t], p.rope);
+        int64_t n = positions[t] + 1;
+        scores.resize(n);
+        for (int64_t j = 0; j < n; ++j) {
+          const float *latent = cache.k + j * cache.kWidth;
+          const float *kpe = cache.v + j * cache.vWidth;
+          float dot = 0;
+          for (int64_t r = 0; r < rank; ++r)
+            dot += qLatent[r] * latent[r];
+          for (int64_t d = 0; d < rope; ++d)
+            dot += qPe[d] * kpe[d];
+          scores[j] = dot * p.scale;
+        }
+        softmax(scores.data(), n);
+        std::fill(context.begin(), context.end(), 0.0f);
+        for (int64_t j = 0; j < n; ++j) {
+          const float *latent = cache.k + j * cache.kWidth;
+          for (int64_t r = 0; r < rank; ++r)
+            context[r] += scores[j] * latent[r];
+        }
+        // out = W_uv[h] context.
+        Weight wUv = kvB.offset((h * headRows + nope) * rank);
+        float *o = out + t * p.numHeads * vDim + h * vDim;
+        for (int64_t d = 0; d < vDim; ++d) {
+          float acc = 0;
+          for (int64_t r = 0; r < rank; ++r)
+            acc += wUv.at(d * rank + r) * context[r];
+          o[d] = acc;
+        }
+      }
+  }
+}
+
+} // namespace moe::cpu

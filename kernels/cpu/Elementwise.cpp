@@ -1,0 +1,83 @@
+//===- Elementwise.cpp - embedding, norms and pointwise ops ---------------===//
+//
+// Memory-bound and small next to the matmuls, so single-threaded.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/Kernels.h"
+
+#include <cmath>
+#include <vector>
+
+namespace moe::cpu {
+namespace detail {
+void toF32(Weight w, size_t first, size_t count, float *dst); // Weight.cpp
+} // namespace detail
+
+namespace {
+
+std::vector<float> toVector(Weight w, int64_t count) {
+  std::vector<float> v(count);
+  detail::toF32(w, 0, count, v.data());
+  return v;
+}
+
+float dot(const float *a, const float *b, int64_t n) {
+  float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i)
+    acc += a[i] * b[i];
+  return acc;
+}
+
+float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+
+} // namespace
+
+void embedding(const int32_t *ids, int64_t tokens, Weight table,
+               int64_t hidden, float *out) {
+  for (int64_t t = 0; t < tokens; ++t)
+    detail::toF32(table, size_t(ids[t]) * hidden, hidden, out + t * hidden);
+}
+
+void rmsNorm(const float *x, int64_t rows, int64_t cols, Weight w, float eps,
+             float *out) {
+  const std::vector<float> scale = toVector(w, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * cols;
+    float *outR = out + r * cols;
+    // The sum is complete before the row is written, so x may alias out.
+    const float inv = 1.0f / std::sqrt(dot(xr, xr, cols) / cols + eps);
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c)
+      outR[c] = xr[c] * inv * scale[c];
+  }
+}
+
+void add(const float *a, const float *b, int64_t n, float *out) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = a[i] + b[i];
+}
+
+void siluMul(const float *gate, const float *up, int64_t rows, int64_t cols,
+             int64_t stride, float *out) {
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t i = 0; i < cols; ++i) {
+      const float g = gate[t * stride + i];
+      out[t * cols + i] = g * sigmoid(g) * up[t * stride + i];
+    }
+}
+
+void sigmoidGate(const float *x, Weight g, const float *y, int64_t tokens,
+                 int64_t hidden, float *out) {
+  const std::vector<float> gv = toVector(g, hidden);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float s = sigmoid(dot(x + t * hidden, gv.data(), hidden));
+#pragma omp simd
+    for (int64_t i = 0; i < hidden; ++i)
+      out[t * hidden + i] = s * y[t * hidden + i];
+  }
+}
+
+} // namespace moe::cpu

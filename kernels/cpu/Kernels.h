@@ -1,0 +1,109 @@
+//===- Kernels.h - CPU kernels of the moe runtime ---------------*- C++ -*-===//
+//
+// Plain functions over row-major buffers. Activations are f32; weights are
+// f32, bf16 or f16 (converted to f32 on the fly, never copied whole).
+// Each kernel is unit-tested against a naive reference in test/unit/kernels.
+// Semantics follow the Hugging Face transformers modeling files.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_KERNELS_CPU_KERNELS_H
+#define MOE_KERNELS_CPU_KERNELS_H
+
+#include <cstddef>
+#include <cstdint>
+
+namespace moe::cpu {
+
+enum class WeightType : uint8_t { F32, BF16, F16 };
+
+/// A read-only weight buffer (row-major) and its element type.
+struct Weight {
+  const void *data = nullptr;
+  WeightType type = WeightType::F32;
+  /// Element i as f32.
+  float at(size_t i) const;
+  /// The weight that starts `elements` elements further on (e.g. expert e of
+  /// a stacked [E, N, K] tensor is offset(e * N * K)).
+  Weight offset(size_t elements) const;
+};
+
+/// out[t, :] = table[ids[t], :]; ids must be in [0, vocab) (checked by the
+/// caller). table: [vocab, hidden].
+void embedding(const int32_t *ids, int64_t tokens, Weight table,
+               int64_t hidden, float *out);
+
+/// out[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w, over `cols`;
+/// x and out may alias.
+void rmsNorm(const float *x, int64_t rows, int64_t cols, Weight w, float eps,
+             float *out);
+
+/// out[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]); w: [n, k] (nn.Linear
+/// layout). `bias` may be null. Multi-threaded.
+void linear(const float *x, int64_t tokens, int64_t k, Weight w, int64_t n,
+            const Weight *bias, float *out);
+
+/// out[i] = a[i] + b[i].
+void add(const float *a, const float *b, int64_t n, float *out);
+
+/// out[t, i] = silu(gate[t, i]) * up[t, i] for rows x cols, where row t of
+/// gate starts at gate + t * stride and of up at up + t * stride (so gate and
+/// up may be the two halves of one [rows, 2 * cols] buffer); out is dense
+/// [rows, cols].
+void siluMul(const float *gate, const float *up, int64_t rows, int64_t cols,
+             int64_t stride, float *out);
+
+/// out[t, :] = sigmoid(dot(x[t, :], g)) * y[t, :]; x: [tokens, hidden],
+/// g: [hidden] (Qwen2-MoE shared_expert_gate), y and out: [tokens, hidden];
+/// y and out may alias.
+void sigmoidGate(const float *x, Weight g, const float *y, int64_t tokens,
+                 int64_t hidden, float *out);
+
+enum class Scoring : uint8_t { Softmax, Sigmoid };
+enum class TopkMethod : uint8_t { Greedy, GroupLimitedGreedy, NoAuxTc };
+
+struct RouterParams {
+  int64_t numExperts = 0, topK = 0;
+  Scoring scoring = Scoring::Softmax;
+  TopkMethod method = TopkMethod::Greedy;
+  bool normTopkProb = false;
+  int64_t nGroup = 1, topkGroup = 1;
+  float routedScalingFactor = 1.0f;
+};
+
+/// Routes each token (see moe.router in dialects/moe/MoeOps.td):
+///   logits = x w^T (w: [E, hidden]); scores = softmax or sigmoid (f32).
+///   Greedy: the top-k scores.
+///   GroupLimitedGreedy (DeepSeek-V2): group score = max of the group's
+///     scores; keep the topkGroup best groups; scores outside them set to
+///     0.0; top-k of that.
+///   NoAuxTc (DeepSeek-V3): choice = scores + bias; group score = sum of the
+///     group's two largest choice values; keep topkGroup groups; choice
+///     outside them set to 0.0; top-k of that; weights gathered from the
+///     unbiased scores.
+///   Then if normTopkProb: weights /= (sum of the k weights + 1e-20)
+///   (Mixtral, Qwen, V3); finally weights *= routedScalingFactor.
+/// Ties go to the lower expert id. bias ([E], f32 or other) is used only by
+/// NoAuxTc and may be null otherwise. Outputs [tokens, topK] each, ordered by
+/// descending choice value.
+void router(const float *x, int64_t tokens, int64_t hidden, Weight w,
+            const Weight *bias, const RouterParams &params, float *weights,
+            int32_t *indices);
+
+/// Routed SwiGLU experts:
+///   out[t] = sum_j weights[t, j] * down_e(silu(gate_e x[t]) * up_e x[t]),
+///   e = indices[t, j].
+/// Stacked weights: gate, up: [E, inter, hidden], down: [E, hidden, inter].
+/// When `gateUp` is set (fused form) it is [E, 2 * inter, hidden] with the
+/// gate rows first and `gate`/`up` are ignored. Tokens are grouped by expert
+/// so each expert's weights are read once per call. Multi-threaded.
+struct ExpertWeights {
+  Weight gate, up, down;
+  const Weight *gateUp = nullptr;
+};
+void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
+             int64_t numExperts, const float *weights, const int32_t *indices,
+             int64_t topK, const ExpertWeights &w, float *out);
+
+} // namespace moe::cpu
+
+#endif

@@ -1,0 +1,89 @@
+//===- Weight.cpp - weight element access and conversion to f32 -----------===//
+
+#include "kernels/cpu/Kernels.h"
+
+#include <cstring>
+
+namespace moe::cpu {
+namespace {
+
+float fromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+uint32_t toBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+// bf16 is the high half of an f32.
+float bf16ToF32(uint16_t h) { return fromBits(uint32_t(h) << 16); }
+
+// IEEE half -> f32: all three cases computed, then picked by bit masks, so
+// that the row loop below vectorizes (GCC will not if-convert a conditional
+// float subtraction). Subnormals are built as 2^-14 * (1.m) - 2^-14, exactly,
+// rather than by scaling an f32 denormal, which would read as zero under
+// denormals-are-zero.
+float f16ToF32(uint16_t h) {
+  const uint32_t magnitude = uint32_t(h & 0x7fff) << 13; // exponent+mantissa
+  const uint32_t exponent = magnitude & 0x0f800000;
+  const float normal = fromBits(magnitude + (112u << 23)); // rebias 15 -> 127
+  const float subnormal = fromBits(magnitude + (113u << 23)) - 0x1p-14f;
+  const uint32_t infNan = magnitude + (224u << 23); // exponent 31 -> 255
+  const uint32_t isSubnormal = -uint32_t(exponent == 0);
+  const uint32_t isInfNan = -uint32_t(exponent == 0x0f800000);
+  uint32_t bits = (toBits(subnormal) & isSubnormal) |
+                  (toBits(normal) & ~isSubnormal);
+  bits = (infNan & isInfNan) | (bits & ~isInfNan);
+  return fromBits(bits | uint32_t(h & 0x8000) << 16);
+}
+
+size_t elementSize(WeightType type) {
+  return type == WeightType::F32 ? 4 : 2;
+}
+
+} // namespace
+
+float Weight::at(size_t i) const {
+  switch (type) {
+  case WeightType::F32:
+    return static_cast<const float *>(data)[i];
+  case WeightType::BF16:
+    return bf16ToF32(static_cast<const uint16_t *>(data)[i]);
+  case WeightType::F16:
+    return f16ToF32(static_cast<const uint16_t *>(data)[i]);
+  }
+  return 0.0f;
+}
+
+Weight Weight::offset(size_t elements) const {
+  return {static_cast<const char *>(data) + elements * elementSize(type), type};
+}
+
+namespace detail {
+
+// Bulk conversion for the kernels (declared where used: it is not part of the
+// public contract). Kept in this file so the loops inline the converters.
+void toF32(Weight w, size_t first, size_t count, float *dst) {
+  const auto *src16 = static_cast<const uint16_t *>(w.data) + first;
+  switch (w.type) {
+  case WeightType::F32:
+    std::memcpy(dst, static_cast<const float *>(w.data) + first,
+                count * sizeof(float));
+    return;
+  case WeightType::BF16:
+    for (size_t i = 0; i < count; ++i)
+      dst[i] = bf16ToF32(src16[i]);
+    return;
+  case WeightType::F16:
+    for (size_t i = 0; i < count; ++i)
+      dst[i] = f16ToF32(src16[i]);
+    return;
+  }
+}
+
+} // namespace detail
+} // namespace moe::cpu

@@ -1,0 +1,189 @@
+//===- CpuDevice.cpp - the CPU backend ------------------------------------===//
+//
+// Streams run their work synchronously on the calling thread (kernels use
+// OpenMP inside), so events are trivially complete. Kernels come from
+// kernels/cpu; weights may be f32, bf16 or f16.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/runtime/Hal.h"
+#include "kernels/cpu/Attention.h"
+#include "kernels/cpu/Kernels.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <new>
+
+namespace moe::rt {
+
+namespace {
+
+namespace k = moe::cpu;
+
+bool isFloatWeight(plan::DType t) {
+  return t == plan::DType::F32 || t == plan::DType::BF16 || t == plan::DType::F16;
+}
+
+k::Weight weightOf(const TensorView &v) {
+  k::WeightType type = v.dtype == plan::DType::BF16  ? k::WeightType::BF16
+                       : v.dtype == plan::DType::F16 ? k::WeightType::F16
+                                                     : k::WeightType::F32;
+  return {v.data, type};
+}
+
+float *f32(const TensorView &v) { return static_cast<float *>(v.data); }
+int32_t *i32(const TensorView &v) { return static_cast<int32_t *>(v.data); }
+
+k::Rope ropeOf(const plan::Rope *r) {
+  return {r->inv_freq()->data(), static_cast<int64_t>(r->inv_freq()->size()),
+          r->attention_factor(), r->interleaved()};
+}
+
+Status run(const KernelCall &call) {
+  const plan::Instruction &inst = *call.instruction;
+  const auto &in = call.inputs;
+  const TensorView &out = call.outputs[0];
+  switch (inst.op()) {
+  case plan::OpCode::Embedding:
+    k::embedding(i32(in[0]), in[0].rows(), weightOf(in[1]), in[1].cols(), f32(out));
+    return Status::ok();
+  case plan::OpCode::RmsNorm:
+    k::rmsNorm(f32(in[0]), in[0].rows(), in[0].cols(), weightOf(in[1]),
+               inst.params_as_RmsNormParams()->eps(), f32(out));
+    return Status::ok();
+  case plan::OpCode::Linear: {
+    k::Weight bias = in.size() > 2 ? weightOf(in[2]) : k::Weight();
+    k::linear(f32(in[0]), in[0].rows(), in[0].cols(), weightOf(in[1]), in[1].rows(),
+              in.size() > 2 ? &bias : nullptr, f32(out));
+    return Status::ok();
+  }
+  case plan::OpCode::Add:
+    k::add(f32(in[0]), f32(in[1]), in[0].rows() * in[0].cols(), f32(out));
+    return Status::ok();
+  case plan::OpCode::SiluMul:
+    k::siluMul(f32(in[0]), f32(in[1]), in[0].rows(), in[0].cols(), in[0].cols(),
+               f32(out));
+    return Status::ok();
+  case plan::OpCode::SigmoidGate:
+    k::sigmoidGate(f32(in[0]), weightOf(in[1]), f32(in[2]), in[0].rows(),
+                   in[0].cols(), f32(out));
+    return Status::ok();
+  case plan::OpCode::Attention: {
+    const auto *p = inst.params_as_AttentionParams();
+    k::GqaParams gp;
+    gp.numHeads = p->num_heads();
+    gp.numKvHeads = p->num_kv_heads();
+    gp.headDim = p->head_dim();
+    gp.scale = p->scale();
+    gp.rope = ropeOf(p->rope());
+    gp.slidingWindow = p->sliding_window();
+    gp.qkNormEps = p->qk_norm_eps();
+    k::Weight qn, kn;
+    bool norm = in.size() == 6;
+    if (norm) {
+      qn = weightOf(in[4]);
+      kn = weightOf(in[5]);
+    }
+    k::KvCache cache{call.kv->k, call.kv->v, call.kv->kWidth, call.kv->vWidth,
+                     call.kv->capacity};
+    k::gqaAttention(f32(in[0]), f32(in[1]), f32(in[2]), i32(in[3]), in[0].rows(),
+                    norm ? &qn : nullptr, norm ? &kn : nullptr, gp, cache, f32(out));
+    return Status::ok();
+  }
+  case plan::OpCode::MlaAttention: {
+    const auto *p = inst.params_as_MlaParams();
+    k::MlaParams mp;
+    mp.numHeads = p->num_heads();
+    mp.kvLoraRank = p->kv_lora_rank();
+    mp.nopeDim = p->qk_nope_head_dim();
+    mp.ropeDim = p->qk_rope_head_dim();
+    mp.vDim = p->v_head_dim();
+    mp.scale = p->scale();
+    mp.rope = ropeOf(p->rope());
+    mp.normEps = p->norm_eps();
+    k::KvCache cache{call.kv->k, call.kv->v, call.kv->kWidth, call.kv->vWidth,
+                     call.kv->capacity};
+    k::mlaAttention(f32(in[0]), f32(in[1]), weightOf(in[2]), weightOf(in[3]),
+                    i32(in[4]), in[0].rows(), mp, cache, f32(out));
+    return Status::ok();
+  }
+  case plan::OpCode::Router: {
+    const auto *p = inst.params_as_RouterParams();
+    k::RouterParams rp;
+    rp.numExperts = p->num_experts();
+    rp.topK = p->top_k();
+    rp.scoring = p->scoring() == plan::Scoring::Sigmoid ? k::Scoring::Sigmoid
+                                                        : k::Scoring::Softmax;
+    rp.method = static_cast<k::TopkMethod>(p->method());
+    rp.normTopkProb = p->norm_topk_prob();
+    rp.nGroup = p->n_group();
+    rp.topkGroup = p->topk_group();
+    rp.routedScalingFactor = p->routed_scaling_factor();
+    k::Weight bias = in.size() > 2 ? weightOf(in[2]) : k::Weight();
+    k::router(f32(in[0]), in[0].rows(), in[0].cols(), weightOf(in[1]),
+              in.size() > 2 ? &bias : nullptr, rp, f32(call.outputs[0]),
+              i32(call.outputs[1]));
+    return Status::ok();
+  }
+  case plan::OpCode::Experts: {
+    const auto *p = inst.params_as_ExpertsParams();
+    k::ExpertWeights w;
+    k::Weight gateUp;
+    if (p->fused_gate_up()) {
+      gateUp = weightOf(in[3]);
+      w.gateUp = &gateUp;
+      w.down = weightOf(in[4]);
+    } else {
+      w.gate = weightOf(in[3]);
+      w.up = weightOf(in[4]);
+      w.down = weightOf(in[5]);
+    }
+    k::experts(f32(in[0]), in[0].rows(), in[0].cols(), p->intermediate(),
+               p->num_experts(), f32(in[1]), i32(in[2]), in[1].cols(), w, f32(out));
+    return Status::ok();
+  }
+  }
+  return Status::error("cpu backend: unknown op code " +
+                       std::to_string(static_cast<int>(inst.op())));
+}
+
+class CpuEvent final : public Event {
+public:
+  Status synchronize() override { return Status::ok(); }
+};
+
+class CpuStream final : public Stream {
+public:
+  Status launch(const KernelCall &call) override { return run(call); }
+  Status record(Event &) override { return Status::ok(); }
+  Status wait(Event &) override { return Status::ok(); }
+  Status synchronize() override { return Status::ok(); }
+};
+
+class CpuDevice final : public Device {
+public:
+  std::string name() const override { return "cpu"; }
+  uint64_t memoryBytes() const override {
+    return uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGE_SIZE));
+  }
+  bool supports(plan::OpCode, plan::DType weightType) const override {
+    return isFloatWeight(weightType);
+  }
+  Expected<std::shared_ptr<void>> allocate(size_t bytes) override {
+    void *p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p && bytes)
+      return Status::error("cpu: cannot allocate " + std::to_string(bytes) + " bytes");
+    return std::shared_ptr<void>(p, std::free);
+  }
+  Stream &stream(int) override { return stream_; }
+  std::unique_ptr<Event> createEvent() override { return std::make_unique<CpuEvent>(); }
+
+private:
+  CpuStream stream_;
+};
+
+} // namespace
+
+std::unique_ptr<Device> createCpuDevice() { return std::make_unique<CpuDevice>(); }
+
+} // namespace moe::rt

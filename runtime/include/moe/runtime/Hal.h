@@ -1,0 +1,98 @@
+//===- Hal.h - the hardware abstraction layer -------------------*- C++ -*-===//
+//
+// A backend is a Device (memory, streams, events, kernel dispatch); ranks talk
+// through a Collective. Nothing above this header knows which hardware runs
+// the plan: a new accelerator is a new Device that passes the same tests.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_HAL_H
+#define MOE_RUNTIME_HAL_H
+
+#include "moe/runtime/Status.h"
+#include "runtime/schema/plan_generated.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace moe::rt {
+
+/// A tensor as a kernel sees it: device memory, dtype and concrete shape
+/// (the token dimension resolved for this call).
+struct TensorView {
+  void *data = nullptr;
+  plan::DType dtype = plan::DType::F32;
+  std::vector<int64_t> shape;
+  int64_t rows() const { return shape.empty() ? 1 : shape[0]; }
+  int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
+};
+
+/// One layer of the KV cache of one sequence: `capacity` token rows of
+/// k_width and v_width f32 elements.
+struct KvLayerView {
+  float *k = nullptr, *v = nullptr;
+  int64_t kWidth = 0, vWidth = 0, capacity = 0;
+};
+
+/// One instruction, bound to memory.
+struct KernelCall {
+  const plan::Instruction *instruction = nullptr;
+  std::vector<TensorView> inputs, outputs;
+  KvLayerView *kv = nullptr; ///< attention ops only
+};
+
+class Event {
+public:
+  virtual ~Event() = default;
+  /// Blocks until the work recorded before this event has finished.
+  virtual Status synchronize() = 0;
+};
+
+class Stream {
+public:
+  virtual ~Stream() = default;
+  virtual Status launch(const KernelCall &call) = 0;
+  virtual Status record(Event &event) = 0;
+  /// Work launched after this waits for `event`.
+  virtual Status wait(Event &event) = 0;
+  virtual Status synchronize() = 0;
+};
+
+class Device {
+public:
+  virtual ~Device() = default;
+  virtual std::string name() const = 0;
+  /// Memory the plan may use on this device, in bytes.
+  virtual uint64_t memoryBytes() const = 0;
+  /// Whether this backend runs `op` with weights of `weightType`.
+  virtual bool supports(plan::OpCode op, plan::DType weightType) const = 0;
+  virtual Expected<std::shared_ptr<void>> allocate(size_t bytes) = 0;
+  virtual Stream &stream(int index) = 0;
+  virtual std::unique_ptr<Event> createEvent() = 0;
+};
+
+/// Collective communication among the ranks that run one plan.
+class Collective {
+public:
+  virtual ~Collective() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Sums `count` floats element-wise across ranks, in place.
+  virtual Status allReduceSum(float *data, size_t count) = 0;
+  /// Concatenates every rank's `count` floats into `out` (size * count).
+  virtual Status allGather(const float *in, size_t count, float *out) = 0;
+  /// Sends sendCounts[r] floats to rank r, receives recvCounts[r] from it.
+  virtual Status allToAllV(const float *send, const std::vector<size_t> &sendCounts,
+                           float *recv, const std::vector<size_t> &recvCounts) = 0;
+};
+
+/// The CPU backend (kernels/cpu, OpenMP threads).
+std::unique_ptr<Device> createCpuDevice();
+/// The single-rank collective.
+std::unique_ptr<Collective> createLocalCollective();
+
+} // namespace moe::rt
+
+#endif

@@ -1,0 +1,64 @@
+//===- Plan.h - load and verify a compiled plan -----------------*- C++ -*-===//
+//
+// A plan directory holds plan.moeplan (small; read and verified whole) and
+// weights-<n>.bin files (mapped read-only with mmap; zero copy on CPU).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_PLAN_H
+#define MOE_RUNTIME_PLAN_H
+
+#include "moe/runtime/Status.h"
+#include "runtime/schema/plan_generated.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace moe::rt {
+
+struct LoadOptions {
+  /// Recompute every weight's checksum (reads all weight bytes; the default
+  /// load only maps them).
+  bool verifyWeights = false;
+};
+
+class LoadedPlan {
+public:
+  /// Reads `dir`/plan.moeplan, checks identifier, FlatBuffers structure,
+  /// format version and every index, size and offset in it, then maps the
+  /// weight files and checks they are long enough.
+  static Expected<std::unique_ptr<LoadedPlan>> open(const std::string &dir,
+                                                    const LoadOptions &options = {});
+  ~LoadedPlan();
+  LoadedPlan(const LoadedPlan &) = delete;
+  LoadedPlan &operator=(const LoadedPlan &) = delete;
+
+  const plan::Plan &plan() const { return *plan_; }
+  const std::string &dir() const { return dir_; }
+  /// Bytes of weight tensor `id` (storage Weight), inside its mapped file.
+  const void *weightData(uint32_t id) const;
+  /// Recomputes every weight's checksum; names the first bad tensor.
+  Status verifyWeights() const;
+
+private:
+  LoadedPlan() = default;
+  Status check() const;
+  Status mapWeights();
+
+  struct Mapping {
+    void *data = nullptr;
+    size_t size = 0;
+  };
+  std::string dir_;
+  std::vector<uint8_t> bytes_;
+  const plan::Plan *plan_ = nullptr;
+  std::vector<Mapping> mappings_;
+};
+
+/// Element size of a plan dtype in bytes.
+size_t dtypeSize(plan::DType dtype);
+const char *dtypeName(plan::DType dtype);
+
+} // namespace moe::rt
+
+#endif

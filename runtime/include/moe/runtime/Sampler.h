@@ -1,0 +1,29 @@
+//===- Sampler.h - pick the next token from logits --------------*- C++ -*-===//
+#ifndef MOE_RUNTIME_SAMPLER_H
+#define MOE_RUNTIME_SAMPLER_H
+
+#include <cstdint>
+#include <random>
+
+namespace moe::rt {
+
+struct SamplingOptions {
+  float temperature = 0.0f; ///< 0: greedy (argmax, lowest id on ties)
+  float topP = 1.0f;        ///< nucleus: smallest set with probability >= topP
+  uint64_t seed = 0;
+};
+
+class Sampler {
+public:
+  explicit Sampler(const SamplingOptions &options)
+      : options_(options), rng_(options.seed) {}
+  int32_t next(const float *logits, int64_t vocab);
+
+private:
+  SamplingOptions options_;
+  std::mt19937_64 rng_;
+};
+
+} // namespace moe::rt
+
+#endif

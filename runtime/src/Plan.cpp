@@ -1,0 +1,340 @@
+//===- Plan.cpp - load and verify a compiled plan ------------------------===//
+#include "moe/runtime/Plan.h"
+#include "moe/runtime/Checksum.h"
+#include "moe/runtime/PlanFormat.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace moe::rt {
+
+namespace {
+
+/// A plan larger than this is not one we wrote (ours are KBs to a few MBs).
+constexpr uint64_t kMaxPlanBytes = 1ull << 30;
+
+std::string str(uint64_t v) { return std::to_string(v); }
+
+/// Inputs/outputs each op expects: {min inputs, max inputs, outputs}.
+struct Arity {
+  unsigned minIn, maxIn, out;
+  plan::OpParams params;
+};
+
+Arity arityOf(plan::OpCode op) {
+  using P = plan::OpParams;
+  switch (op) {
+  case plan::OpCode::Embedding: return {2, 2, 1, P::NONE};
+  case plan::OpCode::RmsNorm: return {2, 2, 1, P::RmsNormParams};
+  case plan::OpCode::Linear: return {2, 3, 1, P::NONE};
+  case plan::OpCode::Add: return {2, 2, 1, P::NONE};
+  case plan::OpCode::SiluMul: return {2, 2, 1, P::NONE};
+  case plan::OpCode::SigmoidGate: return {3, 3, 1, P::NONE};
+  case plan::OpCode::Attention: return {4, 6, 1, P::AttentionParams};
+  case plan::OpCode::MlaAttention: return {5, 5, 1, P::MlaParams};
+  case plan::OpCode::Router: return {2, 3, 2, P::RouterParams};
+  case plan::OpCode::Experts: return {5, 6, 1, P::ExpertsParams};
+  }
+  return {0, 0, 0, P::NONE};
+}
+
+} // namespace
+
+size_t dtypeSize(plan::DType dtype) {
+  switch (dtype) {
+  case plan::DType::F32: case plan::DType::I32: return 4;
+  case plan::DType::BF16: case plan::DType::F16: return 2;
+  case plan::DType::F8E4M3: return 1;
+  }
+  return 0;
+}
+
+const char *dtypeName(plan::DType dtype) {
+  return dtypeSize(dtype) ? plan::EnumNameDType(dtype) : "?";
+}
+
+Expected<std::unique_ptr<LoadedPlan>> LoadedPlan::open(const std::string &dir,
+                                                       const LoadOptions &options) {
+  std::unique_ptr<LoadedPlan> loaded(new LoadedPlan());
+  loaded->dir_ = dir;
+  std::string path = dir + "/" + kPlanFileName;
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status::error(dir + ": not a plan directory (run moe-compile <hf-dir> -o " +
+                         dir + " first)");
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in)
+    return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
+  std::streamoff size = in.tellg();
+  if (size < 8)
+    return Status::error(path + ": truncated (" + str(size) + " bytes)");
+  if (uint64_t(size) > kMaxPlanBytes)
+    return Status::error(path + ": " + str(size) + " bytes is too large for a plan");
+  loaded->bytes_.resize(size_t(size));
+  in.seekg(0);
+  in.read(reinterpret_cast<char *>(loaded->bytes_.data()), size);
+  if (!in)
+    return Status::error(path + ": read failed");
+
+  const uint8_t *buf = loaded->bytes_.data();
+  if (!plan::PlanBufferHasIdentifier(buf))
+    return Status::error(path + ": not a moe plan (file identifier '" +
+                         std::string(reinterpret_cast<const char *>(buf) + 4, 4) +
+                         "', expected '" + plan::PlanIdentifier() + "')");
+  flatbuffers::Verifier verifier(buf, loaded->bytes_.size());
+  if (!plan::VerifyPlanBuffer(verifier))
+    return Status::error(path + ": corrupt plan (FlatBuffers verification failed); "
+                                "recompile it with moe-compile");
+  loaded->plan_ = plan::GetPlan(buf);
+  const plan::Plan &p = *loaded->plan_;
+  std::string version = std::to_string(p.format_major()) + "." +
+                        std::to_string(p.format_minor());
+  std::string ours = std::to_string(kFormatMajor) + "." + std::to_string(kFormatMinor);
+  if (p.format_major() != kFormatMajor ||
+      p.format_minor() > kFormatMinor)
+    return Status::error(path + ": plan format " + version +
+                         " is not supported by this runtime (format " + ours +
+                         "); use a runtime at least as new as the compiler, or "
+                         "recompile the plan");
+  if (Status s = loaded->check(); !s)
+    return Status::error(path + ": " + s.message());
+  if (Status s = loaded->mapWeights(); !s)
+    return s;
+  if (options.verifyWeights)
+    if (Status s = loaded->verifyWeights(); !s)
+      return s;
+  return std::move(loaded);
+}
+
+Status LoadedPlan::check() const {
+  const plan::Plan &p = *plan_;
+  if (!p.config() || !p.tensors() || !p.programs() || !p.inputs() ||
+      !p.outputs() || !p.kv_cache() || !p.kv_cache()->layers() || !p.weight_files())
+    return Status::error("incomplete plan: config, tensors, programs, inputs, outputs, "
+                         "weight files and KV-cache spec are all required");
+  size_t numTensors = p.tensors()->size();
+  int64_t maxTokens = p.max_batch_tokens();
+  if (maxTokens < 1 || maxTokens > (1 << 24))
+    return Status::error("max_batch_tokens " + std::to_string(maxTokens) +
+                         " out of range [1, 16777216]");
+  auto tensorName = [&](uint32_t id) {
+    const auto *t = p.tensors()->Get(id);
+    return std::string(t->name() ? t->name()->c_str() : "?");
+  };
+  for (uint32_t id = 0; id < numTensors; ++id) {
+    const plan::Tensor *t = p.tensors()->Get(id);
+    std::string where = "tensor " + str(id) + " ('" + tensorName(id) + "')";
+    size_t elem = dtypeSize(t->dtype());
+    if (!elem)
+      return Status::error(where + " has unknown dtype " + str(uint8_t(t->dtype())));
+    if (!t->shape() || t->shape()->size() == 0 || t->shape()->size() > 4)
+      return Status::error(where + " needs a shape of rank 1 to 4");
+    uint64_t numel = 1;
+    for (size_t d = 0; d < t->shape()->size(); ++d) {
+      int64_t dim = t->shape()->Get(d);
+      if (dim == -1 && d == 0) {
+        numel *= uint64_t(maxTokens);
+        continue;
+      }
+      if (dim < 1 || dim > (int64_t(1) << 32))
+        return Status::error(where + " has dimension " + std::to_string(dim) +
+                             " out of range");
+      numel *= uint64_t(dim);
+      if (numel > (uint64_t(1) << 48))
+        return Status::error(where + " is too large");
+    }
+    uint64_t bytes = numel * elem;
+    switch (t->storage()) {
+    case plan::Storage::Weight:
+      if (t->shape()->Get(0) == -1)
+        return Status::error(where + " is a weight with a token dimension");
+      if (t->weight_file() >= p.weight_files()->size())
+        return Status::error(where + " names weight file " + str(t->weight_file()) +
+                             ", but the plan has " + str(p.weight_files()->size()));
+      if (t->offset() % kWeightAlignment != 0)
+        return Status::error(where + " offset " + str(t->offset()) + " is not " +
+                             str(kWeightAlignment) + "-byte aligned");
+      if (t->size() != bytes)
+        return Status::error(where + " has size " + str(t->size()) +
+                             " but its shape and dtype need " + str(bytes));
+      if (t->offset() + t->size() > p.weight_files()->Get(t->weight_file())->size())
+        return Status::error(where + " ends at byte " + str(t->offset() + t->size()) +
+                             ", past its weight file (" +
+                             str(p.weight_files()->Get(t->weight_file())->size()) + " bytes)");
+      break;
+    case plan::Storage::Arena:
+      if (t->size() != bytes)
+        return Status::error(where + " has arena size " + str(t->size()) +
+                             " but needs " + str(bytes) + " at max_batch_tokens");
+      if (t->offset() + t->size() > p.arena_bytes())
+        return Status::error(where + " ends at arena byte " + str(t->offset() + t->size()) +
+                             ", past the arena (" + str(p.arena_bytes()) + " bytes)");
+      break;
+    case plan::Storage::Input:
+      break;
+    default:
+      return Status::error(where + " has unknown storage " + str(uint8_t(t->storage())));
+    }
+  }
+  for (const auto *file : *p.weight_files())
+    if (!file->path() || file->path()->size() == 0 ||
+        std::strchr(file->path()->c_str(), '/'))
+      return Status::error("weight file names must be plain file names in the plan "
+                           "directory");
+  auto checkIds = [&](const flatbuffers::Vector<uint32_t> *ids, const std::string &what,
+                      plan::Storage storage) -> Status {
+    for (uint32_t id : *ids) {
+      if (id >= numTensors)
+        return Status::error(what + " names tensor " + str(id) + ", but the plan has " +
+                             str(numTensors));
+      if (p.tensors()->Get(id)->storage() != storage)
+        return Status::error(what + " tensor " + str(id) + " ('" + tensorName(id) +
+                             "') has the wrong storage");
+    }
+    return Status::ok();
+  };
+  if (p.inputs()->size() != 2 || p.outputs()->size() != 1)
+    return Status::error("a plan takes 2 inputs (tokens, positions) and gives 1 "
+                         "output (logits), got " + str(p.inputs()->size()) + " and " +
+                         str(p.outputs()->size()));
+  if (Status s = checkIds(p.inputs(), "input", plan::Storage::Input); !s)
+    return s;
+  if (Status s = checkIds(p.outputs(), "output", plan::Storage::Arena); !s)
+    return s;
+  const plan::KvCacheSpec &kv = *p.kv_cache();
+  if (kv.max_context() < 1 || kv.max_context() > (1 << 24))
+    return Status::error("KV-cache max_context " + std::to_string(kv.max_context()) +
+                         " out of range [1, 16777216]");
+  for (const auto *layer : *kv.layers())
+    if (layer->k_width() < 1 || layer->v_width() < 1 || layer->k_width() > (1 << 20) ||
+        layer->v_width() > (1 << 20))
+      return Status::error("KV-cache layer widths out of range");
+  if (p.programs()->size() != 1)
+    return Status::error("this runtime runs single-rank plans; the plan has " +
+                         str(p.programs()->size()) + " programs");
+  const auto *insts = p.programs()->Get(0)->instructions();
+  if (!insts || insts->size() == 0)
+    return Status::error("program 0 has no instructions");
+  for (uint32_t i = 0; i < insts->size(); ++i) {
+    const plan::Instruction *inst = insts->Get(i);
+    std::string where = "instruction " + str(i);
+    if (inst->op() > plan::OpCode::MAX)
+      return Status::error(where + " has unknown op code " + str(uint8_t(inst->op())));
+    where += " (" + std::string(plan::EnumNameOpCode(inst->op())) + ")";
+    Arity a = arityOf(inst->op());
+    size_t nin = inst->inputs() ? inst->inputs()->size() : 0;
+    size_t nout = inst->outputs() ? inst->outputs()->size() : 0;
+    if (nin < a.minIn || nin > a.maxIn || nout != a.out)
+      return Status::error(where + " has " + str(nin) + " inputs and " + str(nout) +
+                           " outputs; expected " + str(a.minIn) + "-" + str(a.maxIn) +
+                           " and " + str(a.out));
+    if (a.params != plan::OpParams::NONE && inst->params_type() != a.params)
+      return Status::error(where + " lacks its " + plan::EnumNameOpParams(a.params));
+    for (uint32_t id : *inst->inputs())
+      if (id >= numTensors)
+        return Status::error(where + " reads tensor " + str(id) + ", but the plan has " +
+                             str(numTensors));
+    for (uint32_t id : *inst->outputs())
+      if (id >= numTensors || p.tensors()->Get(id)->storage() != plan::Storage::Arena)
+        return Status::error(where + " writes tensor " + str(id) +
+                             ", which is not an arena tensor of the plan");
+    int layer = -1;
+    if (auto *att = inst->params_as_AttentionParams()) {
+      layer = att->layer();
+      if (att->num_heads() < 1 || att->num_kv_heads() < 1 || att->head_dim() < 1 ||
+          att->num_heads() % att->num_kv_heads() != 0 || !att->rope() ||
+          !att->rope()->inv_freq() || att->rope()->inv_freq()->size() * 2 > size_t(att->head_dim()))
+        return Status::error(where + " has inconsistent attention parameters");
+    }
+    if (auto *mla = inst->params_as_MlaParams()) {
+      layer = mla->layer();
+      if (mla->num_heads() < 1 || mla->kv_lora_rank() < 1 || mla->qk_nope_head_dim() < 1 ||
+          mla->qk_rope_head_dim() < 2 || mla->v_head_dim() < 1 || !mla->rope() ||
+          !mla->rope()->inv_freq() ||
+          mla->rope()->inv_freq()->size() * 2 != size_t(mla->qk_rope_head_dim()))
+        return Status::error(where + " has inconsistent MLA parameters");
+    }
+    if (layer != -1 && (layer < 0 || size_t(layer) >= kv.layers()->size()))
+      return Status::error(where + " uses KV-cache layer " + std::to_string(layer) +
+                           ", but the cache has " + str(kv.layers()->size()));
+    if (auto *r = inst->params_as_RouterParams())
+      if (r->num_experts() < 1 || r->top_k() < 1 || r->top_k() > r->num_experts() ||
+          r->n_group() < 1 || r->num_experts() % r->n_group() != 0 ||
+          r->topk_group() < 1 || r->topk_group() > r->n_group() ||
+          r->scoring() > plan::Scoring::MAX || r->method() > plan::TopkMethod::MAX)
+        return Status::error(where + " has inconsistent router parameters");
+    if (auto *e = inst->params_as_ExpertsParams())
+      if (e->num_experts() < 1 || e->intermediate() < 1 ||
+          nin != (e->fused_gate_up() ? 5u : 6u))
+        return Status::error(where + " has inconsistent expert parameters");
+  }
+  return Status::ok();
+}
+
+Status LoadedPlan::mapWeights() {
+  const plan::Plan &p = *plan_;
+  for (const auto *file : *p.weight_files()) {
+    std::string path = dir_ + "/" + file->path()->str();
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0)
+      return Status::error(path + ": cannot open weight file (" + std::strerror(errno) + ")");
+    struct stat st;
+    ::fstat(fd, &st);
+    if (uint64_t(st.st_size) < file->size()) {
+      ::close(fd);
+      return Status::error(path + ": " + str(st.st_size) + " bytes, but the plan needs " +
+                           str(file->size()) + " (truncated weight file?)");
+    }
+    Mapping m;
+    m.size = file->size();
+    if (m.size > 0) {
+      m.data = ::mmap(nullptr, m.size, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (m.data == MAP_FAILED) {
+        ::close(fd);
+        return Status::error(path + ": mmap failed (" + std::strerror(errno) + ")");
+      }
+    }
+    ::close(fd);
+    mappings_.push_back(m);
+  }
+  return Status::ok();
+}
+
+LoadedPlan::~LoadedPlan() {
+  for (Mapping &m : mappings_)
+    if (m.data)
+      ::munmap(m.data, m.size);
+}
+
+const void *LoadedPlan::weightData(uint32_t id) const {
+  const plan::Tensor *t = plan_->tensors()->Get(id);
+  return static_cast<const uint8_t *>(mappings_[t->weight_file()].data) + t->offset();
+}
+
+Status LoadedPlan::verifyWeights() const {
+  const plan::Plan &p = *plan_;
+  for (uint32_t id = 0; id < p.tensors()->size(); ++id) {
+    const plan::Tensor *t = p.tensors()->Get(id);
+    if (t->storage() != plan::Storage::Weight)
+      continue;
+    uint64_t sum = checksum64(weightData(id), t->size());
+    if (sum != t->checksum()) {
+      std::ostringstream os;
+      os << dir_ << "/" << p.weight_files()->Get(t->weight_file())->path()->str()
+         << ": checksum mismatch in weight '" << t->name()->str() << "' (bytes "
+         << t->offset() << ".." << t->offset() + t->size() << "): the weight file is "
+         << "corrupt or belongs to another plan";
+      return Status::error(os.str());
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace moe::rt

@@ -1,0 +1,36 @@
+//===- Sampler.cpp - pick the next token from logits ---------------------===//
+#include "moe/runtime/Sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace moe::rt {
+
+int32_t Sampler::next(const float *logits, int64_t vocab) {
+  if (options_.temperature <= 0)
+    return int32_t(std::max_element(logits, logits + vocab) - logits);
+  std::vector<int32_t> order(static_cast<size_t>(vocab));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  std::vector<double> probs(static_cast<size_t>(vocab));
+  double top = logits[order[0]], sum = 0;
+  for (size_t i = 0; i < order.size(); ++i)
+    sum += probs[i] = std::exp((logits[order[i]] - top) / options_.temperature);
+  // Keep the smallest prefix whose probability reaches top-p.
+  size_t keep = 0;
+  double mass = 0;
+  while (keep < order.size() && (keep == 0 || mass < options_.topP * sum))
+    mass += probs[keep++];
+  double r = std::uniform_real_distribution<double>(0.0, mass)(rng_);
+  for (size_t i = 0; i < keep; ++i) {
+    r -= probs[i];
+    if (r <= 0)
+      return order[i];
+  }
+  return order[keep - 1];
+}
+
+} // namespace moe::rt

@@ -1,0 +1,145 @@
+//===- Session.cpp - run a loaded plan ------------------------------------===//
+//
+// Binds every plan tensor to memory (weights: the mapped files; activations:
+// one arena; inputs: the caller's arrays), then launches the program's
+// instructions in order on their streams.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/runtime/Session.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace moe::rt {
+
+namespace {
+
+/// The weight dtype an instruction's kernel must handle: that of its first
+/// weight input, F32 when it has none.
+plan::DType weightTypeOf(const plan::Plan &p, const plan::Instruction &inst) {
+  for (uint32_t id : *inst.inputs()) {
+    const plan::Tensor *t = p.tensors()->Get(id);
+    if (t->storage() == plan::Storage::Weight)
+      return t->dtype();
+  }
+  return plan::DType::F32;
+}
+
+int kvLayerOf(const plan::Instruction &inst) {
+  if (auto *a = inst.params_as_AttentionParams())
+    return a->layer();
+  if (auto *m = inst.params_as_MlaParams())
+    return m->layer();
+  return -1;
+}
+
+} // namespace
+
+Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Device &device,
+                                                   const SessionOptions &options) {
+  const plan::Plan &p = loaded.plan();
+  std::unique_ptr<Session> s(new Session(loaded, device));
+  for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions()) {
+    plan::DType w = weightTypeOf(p, *inst);
+    if (!device.supports(inst->op(), w))
+      return Status::error(std::string(plan::EnumNameOpCode(inst->op())) + " with " +
+                           dtypeName(w) + " weights is not supported by the " +
+                           device.name() + " backend (at " +
+                           (inst->location() ? inst->location()->str() : "?") + ")");
+  }
+  const plan::KvCacheSpec &kv = *p.kv_cache();
+  s->maxContext_ = options.maxContext > 0 ? options.maxContext : kv.max_context();
+  if (s->maxContext_ > kv.max_context())
+    return Status::error("context " + std::to_string(s->maxContext_) +
+                         " exceeds the plan's maximum " + std::to_string(kv.max_context()));
+  uint64_t kvBytes = 0;
+  for (const plan::KvLayer *layer : *kv.layers())
+    kvBytes += uint64_t(layer->k_width() + layer->v_width()) * s->maxContext_ * sizeof(float);
+  uint64_t need = p.arena_bytes() + kvBytes;
+  if (need > device.memoryBytes())
+    return Status::error("the plan needs " + std::to_string(need) +
+                         " bytes of activations and KV cache, the " + device.name() +
+                         " device has " + std::to_string(device.memoryBytes()) +
+                         "; use a smaller context or --max-batch-tokens");
+  auto arena = device.allocate(p.arena_bytes());
+  if (!arena)
+    return arena.status();
+  s->arena_ = arena.take();
+  for (const plan::KvLayer *layer : *kv.layers()) {
+    KvLayerView view;
+    view.kWidth = layer->k_width();
+    view.vWidth = layer->v_width();
+    view.capacity = s->maxContext_;
+    auto k = device.allocate(size_t(view.kWidth) * view.capacity * sizeof(float));
+    auto v = device.allocate(size_t(view.vWidth) * view.capacity * sizeof(float));
+    if (!k || !v)
+      return !k ? k.status() : v.status();
+    view.k = static_cast<float *>(k->get());
+    view.v = static_cast<float *>(v->get());
+    s->kvStorage_.push_back(k.take());
+    s->kvStorage_.push_back(v.take());
+    s->kv_.push_back(view);
+  }
+  s->kvBytes_ = kvBytes;
+  return std::move(s);
+}
+
+Session::~Session() = default;
+
+int64_t Session::maxBatchTokens() const { return plan_.plan().max_batch_tokens(); }
+int64_t Session::vocabSize() const { return plan_.plan().config()->vocab_size(); }
+
+Status Session::forward(const int32_t *tokens, const int32_t *positions, int64_t count,
+                        float *logits) {
+  const plan::Plan &p = plan_.plan();
+  if (count < 1 || count > maxBatchTokens())
+    return Status::error("batch of " + std::to_string(count) + " tokens; the plan takes 1 to " +
+                         std::to_string(maxBatchTokens()) + " (its --max-batch-tokens)");
+  for (int64_t t = 0; t < count; ++t) {
+    if (tokens[t] < 0 || tokens[t] >= vocabSize())
+      return Status::error("token id " + std::to_string(tokens[t]) +
+                           " out of vocabulary [0, " + std::to_string(vocabSize()) + ")");
+    if (positions[t] < 0 || positions[t] >= maxContext_)
+      return Status::error("position " + std::to_string(positions[t]) +
+                           " out of the context [0, " + std::to_string(maxContext_) + ")");
+  }
+  auto view = [&](uint32_t id) {
+    const plan::Tensor *t = p.tensors()->Get(id);
+    TensorView v;
+    v.dtype = t->dtype();
+    v.shape.assign(t->shape()->begin(), t->shape()->end());
+    if (v.shape[0] == -1)
+      v.shape[0] = count;
+    switch (t->storage()) {
+    case plan::Storage::Weight:
+      v.data = const_cast<void *>(plan_.weightData(id));
+      break;
+    case plan::Storage::Arena:
+      v.data = static_cast<uint8_t *>(arena_.get()) + t->offset();
+      break;
+    case plan::Storage::Input:
+      v.data = const_cast<int32_t *>(id == p.inputs()->Get(0) ? tokens : positions);
+      break;
+    }
+    return v;
+  };
+  for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions()) {
+    KernelCall call;
+    call.instruction = inst;
+    for (uint32_t id : *inst->inputs())
+      call.inputs.push_back(view(id));
+    for (uint32_t id : *inst->outputs())
+      call.outputs.push_back(view(id));
+    int layer = kvLayerOf(*inst);
+    call.kv = layer >= 0 ? &kv_[size_t(layer)] : nullptr;
+    if (Status st = device_.stream(inst->stream()).launch(call); !st)
+      return st;
+  }
+  if (Status st = device_.stream(0).synchronize(); !st)
+    return st;
+  TensorView out = view(p.outputs()->Get(0));
+  std::memcpy(logits, out.data, size_t(count) * size_t(out.cols()) * sizeof(float));
+  return Status::ok();
+}
+
+} // namespace moe::rt

@@ -1,0 +1,650 @@
+//===- KernelsTest.cpp - CPU kernels against naive double references ------===//
+//
+// Every reference here is written from the semantics in Kernels.h and
+// computes in double; weights are decoded from their bits independently of
+// the kernels (ldexp on the fields).
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/Kernels.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iterator>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace moe::cpu;
+
+namespace {
+
+double decodeF16(uint16_t b) {
+  const int e = (b >> 10) & 31, m = b & 1023;
+  const double sign = (b & 0x8000) ? -1.0 : 1.0;
+  if (e == 31)
+    return m ? NAN : sign * INFINITY;
+  return sign * (e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25));
+}
+
+double decodeBf16(uint16_t b) {
+  const int e = (b >> 7) & 255, m = b & 127;
+  const double sign = (b & 0x8000) ? -1.0 : 1.0;
+  if (e == 255)
+    return m ? NAN : sign * INFINITY;
+  return sign * (e == 0 ? std::ldexp(m, -133) : std::ldexp(128 + m, e - 134));
+}
+
+/// Weight data in its stored form plus its exact values in double.
+struct TestWeight {
+  WeightType type = WeightType::F32;
+  std::vector<float> f32;
+  std::vector<uint16_t> half;
+  std::vector<double> ref;
+
+  Weight weight() const {
+    return {type == WeightType::F32 ? static_cast<const void *>(f32.data())
+                                    : half.data(),
+            type};
+  }
+};
+
+std::vector<float> randomFloats(std::mt19937 &rng, size_t count,
+                                float scale = 1.0f) {
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(count);
+  for (float &f : v)
+    f = dist(rng);
+  return v;
+}
+
+std::vector<double> toDouble(const std::vector<float> &v) {
+  return {v.begin(), v.end()};
+}
+
+/// Random weights of magnitude below 2 (scaled by `scale` for f32/bf16).
+TestWeight randomWeight(WeightType type, size_t count, std::mt19937 &rng,
+                        float scale = 1.0f) {
+  TestWeight w;
+  w.type = type;
+  if (type == WeightType::F32) {
+    w.f32 = randomFloats(rng, count, scale);
+    w.ref = toDouble(w.f32);
+    return w;
+  }
+  for (float f : randomFloats(rng, count, scale)) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    uint16_t h = bits >> 16;
+    if (type == WeightType::F16) // sign, exponent 8..15 (2^-7 .. 2), mantissa
+      h = (bits >> 16 & 0x8000) | (8 + (bits >> 3) % 8) << 10 | (bits >> 5 & 1023);
+    w.half.push_back(h);
+    w.ref.push_back(type == WeightType::F16 ? decodeF16(h) : decodeBf16(h));
+  }
+  return w;
+}
+
+/// [experts, rows, cols] gate and up stacked per expert into [experts,
+/// 2 * rows, cols], gate rows first.
+TestWeight fuse(const TestWeight &gate, const TestWeight &up, int64_t experts,
+                size_t block) {
+  TestWeight f;
+  f.type = gate.type;
+  auto append = [&](auto &dst, const auto &src, int64_t e) {
+    if (!src.empty())
+      dst.insert(dst.end(), src.begin() + e * block,
+                 src.begin() + (e + 1) * block);
+  };
+  for (int64_t e = 0; e < experts; ++e)
+    for (const TestWeight *src : {&gate, &up}) {
+      append(f.f32, src->f32, e);
+      append(f.half, src->half, e);
+      append(f.ref, src->ref, e);
+    }
+  return f;
+}
+
+/// |got - want| within `rel` of `magnitude` (a sum of absolute terms, so
+/// cancellation does not shrink the tolerance).
+void expectNear(const float *got, const std::vector<double> &want,
+                const std::vector<double> &magnitude, double rel = 1e-5) {
+  ASSERT_EQ(want.size(), magnitude.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_LE(std::abs(got[i] - want[i]), rel * magnitude[i] + 1e-30)
+        << "at " << i << ": got " << got[i] << ", want " << want[i];
+}
+
+std::string typeName(const testing::TestParamInfo<WeightType> &info) {
+  switch (info.param) {
+  case WeightType::F32:
+    return "F32";
+  case WeightType::BF16:
+    return "BF16";
+  case WeightType::F16:
+    return "F16";
+  }
+  return "";
+}
+
+class Typed : public testing::TestWithParam<WeightType> {
+protected:
+  std::mt19937 rng{1234};
+};
+
+INSTANTIATE_TEST_SUITE_P(Weights, Typed,
+                         testing::Values(WeightType::F32, WeightType::BF16,
+                                         WeightType::F16),
+                         typeName);
+
+//===--- Weight ------------------------------------------------------------===//
+
+// Every 16-bit pattern, through at() and through the bulk conversion that
+// embedding() uses.
+void checkAllPatterns(WeightType type, double (*decode)(uint16_t)) {
+  std::vector<uint16_t> all(65536);
+  std::iota(all.begin(), all.end(), 0);
+  const Weight w{all.data(), type};
+  const int32_t id = 0;
+  std::vector<float> bulk(all.size());
+  embedding(&id, 1, w, all.size(), bulk.data());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const double want = decode(all[i]);
+    for (float got : {w.at(i), bulk[i]}) {
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(got)) << "pattern " << i;
+        continue;
+      }
+      ASSERT_EQ(got, want) << "pattern " << i;
+      ASSERT_EQ(std::signbit(got), std::signbit(want)) << "pattern " << i;
+    }
+  }
+}
+
+TEST(Weight, F16AllPatterns) { checkAllPatterns(WeightType::F16, decodeF16); }
+
+TEST(Weight, Bf16AllPatterns) {
+  checkAllPatterns(WeightType::BF16, decodeBf16);
+}
+
+TEST(Weight, F16Landmarks) {
+  const uint16_t bits[] = {0x0001, 0x03ff, 0x0400, 0x3c00, 0x7bff, 0x7c00};
+  const double want[] = {0x1p-24, 1023 * 0x1p-24, 0x1p-14, 1.0, 65504.0,
+                         INFINITY};
+  for (size_t i = 0; i < std::size(bits); ++i)
+    EXPECT_EQ(Weight({bits, WeightType::F16}).at(i), want[i]);
+}
+
+TEST_P(Typed, Offset) {
+  const TestWeight w = randomWeight(GetParam(), 10, rng);
+  for (size_t i = 0; i < 7; ++i)
+    EXPECT_EQ(w.weight().offset(3).at(i), w.weight().at(3 + i));
+  EXPECT_EQ(w.weight().offset(5).at(0), w.ref[5]);
+}
+
+//===--- Elementwise -------------------------------------------------------===//
+
+TEST_P(Typed, Embedding) {
+  const int64_t vocab = 11, hidden = 33;
+  const TestWeight table = randomWeight(GetParam(), vocab * hidden, rng);
+  const std::vector<int32_t> ids = {3, 0, 10, 3, 7, 1, 10};
+  std::vector<float> out(ids.size() * hidden);
+  embedding(ids.data(), ids.size(), table.weight(), hidden, out.data());
+  for (size_t t = 0; t < ids.size(); ++t)
+    for (int64_t c = 0; c < hidden; ++c)
+      ASSERT_EQ(out[t * hidden + c], table.ref[ids[t] * hidden + c]);
+}
+
+TEST_P(Typed, RmsNorm) {
+  for (int64_t rows : {1, 7, 33})
+    for (int64_t cols : {1, 13, 128}) {
+      const std::vector<float> x = randomFloats(rng, rows * cols, 3.0f);
+      const TestWeight w = randomWeight(GetParam(), cols, rng);
+      const float eps = 1e-6f;
+      std::vector<double> want(x.size()), magnitude(x.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        double squares = 0;
+        for (int64_t c = 0; c < cols; ++c)
+          squares += double(x[r * cols + c]) * x[r * cols + c];
+        const double inv = 1.0 / std::sqrt(squares / cols + eps);
+        for (int64_t c = 0; c < cols; ++c) {
+          want[r * cols + c] = x[r * cols + c] * inv * w.ref[c];
+          magnitude[r * cols + c] = std::abs(want[r * cols + c]);
+        }
+      }
+      std::vector<float> out(x.size());
+      rmsNorm(x.data(), rows, cols, w.weight(), eps, out.data());
+      expectNear(out.data(), want, magnitude);
+      std::vector<float> inPlace = x; // x and out alias
+      rmsNorm(inPlace.data(), rows, cols, w.weight(), eps, inPlace.data());
+      EXPECT_EQ(inPlace, out);
+    }
+}
+
+TEST(Elementwise, Add) {
+  std::mt19937 rng(7);
+  const std::vector<float> a = randomFloats(rng, 37), b = randomFloats(rng, 37);
+  std::vector<float> out(a.size());
+  add(a.data(), b.data(), a.size(), out.data());
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_EQ(out[i], a[i] + b[i]);
+}
+
+TEST(Elementwise, SiluMul) {
+  std::mt19937 rng(8);
+  const int64_t rows = 7, cols = 13;
+  // Both layouts: halves of one [rows, 2 * cols] buffer, and a stride wider
+  // than that.
+  for (int64_t stride : {2 * cols, 3 * cols + 1}) {
+    const std::vector<float> buf = randomFloats(rng, rows * stride, 6.0f);
+    const float *gate = buf.data(), *up = buf.data() + cols;
+    std::vector<double> want(rows * cols), magnitude(rows * cols);
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t i = 0; i < cols; ++i) {
+        const double g = gate[t * stride + i];
+        want[t * cols + i] = g / (1.0 + std::exp(-g)) * up[t * stride + i];
+        magnitude[t * cols + i] = std::abs(want[t * cols + i]);
+      }
+    std::vector<float> out(rows * cols);
+    siluMul(gate, up, rows, cols, stride, out.data());
+    expectNear(out.data(), want, magnitude);
+  }
+}
+
+TEST_P(Typed, SigmoidGate) {
+  for (int64_t tokens : {1, 7, 33}) {
+    const int64_t hidden = 29;
+    const std::vector<float> x = randomFloats(rng, tokens * hidden);
+    const std::vector<float> y = randomFloats(rng, tokens * hidden);
+    const TestWeight g = randomWeight(GetParam(), hidden, rng);
+    std::vector<double> want(y.size()), magnitude(y.size());
+    for (int64_t t = 0; t < tokens; ++t) {
+      double d = 0;
+      for (int64_t i = 0; i < hidden; ++i)
+        d += x[t * hidden + i] * g.ref[i];
+      for (int64_t i = 0; i < hidden; ++i) {
+        want[t * hidden + i] = y[t * hidden + i] / (1.0 + std::exp(-d));
+        magnitude[t * hidden + i] = std::abs(want[t * hidden + i]);
+      }
+    }
+    std::vector<float> out(y.size());
+    sigmoidGate(x.data(), g.weight(), y.data(), tokens, hidden, out.data());
+    expectNear(out.data(), want, magnitude);
+    std::vector<float> inPlace = y; // y and out alias
+    sigmoidGate(x.data(), g.weight(), inPlace.data(), tokens, hidden,
+                inPlace.data());
+    EXPECT_EQ(inPlace, out);
+  }
+}
+
+//===--- Linear ------------------------------------------------------------===//
+
+TEST_P(Typed, Linear) {
+  const std::pair<int64_t, int64_t> shapes[] = {
+      {1, 1}, {13, 5}, {33, 17}, {64, 37}, {100, 8}};
+  for (int64_t tokens : {1, 7, 33, 70}) // 70: more than one token block
+    for (auto [k, n] : shapes)
+      for (bool withBias : {false, true}) {
+        SCOPED_TRACE(testing::Message() << tokens << " tokens, k " << k
+                                        << ", n " << n << ", bias "
+                                        << withBias);
+        const std::vector<float> x = randomFloats(rng, tokens * k);
+        const TestWeight w = randomWeight(GetParam(), n * k, rng);
+        const TestWeight bias = randomWeight(GetParam(), n, rng);
+        std::vector<double> want(tokens * n), magnitude(tokens * n);
+        for (int64_t t = 0; t < tokens; ++t)
+          for (int64_t o = 0; o < n; ++o) {
+            double sum = withBias ? bias.ref[o] : 0.0;
+            double mag = std::abs(sum);
+            for (int64_t i = 0; i < k; ++i) {
+              sum += x[t * k + i] * w.ref[o * k + i];
+              mag += std::abs(x[t * k + i] * w.ref[o * k + i]);
+            }
+            want[t * n + o] = sum;
+            magnitude[t * n + o] = mag;
+          }
+        std::vector<float> out(tokens * n);
+        const Weight b = bias.weight();
+        linear(x.data(), tokens, k, w.weight(), n, withBias ? &b : nullptr,
+               out.data());
+        expectNear(out.data(), want, magnitude);
+      }
+}
+
+//===--- Router ------------------------------------------------------------===//
+
+struct Routing {
+  std::vector<double> weights;
+  std::vector<int32_t> indices;
+};
+
+// Ids sorted by descending value, ties to the lower id.
+std::vector<int32_t> rankDescending(const std::vector<double> &value) {
+  std::vector<int32_t> ids(value.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  std::stable_sort(ids.begin(), ids.end(),
+                   [&](int32_t a, int32_t b) { return value[a] > value[b]; });
+  return ids;
+}
+
+Routing referenceRouter(const std::vector<float> &x, int64_t tokens,
+                        int64_t hidden, const std::vector<double> &w,
+                        const std::vector<double> &bias,
+                        const RouterParams &p) {
+  const int64_t experts = p.numExperts, k = p.topK;
+  const int64_t size = experts / p.nGroup;
+  Routing r;
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<double> logits(experts, 0.0), scores(experts);
+    for (int64_t e = 0; e < experts; ++e)
+      for (int64_t i = 0; i < hidden; ++i)
+        logits[e] += x[t * hidden + i] * w[e * hidden + i];
+    const double max = *std::max_element(logits.begin(), logits.end());
+    double total = 0;
+    for (int64_t e = 0; e < experts; ++e)
+      total += std::exp(logits[e] - max);
+    for (int64_t e = 0; e < experts; ++e)
+      scores[e] = p.scoring == Scoring::Softmax
+                      ? std::exp(logits[e] - max) / total
+                      : 1.0 / (1.0 + std::exp(-logits[e]));
+
+    std::vector<double> choice = scores;
+    if (p.method == TopkMethod::NoAuxTc)
+      for (int64_t e = 0; e < experts; ++e)
+        choice[e] += bias[e];
+    if (p.method != TopkMethod::Greedy) {
+      std::vector<double> groupScore(p.nGroup);
+      for (int64_t g = 0; g < p.nGroup; ++g) {
+        std::vector<double> members(choice.begin() + g * size,
+                                    choice.begin() + (g + 1) * size);
+        std::sort(members.rbegin(), members.rend());
+        groupScore[g] = p.method == TopkMethod::GroupLimitedGreedy
+                            ? members[0]
+                            : members[0] + members[1];
+      }
+      const std::vector<int32_t> groups = rankDescending(groupScore);
+      for (int64_t g = 0; g < p.nGroup; ++g)
+        if (std::find(groups.begin(), groups.begin() + p.topkGroup, g) ==
+            groups.begin() + p.topkGroup)
+          for (int64_t e = g * size; e < (g + 1) * size; ++e)
+            choice[e] = 0.0;
+    }
+    const std::vector<int32_t> chosen = rankDescending(choice);
+    std::vector<double> weights;
+    for (int64_t j = 0; j < k; ++j)
+      weights.push_back(p.method == TopkMethod::NoAuxTc ? scores[chosen[j]]
+                                                        : choice[chosen[j]]);
+    const double sum = std::accumulate(weights.begin(), weights.end(), 0.0);
+    for (int64_t j = 0; j < k; ++j) {
+      if (p.normTopkProb)
+        weights[j] /= sum + 1e-20;
+      r.weights.push_back(weights[j] * p.routedScalingFactor);
+      r.indices.push_back(chosen[j]);
+    }
+  }
+  return r;
+}
+
+void expectRouting(const std::vector<float> &weights,
+                   const std::vector<int32_t> &indices, const Routing &want) {
+  EXPECT_EQ(indices, want.indices);
+  ASSERT_EQ(weights.size(), want.weights.size());
+  for (size_t i = 0; i < weights.size(); ++i)
+    EXPECT_NEAR(weights[i], want.weights[i], 1e-5 * std::abs(want.weights[i]))
+        << "at " << i;
+}
+
+TEST_P(Typed, RouterRandom) {
+  const int64_t hidden = 33;
+  struct Case {
+    TopkMethod method;
+    int64_t experts, k, groups, keptGroups;
+  };
+  const Case cases[] = {{TopkMethod::Greedy, 10, 1, 1, 1},
+                        {TopkMethod::Greedy, 10, 3, 1, 1},
+                        {TopkMethod::GroupLimitedGreedy, 12, 3, 4, 2},
+                        {TopkMethod::NoAuxTc, 16, 4, 4, 2},
+                        {TopkMethod::NoAuxTc, 12, 2, 3, 1}};
+  for (const Case &c : cases)
+    for (Scoring scoring : {Scoring::Softmax, Scoring::Sigmoid})
+      for (bool norm : {false, true})
+        for (float factor : {1.0f, 2.5f})
+          for (int64_t tokens : {1, 7, 33}) {
+            SCOPED_TRACE(testing::Message()
+                         << "method " << int(c.method) << ", k " << c.k
+                         << ", scoring " << int(scoring) << ", norm " << norm
+                         << ", factor " << factor << ", tokens " << tokens);
+            RouterParams p;
+            p.numExperts = c.experts;
+            p.topK = c.k;
+            p.scoring = scoring;
+            p.method = c.method;
+            p.normTopkProb = norm;
+            p.nGroup = c.groups;
+            p.topkGroup = c.keptGroups;
+            p.routedScalingFactor = factor;
+            const std::vector<float> x = randomFloats(rng, tokens * hidden);
+            const TestWeight w =
+                randomWeight(GetParam(), c.experts * hidden, rng, 0.5f);
+            const TestWeight bias =
+                randomWeight(GetParam(), c.experts, rng, 0.2f);
+            const Weight b = bias.weight();
+            const bool noAux = c.method == TopkMethod::NoAuxTc;
+            std::vector<float> weights(tokens * c.k);
+            std::vector<int32_t> indices(tokens * c.k);
+            router(x.data(), tokens, hidden, w.weight(), noAux ? &b : nullptr,
+                   p, weights.data(), indices.data());
+            expectRouting(weights, indices,
+                          referenceRouter(x, tokens, hidden, w.ref, bias.ref,
+                                          p));
+          }
+}
+
+/// Routes one token whose logits are exactly `logits` (x = logits, w = I).
+struct ExactRouter {
+  RouterParams p;
+  std::vector<float> bias;
+  std::vector<float> weights;
+  std::vector<int32_t> indices;
+
+  void route(const std::vector<float> &logits) {
+    const int64_t e = logits.size();
+    std::vector<float> identity(e * e, 0.0f);
+    for (int64_t i = 0; i < e; ++i)
+      identity[i * e + i] = 1.0f;
+    p.numExperts = e;
+    weights.assign(p.topK, 0.0f);
+    indices.assign(p.topK, -1);
+    const Weight b{bias.data(), WeightType::F32};
+    router(logits.data(), 1, e, {identity.data(), WeightType::F32},
+           bias.empty() ? nullptr : &b, p, weights.data(), indices.data());
+    std::vector<double> w(identity.begin(), identity.end());
+    expectRouting(weights, indices,
+                  referenceRouter(logits, 1, e, w, toDouble(bias), p));
+  }
+};
+
+double sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
+
+TEST(Router, TiesGoToLowerId) {
+  for (Scoring scoring : {Scoring::Softmax, Scoring::Sigmoid}) {
+    ExactRouter r;
+    r.p.topK = 2;
+    r.p.scoring = scoring;
+    r.route({0.1f, 0.5f, 0.3f, 0.5f, 0.5f, 0.2f});
+    EXPECT_EQ(r.indices, (std::vector<int32_t>{1, 3}));
+  }
+}
+
+TEST(Router, GroupTiesGoToLowerGroup) {
+  ExactRouter r;
+  r.p.topK = 2;
+  r.p.method = TopkMethod::GroupLimitedGreedy;
+  r.p.nGroup = 3;
+  r.p.topkGroup = 1;
+  // Groups 0 and 1 both peak at 0.7; group 0 is kept.
+  r.route({0.1f, 0.7f, 0.7f, 0.2f, 0.3f, 0.3f});
+  EXPECT_EQ(r.indices, (std::vector<int32_t>{1, 0}));
+}
+
+TEST(Router, GroupLimitedExcludesUnkeptGroup) {
+  ExactRouter r;
+  r.p.topK = 2;
+  r.p.method = TopkMethod::GroupLimitedGreedy;
+  r.p.nGroup = 3;
+  r.p.topkGroup = 1;
+  // The second-best expert (4, logit 4) is in group 2, which is not kept.
+  const std::vector<float> logits = {5, 1, 0, 0, 4, 0};
+  r.route(logits);
+  EXPECT_EQ(r.indices, (std::vector<int32_t>{0, 1}));
+  ExactRouter greedy;
+  greedy.p.topK = 2;
+  greedy.route(logits);
+  EXPECT_EQ(greedy.indices, (std::vector<int32_t>{0, 4}));
+}
+
+TEST(Router, NoAuxTcBiasChangesChoiceNotWeights) {
+  ExactRouter r;
+  r.p.topK = 2;
+  r.p.scoring = Scoring::Sigmoid;
+  r.p.method = TopkMethod::NoAuxTc;
+  r.bias = {0.0f, 0.0f, 0.5f, 0.0f};
+  // Unbiased, experts 0 and 1 win; the bias lifts expert 2 above both.
+  r.route({2.0f, 1.0f, 0.0f, -1.0f});
+  EXPECT_EQ(r.indices, (std::vector<int32_t>{2, 0}));
+  EXPECT_NEAR(r.weights[0], sigmoid(0.0), 1e-6);
+  EXPECT_NEAR(r.weights[1], sigmoid(2.0), 1e-6);
+}
+
+TEST(Router, NoAuxTcGroupOfTwoBestExcludesBestExpert) {
+  ExactRouter r;
+  r.p.topK = 2;
+  r.p.scoring = Scoring::Sigmoid;
+  r.p.method = TopkMethod::NoAuxTc;
+  r.p.nGroup = 2;
+  r.p.topkGroup = 1;
+  r.p.normTopkProb = true;
+  r.p.routedScalingFactor = 2.5f;
+  r.bias = {0.0f, 0.0f, 0.0f, 0.0f};
+  // Group 0 holds the best expert but sums to 1.0; group 1 sums to ~1.35.
+  r.route({3.0f, -3.0f, 1.0f, 0.5f});
+  EXPECT_EQ(r.indices, (std::vector<int32_t>{2, 3}));
+  const double sum = sigmoid(1.0) + sigmoid(0.5);
+  EXPECT_NEAR(r.weights[0], sigmoid(1.0) / sum * 2.5, 1e-6);
+}
+
+TEST(Router, NoAuxTcMaskedExpertBeatsNegativeChoice) {
+  ExactRouter r;
+  r.p.topK = 2;
+  r.p.scoring = Scoring::Sigmoid;
+  r.p.method = TopkMethod::NoAuxTc;
+  r.p.nGroup = 2;
+  r.p.topkGroup = 1;
+  // Group 1 is kept, but its expert 3 has a negative choice, below the 0.0 of
+  // the masked experts: as in transformers, masked expert 0 is taken, weighed
+  // by its unbiased score.
+  r.bias = {-2.0f, -2.0f, 0.0f, -2.0f};
+  r.route({0.0f, 0.0f, 1.0f, 0.0f});
+  EXPECT_EQ(r.indices, (std::vector<int32_t>{2, 0}));
+  EXPECT_NEAR(r.weights[1], 0.5, 1e-6);
+}
+
+//===--- Experts -----------------------------------------------------------===//
+
+TEST_P(Typed, Experts) {
+  const int64_t hidden = 19, inter = 13, numExperts = 8;
+  // Experts 2 and 5 never get a token.
+  const std::vector<int32_t> used = {0, 1, 3, 4, 6, 7};
+  const TestWeight gate =
+      randomWeight(GetParam(), numExperts * inter * hidden, rng, 0.5f);
+  const TestWeight up =
+      randomWeight(GetParam(), numExperts * inter * hidden, rng, 0.5f);
+  const TestWeight down =
+      randomWeight(GetParam(), numExperts * hidden * inter, rng, 0.5f);
+  const TestWeight gateUp = fuse(gate, up, numExperts, inter * hidden);
+  const Weight fused = gateUp.weight();
+  const ExpertWeights separate{gate.weight(), up.weight(), down.weight()};
+  const ExpertWeights together{{}, {}, down.weight(), &fused};
+
+  for (int64_t topK = 1; topK <= 4; ++topK)
+    for (int64_t tokens : {1, 7, 33}) {
+      SCOPED_TRACE(testing::Message() << "topK " << topK << ", tokens "
+                                      << tokens);
+      const std::vector<float> x = randomFloats(rng, tokens * hidden);
+      const std::vector<float> weights = randomFloats(rng, tokens * topK);
+      std::vector<int32_t> indices;
+      for (int64_t t = 0; t < tokens; ++t) {
+        std::vector<int32_t> pick = used;
+        std::shuffle(pick.begin(), pick.end(), rng);
+        indices.insert(indices.end(), pick.begin(), pick.begin() + topK);
+      }
+
+      std::vector<double> want(tokens * hidden, 0.0), magnitude(want.size());
+      for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t j = 0; j < topK; ++j) {
+          const int64_t e = indices[t * topK + j];
+          std::vector<double> act(inter);
+          for (int64_t i = 0; i < inter; ++i) {
+            double g = 0, u = 0;
+            for (int64_t h = 0; h < hidden; ++h) {
+              g += x[t * hidden + h] * gate.ref[(e * inter + i) * hidden + h];
+              u += x[t * hidden + h] * up.ref[(e * inter + i) * hidden + h];
+            }
+            act[i] = g / (1.0 + std::exp(-g)) * u;
+          }
+          for (int64_t h = 0; h < hidden; ++h) {
+            double y = 0, mag = 0;
+            for (int64_t i = 0; i < inter; ++i) {
+              y += act[i] * down.ref[(e * hidden + h) * inter + i];
+              mag += std::abs(act[i] * down.ref[(e * hidden + h) * inter + i]);
+            }
+            want[t * hidden + h] += weights[t * topK + j] * y;
+            magnitude[t * hidden + h] += std::abs(weights[t * topK + j]) * mag;
+          }
+        }
+
+      for (const ExpertWeights *w : {&separate, &together}) {
+        std::vector<float> out(tokens * hidden, NAN);
+        experts(x.data(), tokens, hidden, inter, numExperts, weights.data(),
+                indices.data(), topK, *w, out.data());
+        expectNear(out.data(), want, magnitude, 2e-5);
+      }
+    }
+}
+
+// Results do not depend on the number of threads.
+TEST(Determinism, SameBitsWithOneThread) {
+  std::mt19937 rng(99);
+  const int64_t tokens = 9, hidden = 67, inter = 45, numExperts = 4, topK = 2;
+  const TestWeight gate =
+      randomWeight(WeightType::BF16, numExperts * inter * hidden, rng);
+  const TestWeight up =
+      randomWeight(WeightType::BF16, numExperts * inter * hidden, rng);
+  const TestWeight down =
+      randomWeight(WeightType::BF16, numExperts * hidden * inter, rng);
+  const std::vector<float> x = randomFloats(rng, tokens * hidden);
+  const std::vector<float> weights = randomFloats(rng, tokens * topK);
+  std::vector<int32_t> indices(tokens * topK);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < topK; ++j)
+      indices[t * topK + j] = (t + j) % numExperts;
+  auto run = [&] {
+    std::vector<float> out(tokens * hidden);
+    experts(x.data(), tokens, hidden, inter, numExperts, weights.data(),
+            indices.data(), topK, {gate.weight(), up.weight(), down.weight()},
+            out.data());
+    return out;
+  };
+  const std::vector<float> many = run();
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const std::vector<float> one = run();
+  omp_set_num_threads(threads);
+  EXPECT_EQ(0, std::memcmp(many.data(), one.data(), many.size() * 4));
+}
+
+} // namespace

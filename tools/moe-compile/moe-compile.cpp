@@ -1,0 +1,104 @@
+//===- moe-compile.cpp - Hugging Face checkpoint -> deployable plan -------===//
+//
+//   moe-compile <hf-dir> -o <plan-dir> [--max-batch-tokens N] [--max-context N]
+//               [--pass-pipeline='builtin.module(...)'] [--emit=mlir]
+//
+// Imports the checkpoint, runs the default pipeline (or the one given) with
+// the verifier after every pass, then packs the weights and writes the plan.
+// --emit=mlir prints the pipeline's output instead of writing a plan.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Registration.h"
+#include "compiler/import/Importer.h"
+#include "compiler/pipelines/Pipelines.h"
+#include "compiler/target/PlanWriter.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+
+namespace cl = llvm::cl;
+
+static cl::OptionCategory category("moe-compile options");
+static cl::opt<std::string> inputDir(cl::Positional, cl::Required,
+                                     cl::desc("<hf-checkpoint-dir>"), cl::cat(category));
+static cl::opt<std::string> outputDir("o", cl::desc("plan directory to write"),
+                                      cl::value_desc("dir"), cl::cat(category));
+static cl::opt<int64_t> maxBatchTokens(
+    "max-batch-tokens", cl::desc("most tokens one forward step processes (default 256)"),
+    cl::init(256), cl::cat(category));
+static cl::opt<int64_t> maxContext(
+    "max-context",
+    cl::desc("KV-cache tokens per sequence (default 4096, capped by the model)"),
+    cl::init(4096), cl::cat(category));
+static cl::opt<std::string> pipeline(
+    "pass-pipeline",
+    cl::desc("textual pass pipeline to run instead of the default, as in moe-opt"),
+    cl::cat(category));
+static cl::opt<std::string> emit("emit", cl::desc("mlir: print the IR, write no plan"),
+                                 cl::init("plan"), cl::cat(category));
+
+static int fail(const std::string &message) {
+  llvm::errs() << "moe-compile: error: " << message << "\n";
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  moe::registerAllPasses();
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "moe-compile: Hugging Face MoE checkpoint -> plan\n");
+  if (emit != "plan" && emit != "mlir")
+    return fail("--emit must be plan or mlir, got '" + emit + "'");
+  if (emit == "plan" && outputDir.empty())
+    return fail("missing -o <plan-dir> (or use --emit=mlir)");
+  if (maxBatchTokens < 1 || maxContext < 1)
+    return fail("--max-batch-tokens and --max-context must be positive");
+  auto start = std::chrono::steady_clock::now();
+
+  mlir::DialectRegistry registry;
+  moe::registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  std::string error;
+  auto module = moe::importCheckpoint(context, inputDir, {}, error);
+  if (!module)
+    return fail(error);
+
+  moe::PipelineOptions options{maxBatchTokens, maxContext};
+  std::string text = pipeline.empty() ? moe::defaultPipelineText(options) : pipeline;
+  auto parsed = mlir::parsePassPipeline(text, llvm::errs());
+  if (mlir::failed(parsed))
+    return fail("cannot parse pass pipeline '" + text + "'");
+  mlir::PassManager pm(&context);
+  static_cast<mlir::OpPassManager &>(pm) = *parsed;
+  std::string diagnostic;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    if (diagnostic.empty() && d.getSeverity() == mlir::DiagnosticSeverity::Error) {
+      llvm::raw_string_ostream os(diagnostic);
+      os << d.getLocation() << ": " << d.str();
+    }
+    return mlir::success();
+  });
+  if (mlir::failed(pm.run(*module)))
+    return fail(diagnostic.empty() ? "the pass pipeline failed" : diagnostic);
+  if (emit == "mlir") {
+    module->print(llvm::outs());
+    return 0;
+  }
+  moe::PlanWriteOptions write{inputDir, outputDir, text};
+  if (!moe::writePlan(*module, write, error))
+    return fail(error);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  llvm::outs() << "moe-compile: wrote " << outputDir << " in "
+               << llvm::format("%.2f", seconds) << " s\n";
+  return 0;
+}

@@ -1,0 +1,188 @@
+//===- moe-run.cpp - run a compiled plan ----------------------------------===//
+//
+// Prefills a prompt (in chunks of the plan's max batch), then decodes token
+// by token with the KV cache, greedy or sampled. No MLIR, no LLVM.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/runtime/Hal.h"
+#include "moe/runtime/Plan.h"
+#include "moe/runtime/Sampler.h"
+#include "moe/runtime/Session.h"
+#include "tools/common/Args.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <vector>
+
+using namespace moe::rt;
+
+namespace {
+
+const char *kHelp = R"(moe-run: run a compiled MoE plan
+
+usage: moe-run <plan-dir> --prompt-tokens 1,2,3 [options]
+
+  --prompt-tokens IDS    comma-separated prompt token ids (required)
+  --max-new-tokens N     tokens to generate (default 16)
+  --temperature T        0 = greedy (default); > 0 samples
+  --top-p P              nucleus sampling mass (default 1.0)
+  --seed S               sampling seed (default 0)
+  --max-context N        KV-cache tokens for this run (default: the plan's)
+  --dump-logits FILE     write every computed logits row as little-endian f32:
+                         the prompt's rows, then one row per decode step
+                         ((prompt + new - 1) x vocab floats)
+  --json                 print one JSON object instead of text
+  --verify-weights       check every weight's checksum before running
+  --recompute            no KV-cache reuse: recompute the whole sequence at
+                         every step (slow; for checking the cache)
+)";
+
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+int fail(const std::string &message) {
+  std::cerr << "moe-run: error: " << message << "\n";
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::cout << kHelp;
+      return 0;
+    }
+  try {
+    moe::tools::Args args(argc, argv,
+                          {"prompt-tokens", "max-new-tokens", "temperature", "top-p",
+                           "seed", "max-context", "dump-logits"},
+                          {"json", "verify-weights", "recompute"});
+    if (args.positional.size() != 1)
+      return fail("expected one plan directory (see --help)");
+    if (!args.has("prompt-tokens"))
+      return fail("missing --prompt-tokens (see --help)");
+    std::vector<int32_t> tokens;
+    for (int64_t t : args.integers("prompt-tokens")) {
+      if (t < 0 || t > INT32_MAX)
+        return fail("token id " + std::to_string(t) + " is not a valid id");
+      tokens.push_back(int32_t(t));
+    }
+    int64_t newTokens = args.integer("max-new-tokens", 16);
+    if (newTokens < 0)
+      return fail("--max-new-tokens must be >= 0, got " + std::to_string(newTokens));
+    SamplingOptions sampling;
+    sampling.temperature = float(args.number("temperature", 0.0));
+    sampling.topP = float(args.number("top-p", 1.0));
+    sampling.seed = uint64_t(args.integer("seed", 0));
+    if (sampling.temperature < 0 || sampling.topP <= 0 || sampling.topP > 1)
+      return fail("--temperature must be >= 0 and --top-p in (0, 1]");
+
+    auto t0 = std::chrono::steady_clock::now();
+    LoadOptions load;
+    load.verifyWeights = args.has("verify-weights");
+    auto plan = LoadedPlan::open(args.positional[0], load);
+    if (!plan)
+      return fail(plan.status().message());
+    double loadSeconds = since(t0);
+    auto device = createCpuDevice();
+    SessionOptions so;
+    so.maxContext = args.integer("max-context", 0);
+    auto session = Session::create(**plan, *device, so);
+    if (!session)
+      return fail(session.status().message());
+    Session &s = **session;
+    int64_t total = int64_t(tokens.size()) + newTokens;
+    if (tokens.empty())
+      return fail("--prompt-tokens is empty");
+    if (total > s.maxContext())
+      return fail("prompt (" + std::to_string(tokens.size()) + ") + --max-new-tokens (" +
+                  std::to_string(newTokens) + ") = " + std::to_string(total) +
+                  " exceeds the context of " + std::to_string(s.maxContext()) + " tokens");
+    for (int32_t t : tokens)
+      if (t >= s.vocabSize())
+        return fail("token id " + std::to_string(t) + " out of vocabulary [0, " +
+                    std::to_string(s.vocabSize()) + ")");
+
+    std::ofstream dump;
+    if (args.has("dump-logits")) {
+      dump.open(args.str("dump-logits"), std::ios::binary);
+      if (!dump)
+        return fail(args.str("dump-logits") + ": cannot create");
+    }
+    int64_t vocab = s.vocabSize(), chunk = s.maxBatchTokens();
+    std::vector<float> logits(size_t(chunk * vocab));
+    std::vector<int32_t> sequence = tokens, positions;
+    // Runs tokens [from, to) of `sequence`; the last row's logits stay in
+    // `logits` at row (to - 1 - last chunk start).
+    auto run = [&](int64_t from, int64_t to, bool dumpRows) -> Status {
+      for (int64_t start = from; start < to; start += chunk) {
+        int64_t n = std::min(chunk, to - start);
+        positions.resize(size_t(n));
+        for (int64_t i = 0; i < n; ++i)
+          positions[size_t(i)] = int32_t(start + i);
+        if (Status st = s.forward(sequence.data() + start, positions.data(), n,
+                                  logits.data());
+            !st)
+          return st;
+        if (dumpRows && dump)
+          dump.write(reinterpret_cast<const char *>(logits.data()),
+                     std::streamsize(n * vocab * sizeof(float)));
+        if (start + n == to && !dumpRows && dump)
+          dump.write(reinterpret_cast<const char *>(logits.data() + (n - 1) * vocab),
+                     std::streamsize(vocab * sizeof(float)));
+        if (start + n == to && n > 1)
+          std::copy(logits.begin() + (n - 1) * vocab, logits.begin() + n * vocab,
+                    logits.begin());
+      }
+      return Status::ok();
+    };
+
+    Sampler sampler(sampling);
+    bool recompute = args.has("recompute");
+    auto t1 = std::chrono::steady_clock::now();
+    if (Status st = run(0, int64_t(tokens.size()), true); !st)
+      return fail(st.message());
+    double firstToken = since(t1);
+    std::vector<int32_t> generated;
+    auto t2 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < newTokens; ++i) {
+      int32_t next = sampler.next(logits.data(), vocab);
+      generated.push_back(next);
+      sequence.push_back(next);
+      if (i + 1 == newTokens)
+        break;
+      int64_t end = int64_t(sequence.size());
+      if (Status st = run(recompute ? 0 : end - 1, end, false); !st)
+        return fail(st.message());
+    }
+    double decodeSeconds = since(t2);
+    double perSecond = newTokens > 1 ? double(newTokens - 1) / decodeSeconds : 0.0;
+
+    std::ostringstream ids, gen;
+    for (size_t i = 0; i < tokens.size(); ++i)
+      ids << (i ? "," : "") << tokens[i];
+    for (size_t i = 0; i < generated.size(); ++i)
+      gen << (i ? "," : "") << generated[i];
+    if (args.has("json")) {
+      std::printf("{\"prompt_tokens\": [%s], \"generated_tokens\": [%s], "
+                  "\"tokens_per_second\": %.3f, \"time_to_first_token_ms\": %.3f, "
+                  "\"plan_load_ms\": %.3f}\n",
+                  ids.str().c_str(), gen.str().c_str(), perSecond, firstToken * 1e3,
+                  loadSeconds * 1e3);
+    } else {
+      std::printf("prompt:    %s\ngenerated: %s\n", ids.str().c_str(), gen.str().c_str());
+      std::printf("%zu prompt tokens in %.1f ms (time to first token), %lld decode steps "
+                  "at %.1f tokens/s; plan loaded in %.1f ms\n",
+                  tokens.size(), firstToken * 1e3, (long long)std::max<int64_t>(newTokens - 1, 0),
+                  perSecond, loadSeconds * 1e3);
+    }
+    return 0;
+  } catch (const moe::tools::ArgError &e) {
+    return fail(e.what());
+  }
+}
