@@ -21,7 +21,7 @@ build: configure
 	@ninja -C $(BUILD) -j$(JOBS)
 
 check-lit: build
-	$(PYTHON) $(LIT) -sv $(BUILD)/test/lit
+	$(PYTHON) $(LIT) -sv $(BUILD)/test
 
 check-unit: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)

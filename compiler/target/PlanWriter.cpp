@@ -19,6 +19,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -83,6 +84,9 @@ public:
     if (!maxTokens || !arena)
       throw InputError("the module has no memory plan; run moe-plan-memory first");
     maxTokens_ = maxTokens.getInt();
+    // Every field is written, the version fields in particular, so that any
+    // reader (and the corruption tests) finds them in place.
+    b_.ForceDefaults(true);
     catalog_ = TensorCatalog::open(options_.checkpointDir);
     for (Operation &op : main.getBody().front())
       visit(op);
@@ -356,6 +360,12 @@ private:
     {
       std::ofstream out(tmp, std::ios::binary);
       out.write(reinterpret_cast<const char *>(b_.GetBufferPointer()), b_.GetSize());
+      uint64_t sum = rt::checksum64(b_.GetBufferPointer(), b_.GetSize());
+      char trailer[rt::kPlanTrailerBytes];
+      std::memcpy(trailer, rt::kPlanTrailerTag, sizeof rt::kPlanTrailerTag);
+      for (int i = 0; i < 8; ++i)
+        trailer[8 + i] = char((sum >> (8 * i)) & 0xff);
+      out.write(trailer, sizeof trailer);
       if (!out)
         throw InputError(tmp.string() + ": write failed");
     }

@@ -32,6 +32,8 @@ constexpr int64_t kRows = 4;
 constexpr int64_t kTokens = 32;
 // Elements of a row converted at a time.
 constexpr int64_t kChunk = 512;
+// Multiply-adds below which threads cost more than they save.
+constexpr int64_t kParallelWork = 1 << 16;
 
 // acc[i] += dot(x, r[i]) over n elements for the kRows rows.
 void dotRows(const float *x, const float *const r[kRows], int64_t n,
@@ -71,7 +73,7 @@ void linear(const float *x, int64_t tokens, int64_t k, Weight w, int64_t n,
     detail::toF32(*bias, 0, n, b.data());
   const bool f32 = w.type == WeightType::F32;
   const int64_t rowBlocks = (n + kRows - 1) / kRows;
-#pragma omp parallel
+#pragma omp parallel if (tokens * n * k >= kParallelWork)
   {
     std::vector<float> buf(f32 ? 0 : kRows * kChunk);
     std::vector<float> acc(kTokens * kRows);
@@ -94,7 +96,7 @@ void linear(const float *x, int64_t tokens, int64_t k, Weight w, int64_t n,
               continue;
             }
             if (i == row) {
-              prefetch(w, first + 1 * kChunk, std::min(kChunk, k - k0 - 1 * kChunk));
+              prefetch(w, first + kChunk, std::min(kChunk, k - k0 - kChunk));
               detail::toF32(w, first, len, buf.data() + i * kChunk);
             }
             r[i] = buf.data() + row * kChunk;

@@ -73,7 +73,7 @@ Expected<std::unique_ptr<LoadedPlan>> LoadedPlan::open(const std::string &dir,
   if (!in)
     return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
   std::streamoff size = in.tellg();
-  if (size < 8)
+  if (size < 24)
     return Status::error(path + ": truncated (" + str(size) + " bytes)");
   if (uint64_t(size) > kMaxPlanBytes)
     return Status::error(path + ": " + str(size) + " bytes is too large for a plan");
@@ -83,12 +83,22 @@ Expected<std::unique_ptr<LoadedPlan>> LoadedPlan::open(const std::string &dir,
   if (!in)
     return Status::error(path + ": read failed");
 
+  size_t bodySize = loaded->bytes_.size() - kPlanTrailerBytes;
   const uint8_t *buf = loaded->bytes_.data();
   if (!plan::PlanBufferHasIdentifier(buf))
     return Status::error(path + ": not a moe plan (file identifier '" +
                          std::string(reinterpret_cast<const char *>(buf) + 4, 4) +
                          "', expected '" + plan::PlanIdentifier() + "')");
-  flatbuffers::Verifier verifier(buf, loaded->bytes_.size());
+  if (loaded->bytes_.size() < kPlanTrailerBytes + 8 ||
+      std::memcmp(buf + bodySize, kPlanTrailerTag, sizeof kPlanTrailerTag) != 0)
+    return Status::error(path + ": not a moe plan, or truncated (no checksum trailer)");
+  uint64_t stored = 0;
+  for (int i = 7; i >= 0; --i)
+    stored = (stored << 8) | buf[bodySize + 8 + size_t(i)];
+  if (checksum64(buf, bodySize) != stored)
+    return Status::error(path + ": checksum mismatch: the plan file is corrupt; "
+                                "recompile it with moe-compile");
+  flatbuffers::Verifier verifier(buf, bodySize);
   if (!plan::VerifyPlanBuffer(verifier))
     return Status::error(path + ": corrupt plan (FlatBuffers verification failed); "
                                 "recompile it with moe-compile");

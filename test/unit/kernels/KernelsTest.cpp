@@ -17,8 +17,17 @@
 #include <iterator>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
+
+namespace moe::cpu {
+// Names the parameter in test names and failure messages.
+void PrintTo(WeightType type, std::ostream *os) {
+  const char *names[] = {"F32", "BF16", "F16"};
+  *os << names[static_cast<int>(type)];
+}
+} // namespace moe::cpu
 
 using namespace moe::cpu;
 
@@ -120,15 +129,9 @@ void expectNear(const float *got, const std::vector<double> &want,
 }
 
 std::string typeName(const testing::TestParamInfo<WeightType> &info) {
-  switch (info.param) {
-  case WeightType::F32:
-    return "F32";
-  case WeightType::BF16:
-    return "BF16";
-  case WeightType::F16:
-    return "F16";
-  }
-  return "";
+  std::ostringstream os;
+  PrintTo(info.param, &os);
+  return os.str();
 }
 
 class Typed : public testing::TestWithParam<WeightType> {
@@ -284,8 +287,9 @@ TEST_P(Typed, SigmoidGate) {
 //===--- Linear ------------------------------------------------------------===//
 
 TEST_P(Typed, Linear) {
+  // k above 512 spans several conversion chunks, the last one partial.
   const std::pair<int64_t, int64_t> shapes[] = {
-      {1, 1}, {13, 5}, {33, 17}, {64, 37}, {100, 8}};
+      {1, 1}, {13, 5}, {33, 17}, {64, 37}, {100, 8}, {1100, 9}};
   for (int64_t tokens : {1, 7, 33, 70}) // 70: more than one token block
     for (auto [k, n] : shapes)
       for (bool withBias : {false, true}) {
@@ -616,10 +620,12 @@ TEST_P(Typed, Experts) {
     }
 }
 
-// Results do not depend on the number of threads.
-TEST(Determinism, SameBitsWithOneThread) {
+// Results do not depend on the number of threads (sizes large enough for
+// linear() to use them).
+TEST(Determinism, SameBitsForAnyThreadCount) {
   std::mt19937 rng(99);
-  const int64_t tokens = 9, hidden = 67, inter = 45, numExperts = 4, topK = 2;
+  const int64_t tokens = 40, hidden = 256, inter = 96, numExperts = 4;
+  const int64_t topK = 2;
   const TestWeight gate =
       randomWeight(WeightType::BF16, numExperts * inter * hidden, rng);
   const TestWeight up =
@@ -632,19 +638,22 @@ TEST(Determinism, SameBitsWithOneThread) {
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t j = 0; j < topK; ++j)
       indices[t * topK + j] = (t + j) % numExperts;
-  auto run = [&] {
+  auto run = [&](int threads) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
     std::vector<float> out(tokens * hidden);
     experts(x.data(), tokens, hidden, inter, numExperts, weights.data(),
             indices.data(), topK, {gate.weight(), up.weight(), down.weight()},
             out.data());
+    omp_set_num_threads(saved);
     return out;
   };
-  const std::vector<float> many = run();
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const std::vector<float> one = run();
-  omp_set_num_threads(threads);
-  EXPECT_EQ(0, std::memcmp(many.data(), one.data(), many.size() * 4));
+  const std::vector<float> one = run(1);
+  for (int threads : {2, 3}) {
+    const std::vector<float> many = run(threads);
+    EXPECT_EQ(0, std::memcmp(many.data(), one.data(), many.size() * 4))
+        << threads << " threads";
+  }
 }
 
 } // namespace

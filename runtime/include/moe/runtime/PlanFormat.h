@@ -18,6 +18,12 @@ inline constexpr const char *kWeightFilePrefix = "weights-";
 inline constexpr uint16_t kFormatMajor = 1;
 inline constexpr uint16_t kFormatMinor = 0;
 
+/// plan.moeplan ends with this 8-byte tag and an 8-byte little-endian
+/// checksum64 of every byte before the tag, so that any flipped byte is
+/// caught before the FlatBuffer is read.
+inline constexpr char kPlanTrailerTag[8] = {'M', 'O', 'E', 'P', 'S', 'U', 'M', '1'};
+inline constexpr uint64_t kPlanTrailerBytes = 16;
+
 /// Every weight starts at a multiple of this in its file.
 inline constexpr uint64_t kWeightAlignment = 64;
 

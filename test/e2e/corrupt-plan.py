@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Damages a compiled plan on purpose, for the bad-input tests.
+
+  corrupt-plan.py PLAN_DIR flip OFFSET          flip one byte of plan.moeplan
+  corrupt-plan.py PLAN_DIR truncate BYTES       cut plan.moeplan to BYTES
+  corrupt-plan.py PLAN_DIR identifier XXXX      set the file identifier (resealed)
+  corrupt-plan.py PLAN_DIR version MAJOR MINOR  set format_major/minor (resealed)
+  corrupt-plan.py PLAN_DIR weights-flip OFFSET  flip one byte of weights-0.bin
+  corrupt-plan.py PLAN_DIR weights-truncate N   cut weights-0.bin to N bytes
+
+"Resealed" edits recompute the trailer checksum, so that the runtime's later
+checks (identifier, version) are the ones that fire. The checksum is written
+here from its definition in runtime/src/Checksum.cpp, independently.
+"""
+import struct
+import sys
+
+MASK = (1 << 64) - 1
+
+
+def mix(h, word):
+    h ^= (word * 0xbf58476d1ce4e5b9) & MASK
+    h = ((h << 31) | (h >> 33)) & MASK
+    return (h * 0x94d049bb133111eb) & MASK
+
+
+def checksum64(data):
+    h = 0x9e3779b97f4a7c15
+    words = len(data) // 8
+    for (w,) in struct.iter_unpack("<Q", data[:words * 8]):
+        h = mix(h, w)
+    tail = len(data) % 8
+    if tail:
+        w = int.from_bytes(data[words * 8:] + b"\0" * (8 - tail), "little")
+        h = mix(h, w ^ (tail << 56))
+    return mix(h, len(data))
+
+
+def reseal(body):
+    return body + b"MOEPSUM1" + struct.pack("<Q", checksum64(body))
+
+
+def main():
+    d, cmd, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    plan_path = f"{d}/plan.moeplan"
+    if cmd.startswith("weights-"):
+        path = f"{d}/weights-0.bin"
+        data = bytearray(open(path, "rb").read())
+        if cmd == "weights-flip":
+            data[int(args[0])] ^= 0xFF
+        else:
+            data = data[:int(args[0])]
+        open(path, "wb").write(data)
+        return
+    data = bytearray(open(plan_path, "rb").read())
+    body = data[:-16]
+    if cmd == "flip":
+        data[int(args[0])] ^= 0x01
+    elif cmd == "truncate":
+        data = data[:int(args[0])]
+    elif cmd == "identifier":
+        body[4:8] = args[0].encode()
+        data = reseal(bytes(body))
+    elif cmd == "version":
+        # Plan is the root table; format_major/minor are its fields 0 and 1.
+        table = struct.unpack_from("<I", body, 0)[0]
+        vtable = table - struct.unpack_from("<i", body, table)[0]
+        for field, value in enumerate(args[:2]):
+            offset = struct.unpack_from("<H", body, vtable + 4 + 2 * field)[0]
+            if offset == 0:
+                sys.exit(f"field {field} is absent (default); cannot set it in place")
+            struct.pack_into("<H", body, table + offset, int(value))
+        data = reseal(bytes(body))
+    else:
+        sys.exit(f"unknown command {cmd}")
+    open(plan_path, "wb").write(data)
+
+
+if __name__ == "__main__":
+    main()

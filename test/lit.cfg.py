@@ -1,0 +1,23 @@
+# lit configuration of the moe project: dialect, pass and importer tests
+# (test/lit) and end-to-end parity with Hugging Face goldens (test/e2e).
+import os
+import lit.formats
+
+config.name = "moe"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "goldens", "unit", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.moe_obj_root, "test")
+
+config.environment["PATH"] = os.pathsep.join(
+    [config.moe_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+config.substitutions.append(
+    ("%mkckpt", f"{config.python_executable} {config.moe_src_root}/tools/make-tiny-checkpoint.py"))
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%src", config.moe_src_root))
+config.substitutions.append(("%goldens", os.path.join(config.moe_src_root, "test/e2e/goldens")))
+config.substitutions.append(
+    ("%compare-golden", f"{config.python_executable} {config.moe_src_root}/test/e2e/compare-golden.py"))
+config.substitutions.append(
+    ("%corrupt-plan", f"{config.python_executable} {config.moe_src_root}/test/e2e/corrupt-plan.py"))
