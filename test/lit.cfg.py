@@ -21,3 +21,4 @@ config.substitutions.append(
     ("%compare-golden", f"{config.python_executable} {config.moe_src_root}/test/e2e/compare-golden.py"))
 config.substitutions.append(
     ("%corrupt-plan", f"{config.python_executable} {config.moe_src_root}/test/e2e/corrupt-plan.py"))
+config.substitutions.append(("%moe_lib", os.path.join(config.moe_obj_root, "lib")))

@@ -129,8 +129,10 @@ private:
       uint64_t bytes = elementBytes(dtypeOf(&op, type.getElementType()));
       for (int64_t i = 0; i < type.getRank(); ++i)
         bytes *= type.isDynamicDim(i) ? uint64_t(maxTokens_) : uint64_t(type.getDimSize(i));
-      addTensor(a, &op, "buffer" + std::to_string(tensors_.size()), fb::Storage::Arena,
-                *a.getOffset(), bytes);
+      std::string name = "t" + std::to_string(tensors_.size());
+      if (auto loc = dyn_cast<NameLoc>(op.getLoc()))
+        name = loc.getName().str() + "/" + name;
+      addTensor(a, &op, name, fb::Storage::Arena, *a.getOffset(), bytes);
     } else if (auto kv = dyn_cast<pl::KvCacheOp>(op)) {
       kvLayers_[int64_t(kv.getLayer())] = {kv.getKind() == "mla" ? fb::KvKind::Mla
                                                                  : fb::KvKind::Gqa,

@@ -34,8 +34,8 @@ float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
 } // namespace
 
-void embedding(const int32_t *ids, int64_t tokens, Weight table,
-               int64_t hidden, float *out) {
+void embedding(const int32_t *ids, int64_t tokens, Weight table, int64_t hidden,
+               float *out) {
   for (int64_t t = 0; t < tokens; ++t)
     detail::toF32(table, size_t(ids[t]) * hidden, hidden, out + t * hidden);
 }

@@ -57,7 +57,7 @@ void dotRows(const float *x, const float *const r[kRows], int64_t n,
 // Requests elements [first, first + count) of a 16-bit weight. Converting a
 // chunk reads one short stream at a time, too little in flight to keep the
 // memory busy; prefetching the next chunk of every row of the block while
-// converting this one makes the GEMV about 1.5x faster.
+// converting this one made a bf16 GEMV about 1.4x faster on a 2-core VM.
 void prefetch(Weight w, int64_t first, int64_t count) {
   const char *p = static_cast<const char *>(w.data) + first * 2;
   for (int64_t byte = 0; byte < count * 2; byte += 64)

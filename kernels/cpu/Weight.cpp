@@ -35,15 +35,13 @@ float f16ToF32(uint16_t h) {
   const uint32_t infNan = magnitude + (224u << 23); // exponent 31 -> 255
   const uint32_t isSubnormal = -uint32_t(exponent == 0);
   const uint32_t isInfNan = -uint32_t(exponent == 0x0f800000);
-  uint32_t bits = (toBits(subnormal) & isSubnormal) |
-                  (toBits(normal) & ~isSubnormal);
+  uint32_t bits =
+      (toBits(subnormal) & isSubnormal) | (toBits(normal) & ~isSubnormal);
   bits = (infNan & isInfNan) | (bits & ~isInfNan);
   return fromBits(bits | uint32_t(h & 0x8000) << 16);
 }
 
-size_t elementSize(WeightType type) {
-  return type == WeightType::F32 ? 4 : 2;
-}
+size_t elementSize(WeightType type) { return type == WeightType::F32 ? 4 : 2; }
 
 } // namespace
 

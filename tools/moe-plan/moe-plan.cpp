@@ -34,9 +34,17 @@ int fail(const std::string &message) {
   return 1;
 }
 
-std::string mib(uint64_t bytes) {
+/// 1536 -> "1.50 KiB".
+std::string human(uint64_t bytes) {
+  const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / 1048576.0);
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", v, units[u]);
   return buf;
 }
 
@@ -63,12 +71,12 @@ void show(const LoadedPlan &loaded) {
       ++buffers;
     }
   }
-  std::printf("weights    %s in %u file(s)\n", mib(p.weight_bytes()).c_str(),
+  std::printf("weights    %s in %u file(s)\n", human(p.weight_bytes()).c_str(),
               p.weight_files()->size());
   for (auto &[dtype, w] : weights)
-    std::printf("  %-8s %d tensors, %s\n", dtype.c_str(), w.first, mib(w.second).c_str());
+    std::printf("  %-8s %d tensors, %s\n", dtype.c_str(), w.first, human(w.second).c_str());
   std::printf("arena      %s peak activation memory at %d tokens (%d buffers)\n",
-              mib(p.arena_bytes()).c_str(), p.max_batch_tokens(), buffers);
+              human(p.arena_bytes()).c_str(), p.max_batch_tokens(), buffers);
   const fb::KvCacheSpec &kv = *p.kv_cache();
   uint64_t perToken = 0;
   for (const fb::KvLayer *l : *kv.layers())
@@ -78,7 +86,7 @@ void show(const LoadedPlan &loaded) {
               kv.layers()->size() && kv.layers()->Get(0)->kind() == fb::KvKind::Mla
                   ? "MLA latent + rope key"
                   : "GQA keys + values",
-              (unsigned long long)perToken, mib(perToken * kv.max_context()).c_str(),
+              (unsigned long long)perToken, human(perToken * kv.max_context()).c_str(),
               kv.max_context());
   std::map<std::string, int> ops;
   const auto *insts = p.programs()->Get(0)->instructions();
@@ -133,6 +141,6 @@ int main(int argc, char **argv) {
   for (const fb::Tensor *t : *(*loaded)->plan().tensors())
     weights += t->storage() == fb::Storage::Weight;
   std::printf("%s: OK (plan verified; %llu weights, %s checked)\n", dir.c_str(),
-              (unsigned long long)weights, mib((*loaded)->plan().weight_bytes()).c_str());
+              (unsigned long long)weights, human((*loaded)->plan().weight_bytes()).c_str());
   return 0;
 }

@@ -99,15 +99,15 @@ int main(int argc, char **argv) {
     int64_t total = int64_t(tokens.size()) + newTokens;
     if (tokens.empty())
       return fail("--prompt-tokens is empty");
-    if (total > s.maxContext())
-      return fail("prompt (" + std::to_string(tokens.size()) + ") + --max-new-tokens (" +
-                  std::to_string(newTokens) + ") = " + std::to_string(total) +
-                  " exceeds the context of " + std::to_string(s.maxContext()) + " tokens");
     for (int32_t t : tokens)
       if (t >= s.vocabSize())
         return fail("token id " + std::to_string(t) + " out of vocabulary [0, " +
                     std::to_string(s.vocabSize()) + ")");
 
+    if (total > s.maxContext())
+      return fail("prompt (" + std::to_string(tokens.size()) + ") + --max-new-tokens (" +
+                  std::to_string(newTokens) + ") = " + std::to_string(total) +
+                  " exceeds the context of " + std::to_string(s.maxContext()) + " tokens");
     std::ofstream dump;
     if (args.has("dump-logits")) {
       dump.open(args.str("dump-logits"), std::ios::binary);

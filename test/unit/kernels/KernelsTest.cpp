@@ -76,7 +76,8 @@ std::vector<double> toDouble(const std::vector<float> &v) {
   return {v.begin(), v.end()};
 }
 
-/// Random weights of magnitude below 2 (scaled by `scale` for f32/bf16).
+/// Random weights: f32 and bf16 about uniform in (-scale, scale); f16 with
+/// random sign and mantissa and magnitudes in [2^-7, 2), whatever `scale`.
 TestWeight randomWeight(WeightType type, size_t count, std::mt19937 &rng,
                         float scale = 1.0f) {
   TestWeight w;
@@ -90,8 +91,8 @@ TestWeight randomWeight(WeightType type, size_t count, std::mt19937 &rng,
     uint32_t bits;
     std::memcpy(&bits, &f, sizeof bits);
     uint16_t h = bits >> 16;
-    if (type == WeightType::F16) // sign, exponent 8..15 (2^-7 .. 2), mantissa
-      h = (bits >> 16 & 0x8000) | (8 + (bits >> 3) % 8) << 10 | (bits >> 5 & 1023);
+    if (type == WeightType::F16) // exponent field 8..15
+      h = (bits >> 16 & 0x8000) | (8 + bits % 8) << 10 | (bits >> 3 & 1023);
     w.half.push_back(h);
     w.ref.push_back(type == WeightType::F16 ? decodeF16(h) : decodeBf16(h));
   }
@@ -144,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(Weights, Typed,
                                          WeightType::F16),
                          typeName);
 
-//===--- Weight ------------------------------------------------------------===//
+// --- Weight ---
 
 // Every 16-bit pattern, through at() and through the bulk conversion that
 // embedding() uses.
@@ -176,8 +177,8 @@ TEST(Weight, Bf16AllPatterns) {
 
 TEST(Weight, F16Landmarks) {
   const uint16_t bits[] = {0x0001, 0x03ff, 0x0400, 0x3c00, 0x7bff, 0x7c00};
-  const double want[] = {0x1p-24, 1023 * 0x1p-24, 0x1p-14, 1.0, 65504.0,
-                         INFINITY};
+  const double want[] = {0x1p-24, 1023 * 0x1p-24, 0x1p-14,
+                         1.0,     65504.0,        INFINITY};
   for (size_t i = 0; i < std::size(bits); ++i)
     EXPECT_EQ(Weight({bits, WeightType::F16}).at(i), want[i]);
 }
@@ -189,7 +190,7 @@ TEST_P(Typed, Offset) {
   EXPECT_EQ(w.weight().offset(5).at(0), w.ref[5]);
 }
 
-//===--- Elementwise -------------------------------------------------------===//
+// --- Elementwise ---
 
 TEST_P(Typed, Embedding) {
   const int64_t vocab = 11, hidden = 33;
@@ -284,18 +285,18 @@ TEST_P(Typed, SigmoidGate) {
   }
 }
 
-//===--- Linear ------------------------------------------------------------===//
+// --- Linear ---
 
 TEST_P(Typed, Linear) {
   // k above 512 spans several conversion chunks, the last one partial.
-  const std::pair<int64_t, int64_t> shapes[] = {
-      {1, 1}, {13, 5}, {33, 17}, {64, 37}, {100, 8}, {1100, 9}};
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 1},   {13, 5},  {33, 17},
+                                                {64, 37}, {100, 8}, {1100, 9}};
   for (int64_t tokens : {1, 7, 33, 70}) // 70: more than one token block
     for (auto [k, n] : shapes)
       for (bool withBias : {false, true}) {
-        SCOPED_TRACE(testing::Message() << tokens << " tokens, k " << k
-                                        << ", n " << n << ", bias "
-                                        << withBias);
+        SCOPED_TRACE(testing::Message()
+                     << tokens << " tokens, k " << k << ", n " << n << ", bias "
+                     << withBias);
         const std::vector<float> x = randomFloats(rng, tokens * k);
         const TestWeight w = randomWeight(GetParam(), n * k, rng);
         const TestWeight bias = randomWeight(GetParam(), n, rng);
@@ -319,7 +320,7 @@ TEST_P(Typed, Linear) {
       }
 }
 
-//===--- Router ------------------------------------------------------------===//
+// --- Router ---
 
 struct Routing {
   std::vector<double> weights;
@@ -442,9 +443,9 @@ TEST_P(Typed, RouterRandom) {
             std::vector<int32_t> indices(tokens * c.k);
             router(x.data(), tokens, hidden, w.weight(), noAux ? &b : nullptr,
                    p, weights.data(), indices.data());
-            expectRouting(weights, indices,
-                          referenceRouter(x, tokens, hidden, w.ref, bias.ref,
-                                          p));
+            expectRouting(
+                weights, indices,
+                referenceRouter(x, tokens, hidden, w.ref, bias.ref, p));
           }
 }
 
@@ -557,7 +558,7 @@ TEST(Router, NoAuxTcMaskedExpertBeatsNegativeChoice) {
   EXPECT_NEAR(r.weights[1], 0.5, 1e-6);
 }
 
-//===--- Experts -----------------------------------------------------------===//
+// --- Experts ---
 
 TEST_P(Typed, Experts) {
   const int64_t hidden = 19, inter = 13, numExperts = 8;
@@ -576,8 +577,8 @@ TEST_P(Typed, Experts) {
 
   for (int64_t topK = 1; topK <= 4; ++topK)
     for (int64_t tokens : {1, 7, 33}) {
-      SCOPED_TRACE(testing::Message() << "topK " << topK << ", tokens "
-                                      << tokens);
+      SCOPED_TRACE(testing::Message()
+                   << "topK " << topK << ", tokens " << tokens);
       const std::vector<float> x = randomFloats(rng, tokens * hidden);
       const std::vector<float> weights = randomFloats(rng, tokens * topK);
       std::vector<int32_t> indices;

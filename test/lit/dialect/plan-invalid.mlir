@@ -1,0 +1,163 @@
+// One case per verifier error of the plan dialect (PlanDialect.cpp):
+// plan.input index, plan.alloc dynamic dimensions and offset, plan.kv_cache
+// kind and widths, plan.launch kernel name, arity, KV-cache presence and
+// output buffers. Each message quotes the offending value or type.
+// RUN: moe-opt %s -split-input-file -verify-diagnostics
+
+func.func @input_index() {
+  // expected-error @+1 {{'plan.input' op index must be 0 (tokens) or 1 (positions), got 2}}
+  %0 = plan.input 2 : memref<?xi32>
+  return
+}
+
+// -----
+
+func.func @input_negative_index() {
+  // expected-error @+1 {{'plan.input' op index must be 0 (tokens) or 1 (positions), got -1}}
+  %0 = plan.input -1 : memref<?xi32>
+  return
+}
+
+// -----
+
+func.func @alloc_dynamic_dim1() {
+  // expected-error @+1 {{'plan.alloc' op only dimension 0 (tokens) may be dynamic, got 'memref<4x?xf32>'}}
+  %0 = plan.alloc : memref<4x?xf32>
+  return
+}
+
+// -----
+
+func.func @alloc_dynamic_dims01() {
+  // expected-error @+1 {{'plan.alloc' op only dimension 0 (tokens) may be dynamic, got 'memref<?x4x?xf32>'}}
+  %0 = plan.alloc : memref<?x4x?xf32>
+  return
+}
+
+// -----
+
+func.func @alloc_negative_offset() {
+  // expected-error @+1 {{'plan.alloc' op offset must be >= 0, got -64}}
+  %0 = plan.alloc {offset = -64 : i64, size = 128 : i64} : memref<?x4xf32>
+  return
+}
+
+// -----
+
+func.func @kv_cache_kind() {
+  // expected-error @+1 {{'plan.kv_cache' op kind must be gqa or mla, got 'mha'}}
+  %0 = plan.kv_cache 0 "mha" k_width 16 v_width 16 : !plan.kv_cache
+  return
+}
+
+// -----
+
+func.func @kv_cache_k_width() {
+  // expected-error @+1 {{'plan.kv_cache' op k_width and v_width must be positive, got 0 and 16}}
+  %0 = plan.kv_cache 0 "gqa" k_width 0 v_width 16 : !plan.kv_cache
+  return
+}
+
+// -----
+
+func.func @kv_cache_v_width() {
+  // expected-error @+1 {{'plan.kv_cache' op k_width and v_width must be positive, got 16 and -4}}
+  %0 = plan.kv_cache 0 "mla" k_width 16 v_width -4 : !plan.kv_cache
+  return
+}
+
+// -----
+
+func.func @launch_unknown_kernel() {
+  %x = plan.alloc : memref<?x4xf32>
+  %y = plan.alloc : memref<?x4xf32>
+  // expected-error @+1 {{'plan.launch' op unknown kernel 'gelu'}}
+  plan.launch "gelu" ins(%x : memref<?x4xf32>) outs(%y : memref<?x4xf32>)
+  return
+}
+
+// -----
+
+func.func @launch_too_few_inputs() {
+  %x = plan.alloc : memref<?x4xf32>
+  %y = plan.alloc : memref<?x4xf32>
+  // expected-error @+1 {{'plan.launch' op kernel 'linear' takes 2-3 inputs and 1 outputs, got 1 and 1}}
+  plan.launch "linear" ins(%x : memref<?x4xf32>) outs(%y : memref<?x4xf32>)
+  return
+}
+
+// -----
+
+func.func @launch_too_many_inputs() {
+  %x = plan.alloc : memref<?x4xf32>
+  %y = plan.alloc : memref<?x4xf32>
+  // expected-error @+1 {{'plan.launch' op kernel 'add' takes 2-2 inputs and 1 outputs, got 3 and 1}}
+  plan.launch "add" ins(%x, %x, %x : memref<?x4xf32>, memref<?x4xf32>, memref<?x4xf32>) outs(%y : memref<?x4xf32>)
+  return
+}
+
+// -----
+
+func.func @launch_wrong_outputs() {
+  %x = plan.alloc : memref<?x4xf32>
+  %w = plan.weight "gate.weight" : memref<8x4xbf16>
+  %y = plan.alloc : memref<?x2xf32>
+  // expected-error @+1 {{'plan.launch' op kernel 'router' takes 2-3 inputs and 2 outputs, got 2 and 1}}
+  plan.launch "router" ins(%x, %w : memref<?x4xf32>, memref<8x4xbf16>) outs(%y : memref<?x2xf32>)
+  return
+}
+
+// -----
+
+func.func @launch_attention_without_kv() {
+  %q = plan.alloc : memref<?x8xf32>
+  %p = plan.input 1 : memref<?xi32>
+  %y = plan.alloc : memref<?x8xf32>
+  // expected-error @+1 {{'plan.launch' op kernel 'attention' needs KV-cache layer}}
+  plan.launch "attention" ins(%q, %q, %q, %p : memref<?x8xf32>, memref<?x8xf32>, memref<?x8xf32>, memref<?xi32>) outs(%y : memref<?x8xf32>)
+  return
+}
+
+// -----
+
+func.func @launch_linear_with_kv() {
+  %kv = plan.kv_cache 0 "gqa" k_width 4 v_width 4 : !plan.kv_cache
+  %x = plan.alloc : memref<?x4xf32>
+  %w = plan.weight "w" : memref<4x4xbf16>
+  %y = plan.alloc : memref<?x4xf32>
+  // expected-error @+1 {{'plan.launch' op kernel 'linear' takes no KV-cache layer}}
+  plan.launch "linear" ins(%x, %w : memref<?x4xf32>, memref<4x4xbf16>) outs(%y : memref<?x4xf32>) kv %kv
+  return
+}
+
+// -----
+
+func.func @launch_writes_weight() {
+  %x = plan.alloc : memref<?x4xf32>
+  %w = plan.weight "w" : memref<4x4xbf16>
+  %y = plan.weight "y" : memref<4x4xf32>
+  // expected-error @+1 {{'plan.launch' op writes a buffer that is not a plan.alloc}}
+  plan.launch "linear" ins(%x, %w : memref<?x4xf32>, memref<4x4xbf16>) outs(%y : memref<4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @launch_writes_input() {
+  %t = plan.input 0 : memref<?xi32>
+  %e = plan.weight "embed" : memref<16x4xbf16>
+  %p = plan.input 1 : memref<?xi32>
+  // expected-error @+1 {{'plan.launch' op writes a buffer that is not a plan.alloc}}
+  plan.launch "embedding" ins(%t, %e : memref<?xi32>, memref<16x4xbf16>) outs(%p : memref<?xi32>)
+  return
+}
+
+// -----
+
+func.func @launch_writes_argument(%out: memref<?x4xf32>) {
+  %x = plan.alloc : memref<?x4xf32>
+  %w = plan.weight "w" : memref<4x4xbf16>
+  // expected-error @+1 {{'plan.launch' op writes a buffer that is not a plan.alloc}}
+  plan.launch "linear" ins(%x, %w : memref<?x4xf32>, memref<4x4xbf16>) outs(%out : memref<?x4xf32>)
+  return
+}
