@@ -5,7 +5,7 @@ JOBS ?= 2
 LIT ?= /usr/lib/llvm-19/build/utils/lit/lit.py
 PYTHON ?= python3
 
-.PHONY: all setup configure build test check-lit check-unit demo bench-import clean
+.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan clean
 
 all: build
 
@@ -38,6 +38,10 @@ demo: build
 # Shape-only import of the full DeepSeek-V3 config (61 layers, 256 experts).
 bench-import: build
 	@tools/bench-import.sh $(BUILD)/bin/moe-import examples/configs/deepseek-v3
+
+# moe-compile time and peak RSS, plan load time, on a generated ~1.7 GiB model.
+bench-plan: build
+	@tools/bench-plan.sh $(BUILD)/bin
 
 clean:
 	rm -rf $(BUILD) $(BUILD).configure.log

@@ -9,7 +9,8 @@ the bad-input paths.
 
   make-tiny-checkpoint.py --model-type mixtral --out DIR [--dtype BF16]
       [--fp8] [--stacked] [--shards N] [--config-only] [--seed N]
-      [--set KEY=JSON]... [--unset KEY]... [--corrupt KIND[=ARG]]...
+      [--dims KEY=JSON]... [--set KEY=JSON]... [--unset KEY]...
+      [--corrupt KIND[=ARG]]...
 """
 import argparse
 import json
@@ -166,7 +167,15 @@ def numel(shape):
     return n
 
 
+# Tensors larger than this repeat one random block, so that benchmark-sized
+# checkpoints (GBs) are written in seconds.
+TILE = 1 << 16
+
+
 def payload(rng, dtype, n):
+    if n > TILE:
+        block = payload(rng, dtype, TILE)
+        return (block * (n // TILE + 1))[:n * DTYPE_SIZE[dtype]]
     if dtype == "F8_E4M3":  # avoid 0x7f/0xff (NaN)
         return bytes(rng.randrange(0x7f) | (rng.randrange(2) << 7) for _ in range(n))
     vals = [rng.uniform(-0.1, 0.1) for _ in range(n)]
@@ -229,7 +238,12 @@ def main():
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--config-only", action="store_true")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=JSON")
+    ap.add_argument("--dims", action="append", default=[], metavar="KEY=JSON",
+                    help="change a config value before the tensors are made "
+                         "(sizes that the weights follow)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                    help="change a config value after the tensors are made "
+                         "(to make config and weights disagree)")
     ap.add_argument("--unset", action="append", default=[], metavar="KEY")
     ap.add_argument("--corrupt", action="append", default=[],
                     help="truncate-header, truncate-data, tiny-file, header-not-json, overlap, "
@@ -246,6 +260,9 @@ def main():
         c["quantization_config"] = dict(quant_method="fp8", fmt="e4m3",
                                         activation_scheme="dynamic",
                                         weight_block_size=[16, 16])
+    for kv in a.dims:
+        key, value = kv.split("=", 1)
+        c[key] = json.loads(value)
     spec = tensors(c, a.stacked)
     if a.v5_config:
         rope = dict(rope_type="default", rope_theta=c.pop("rope_theta"))

@@ -1,0 +1,219 @@
+// The plan loader's semantic checks, on small plans built here with the
+// FlatBuffers builder (one defect each), and a session run on a valid one.
+#include "moe/runtime/Checksum.h"
+#include "moe/runtime/Hal.h"
+#include "moe/runtime/Plan.h"
+#include "moe/runtime/PlanFormat.h"
+#include "moe/runtime/Session.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+
+namespace fs = std::filesystem;
+namespace fb = moe::plan;
+using namespace moe::rt;
+
+namespace {
+
+/// An embedding-only plan: tokens -> rows of a 4 x 2 table. Each test
+/// changes one field to make it invalid.
+struct Spec {
+  std::vector<int64_t> tableShape = {4, 2};
+  fb::DType tableType = fb::DType::F32;
+  uint64_t tableOffset = 0;
+  uint64_t tableSize = 32;
+  uint64_t arenaBytes = 16;
+  uint64_t outOffset = 0;
+  int32_t maxTokens = 2;
+  fb::OpCode op = fb::OpCode::Embedding;
+  std::vector<uint32_t> ins = {0, 2}, outs = {3};
+  std::vector<uint32_t> planOutputs = {3};
+  std::string weightFile = "weights-0.bin";
+  bool attentionParams = false;
+};
+
+const float kTable[8] = {0, 1, 10, 11, 20, 21, 30, 31};
+
+class PlanLoaderTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("moe-plan-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "weights-0.bin", std::ios::binary)
+        .write(reinterpret_cast<const char *>(kTable), sizeof kTable);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void write(const Spec &s) {
+    flatbuffers::FlatBufferBuilder b;
+    b.ForceDefaults(true);
+    std::vector<int64_t> tokenShape = {-1}, outShape = {-1, 2};
+    std::vector<flatbuffers::Offset<fb::Tensor>> tensors = {
+        fb::CreateTensorDirect(b, "tokens", fb::DType::I32, &tokenShape, fb::Storage::Input),
+        fb::CreateTensorDirect(b, "positions", fb::DType::I32, &tokenShape,
+                               fb::Storage::Input),
+        fb::CreateTensorDirect(b, "table", s.tableType, &s.tableShape, fb::Storage::Weight, 0,
+                               s.tableOffset, s.tableSize, checksum64(kTable, 32)),
+        fb::CreateTensorDirect(b, "out", fb::DType::F32, &outShape, fb::Storage::Arena, 0,
+                               s.outOffset, uint64_t(s.maxTokens) * 8)};
+    flatbuffers::Offset<void> params;
+    fb::OpParams type = fb::OpParams::NONE;
+    if (s.attentionParams) {
+      std::vector<float> freq = {1.0f};
+      auto rope = fb::CreateRopeDirect(b, &freq);
+      params = fb::CreateAttentionParams(b, 0, 1, 1, 2, 1.0f, rope).Union();
+      type = fb::OpParams::AttentionParams;
+    }
+    std::vector<flatbuffers::Offset<fb::Instruction>> insts = {
+        fb::CreateInstructionDirect(b, s.op, &s.ins, &s.outs, type, params)};
+    std::vector<flatbuffers::Offset<fb::Program>> programs = {
+        fb::CreateProgramDirect(b, 0, &insts)};
+    std::vector<flatbuffers::Offset<fb::WeightFile>> files = {
+        fb::CreateWeightFileDirect(b, s.weightFile.c_str(), sizeof kTable)};
+    std::vector<flatbuffers::Offset<fb::KvLayer>> layers;
+    std::vector<uint32_t> inputs = {0, 1};
+    auto config = fb::CreateModelConfigDirect(b, "mixtral", 4, 2, 1, 1, 1, 8);
+    auto kv = fb::CreateKvCacheSpecDirect(b, fb::DType::F32, 8, &layers);
+    auto plan = fb::CreatePlanDirect(b, kFormatMajor, kFormatMinor, config, &tensors, &files,
+                                     &programs, &inputs, &s.planOutputs, s.maxTokens,
+                                     s.arenaBytes, 32, kv);
+    fb::FinishPlanBuffer(b, plan);
+    std::ofstream out(dir_ / kPlanFileName, std::ios::binary);
+    out.write(reinterpret_cast<const char *>(b.GetBufferPointer()), b.GetSize());
+    uint64_t sum = checksum64(b.GetBufferPointer(), b.GetSize());
+    out.write(kPlanTrailerTag, sizeof kPlanTrailerTag);
+    out.write(reinterpret_cast<const char *>(&sum), 8); // little-endian host
+  }
+
+  /// The load error of `s`, "" when it loads.
+  std::string error(const Spec &s) {
+    write(s);
+    auto loaded = LoadedPlan::open(dir_.string());
+    return loaded ? "" : loaded.status().message();
+  }
+
+  fs::path dir_;
+};
+
+#define EXPECT_ERROR(spec, text)                                                      \
+  do {                                                                                \
+    std::string e = error(spec);                                                      \
+    EXPECT_NE(e.find(text), std::string::npos) << "got: " << e;                       \
+  } while (0)
+
+TEST_F(PlanLoaderTest, ValidPlanRuns) {
+  write(Spec());
+  auto loaded = LoadedPlan::open(dir_.string(), {true});
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  auto device = createCpuDevice();
+  auto session = Session::create(**loaded, *device);
+  ASSERT_TRUE(session) << session.status().message();
+  int32_t tokens[2] = {3, 1}, positions[2] = {0, 1};
+  float out[4];
+  ASSERT_TRUE((*session)->forward(tokens, positions, 2, out));
+  EXPECT_EQ(std::vector<float>(out, out + 4), (std::vector<float>{30, 31, 10, 11}));
+  tokens[0] = 4;
+  Status bad = (*session)->forward(tokens, positions, 2, out);
+  EXPECT_EQ(bad.message(), "token id 4 out of vocabulary [0, 4)");
+  bad = (*session)->forward(tokens, positions, 3, out);
+  EXPECT_EQ(bad.message(), "batch of 3 tokens; the plan takes 1 to 2 (its --max-batch-tokens)");
+  tokens[0] = 0;
+  positions[1] = 8;
+  bad = (*session)->forward(tokens, positions, 2, out);
+  EXPECT_EQ(bad.message(), "position 8 out of the context [0, 8)");
+}
+
+TEST_F(PlanLoaderTest, RejectsTensorIndexOutOfRange) {
+  Spec s;
+  s.ins = {0, 9};
+  EXPECT_ERROR(s, "instruction 0 (Embedding) reads tensor 9, but the plan has 4");
+}
+
+TEST_F(PlanLoaderTest, RejectsWeightPastItsFile) {
+  Spec s;
+  s.tableShape = {8, 2};
+  s.tableSize = 64;
+  EXPECT_ERROR(s, "tensor 2 ('table') ends at byte 64, past its weight file (32 bytes)");
+}
+
+TEST_F(PlanLoaderTest, RejectsUnalignedWeight) {
+  Spec s;
+  s.tableOffset = 4;
+  EXPECT_ERROR(s, "tensor 2 ('table') offset 4 is not 64-byte aligned");
+}
+
+TEST_F(PlanLoaderTest, RejectsSizeThatDisagreesWithShape) {
+  Spec s;
+  s.tableSize = 16;
+  EXPECT_ERROR(s, "tensor 2 ('table') has size 16 but its shape and dtype need 32");
+}
+
+TEST_F(PlanLoaderTest, RejectsArenaOverflow) {
+  Spec s;
+  s.outOffset = 8;
+  EXPECT_ERROR(s, "tensor 3 ('out') ends at arena byte 24, past the arena (16 bytes)");
+}
+
+TEST_F(PlanLoaderTest, RejectsUnknownDtype) {
+  Spec s;
+  s.tableType = static_cast<fb::DType>(9);
+  EXPECT_ERROR(s, "tensor 2 ('table') has unknown dtype 9");
+}
+
+TEST_F(PlanLoaderTest, RejectsUnknownOpCode) {
+  Spec s;
+  s.op = static_cast<fb::OpCode>(42);
+  EXPECT_ERROR(s, "instruction 0 has unknown op code 42");
+}
+
+TEST_F(PlanLoaderTest, RejectsWrongArity) {
+  Spec s;
+  s.ins = {0};
+  EXPECT_ERROR(s, "instruction 0 (Embedding) has 1 inputs and 1 outputs; expected 2-2 and 1");
+}
+
+TEST_F(PlanLoaderTest, RejectsMissingParameters) {
+  Spec s;
+  s.op = fb::OpCode::RmsNorm;
+  EXPECT_ERROR(s, "instruction 0 (RmsNorm) lacks its RmsNormParams");
+}
+
+TEST_F(PlanLoaderTest, RejectsKvLayerOutOfRange) {
+  Spec s;
+  s.op = fb::OpCode::Attention;
+  s.ins = {3, 3, 3, 1};
+  s.attentionParams = true;
+  EXPECT_ERROR(s, "instruction 0 (Attention) uses KV-cache layer 0, but the cache has 0");
+}
+
+TEST_F(PlanLoaderTest, RejectsWritingAWeight) {
+  Spec s;
+  s.outs = {2};
+  EXPECT_ERROR(s, "instruction 0 (Embedding) writes tensor 2, which is not an arena tensor");
+}
+
+TEST_F(PlanLoaderTest, RejectsOutputThatIsAnInput) {
+  Spec s;
+  s.planOutputs = {0};
+  EXPECT_ERROR(s, "output tensor 0 ('tokens') has the wrong storage");
+}
+
+TEST_F(PlanLoaderTest, RejectsWeightFileOutsideThePlanDirectory) {
+  Spec s;
+  s.weightFile = "../weights-0.bin";
+  EXPECT_ERROR(s, "weight file names must be plain file names in the plan directory");
+}
+
+TEST_F(PlanLoaderTest, RejectsZeroBatch) {
+  Spec s;
+  s.maxTokens = 0;
+  EXPECT_ERROR(s, "max_batch_tokens 0 out of range [1, 16777216]");
+}
+
+} // namespace

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Plan benchmark on a generated Qwen3-MoE-shaped checkpoint of ~1.7 GiB (BF16):
+# moe-compile wall time and peak RSS (weight packing streams, so RSS stays far
+# below the checkpoint size), plan load time (mmap: should be milliseconds),
+# full weight verification throughput, and one short greedy run.
+#   bench-plan.sh <build-bin-dir> [work-dir]
+set -euo pipefail
+bin=${1:?usage: bench-plan.sh <build/bin> [work-dir]}
+work=${2:-/tmp/moe-bench-plan}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$work"
+if [ ! -f "$work/ckpt/model.safetensors" ]; then
+  echo "generating checkpoint in $work/ckpt ..."
+  python3 "$here/make-tiny-checkpoint.py" --model-type qwen3_moe --out "$work/ckpt" \
+    --dims hidden_size=1024 --dims num_hidden_layers=16 --dims num_attention_heads=16 \
+    --dims num_key_value_heads=4 --dims head_dim=64 --dims num_experts=64 \
+    --dims num_experts_per_tok=8 --dims moe_intermediate_size=256 \
+    --dims intermediate_size=2816 --dims decoder_sparse_step=1 \
+    --dims vocab_size=32000 --dims max_position_embeddings=4096
+fi
+du -sh "$work/ckpt/model.safetensors" | awk '{print "checkpoint: " $1}'
+rm -rf "$work/plan"
+python3 - "$bin/moe-compile" "$work/ckpt" "$work/plan" <<'PY'
+import resource, subprocess, sys, time
+start = time.monotonic()
+subprocess.run([sys.argv[1], sys.argv[2], "-o", sys.argv[3]], check=True,
+               stdout=subprocess.DEVNULL)
+took = time.monotonic() - start
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(f"moe-compile: {took:.2f} s wall, peak RSS {rss:.1f} MiB")
+PY
+"$bin/moe-plan" show "$work/plan" | sed -n '5,6p'
+loads=()
+for i in 1 2 3 4 5; do
+  loads+=($("$bin/moe-run" "$work/plan" --prompt-tokens 1 --max-new-tokens 1 --json |
+            python3 -c 'import json,sys; print(json.load(sys.stdin)["plan_load_ms"])'))
+done
+echo "plan load (open, verify plan, mmap weights), 5 runs: ${loads[*]} ms"
+start=$(date +%s%N)
+"$bin/moe-plan" verify "$work/plan" > /dev/null
+end=$(date +%s%N)
+bytes=$(stat -c %s "$work/plan/weights-0.bin")
+awk -v ns=$((end - start)) -v b="$bytes" 'BEGIN { printf "moe-plan verify (every weight checksum): %.2f s, %.2f GB/s\n", ns / 1e9, b / ns }'
+"$bin/moe-run" "$work/plan" --prompt-tokens 1,2,3,4,5,6,7,8 --max-new-tokens 8 | tail -1
