@@ -32,8 +32,11 @@ test: check-lit check-unit
 demo: build
 	@echo "== moe-import examples/tiny-mixtral --summary"
 	@$(BUILD)/bin/moe-import examples/tiny-mixtral --summary
-	@echo "== the imported IR (first layer)"
-	@$(BUILD)/bin/moe-import examples/tiny-mixtral | sed -n '1,30p'
+	@echo "== moe-compile examples/tiny-mixtral -o $(BUILD)/demo-plan"
+	@$(BUILD)/bin/moe-compile examples/tiny-mixtral -o $(BUILD)/demo-plan
+	@$(BUILD)/bin/moe-plan show $(BUILD)/demo-plan
+	@echo "== moe-run (greedy, 16 new tokens)"
+	@$(BUILD)/bin/moe-run $(BUILD)/demo-plan --prompt-tokens 1,17,42,5 --max-new-tokens 16
 
 # Shape-only import of the full DeepSeek-V3 config (61 layers, 256 experts).
 bench-import: build

@@ -23,6 +23,8 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <sys/resource.h>
+
 #include <chrono>
 
 namespace cl = llvm::cl;
@@ -98,7 +100,10 @@ int main(int argc, char **argv) {
   if (!moe::writePlan(*module, write, error))
     return fail(error);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  struct rusage usage;
+  ::getrusage(RUSAGE_SELF, &usage);
   llvm::outs() << "moe-compile: wrote " << outputDir << " in "
-               << llvm::format("%.2f", seconds) << " s\n";
+               << llvm::format("%.2f", seconds) << " s (peak RSS "
+               << llvm::format("%.1f", usage.ru_maxrss / 1024.0) << " MiB)\n";
   return 0;
 }
