@@ -39,7 +39,7 @@ struct PlanMemoryPass : moe::impl::PlanMemoryPassBase<PlanMemoryPass> {
     ModuleOp module = getOperation();
     if (maxBatchTokens < 1) {
       module.emitError() << "moe-plan-memory: max-batch-tokens must be positive, got "
-                         << maxBatchTokens;
+                         << static_cast<int64_t>(maxBatchTokens);
       return signalPassFailure();
     }
     Builder b(module.getContext());
@@ -69,7 +69,9 @@ struct PlanMemoryPass : moe::impl::PlanMemoryPassBase<PlanMemoryPass> {
         Interval &iv = intervals[it->second];
         if (iv.first < 0)
           iv.first = step;
-        iv.last = isa<plan::OutputOp>(op) ? INT64_MAX : step;
+        // The program's output lives to the end, whatever reads it later.
+        if (iv.last != INT64_MAX)
+          iv.last = isa<plan::OutputOp>(op) ? INT64_MAX : step;
       }
     });
     // First fit in order of first use, against the buffers still live.

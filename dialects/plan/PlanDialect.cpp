@@ -37,6 +37,17 @@ const KernelSignature *mlir::plan::lookupKernel(StringRef kernel) {
   return it == kernels.end() ? nullptr : &it->second;
 }
 
+LogicalResult WeightOp::verify() {
+  if (getScale().has_value() != getBlock().has_value())
+    return emitOpError() << "weight '" << getName()
+                         << "' needs both 'scale' and 'block' or neither";
+  if (getBlock() && (getBlock()->size() != 2 || (*getBlock())[0] <= 0 ||
+                     (*getBlock())[1] <= 0))
+    return emitOpError() << "block of weight '" << getName()
+                         << "' must be two positive sizes";
+  return success();
+}
+
 LogicalResult InputOp::verify() {
   if (getIndex() > 1)
     return emitOpError() << "index must be 0 (tokens) or 1 (positions), got "

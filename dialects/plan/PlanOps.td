@@ -21,6 +21,7 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
   let assemblyFormat = [{
     $name (`scale` $scale^ `block` $block)? attr-dict `:` type($result)
   }];
+  let hasVerifier = 1;
 }
 
 def Plan_InputOp : Plan_Op<"input", [Pure]> {
@@ -56,7 +57,7 @@ def Plan_KvCacheOp : Plan_Op<"kv_cache", [Pure]> {
     latent (k) and the rotated shared RoPE key (v).
 
     ```mlir
-    %kv = plan.kv_cache 0 gqa k_width 16 v_width 16 : !plan.kv_cache
+    %kv = plan.kv_cache 0 "gqa" k_width 16 v_width 16 : !plan.kv_cache
     ```
   }];
   let arguments = (ins I64Attr:$layer, StrAttr:$kind, I64Attr:$k_width,

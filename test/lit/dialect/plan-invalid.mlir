@@ -161,3 +161,19 @@ func.func @launch_writes_argument(%out: memref<?x4xf32>) {
   plan.launch "linear" ins(%x, %w : memref<?x4xf32>, memref<4x4xbf16>) outs(%out : memref<?x4xf32>)
   return
 }
+
+// -----
+
+func.func @weight_scale_without_block() {
+  // expected-error @+1 {{weight 'w' needs both 'scale' and 'block' or neither}}
+  %0 = "plan.weight"() <{name = "w", scale = "s"}> : () -> memref<4x4xf8E4M3FN>
+  return
+}
+
+// -----
+
+func.func @weight_bad_block() {
+  // expected-error @+1 {{block of weight 'w' must be two positive sizes}}
+  %0 = plan.weight "w" scale "s" block [0, 128] : memref<4x4xf8E4M3FN>
+  return
+}
