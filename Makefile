@@ -29,14 +29,19 @@ check-unit: build
 # lit first, then GoogleTest through ctest; each prints its own counts.
 test: check-lit check-unit
 
+# The bundled trained example: compile it, generate text from a prompt, show
+# tokens/s and how the run loaded the experts.
+DEMO_MODEL ?= examples/kjv-moe
+DEMO_PROMPT ?= And God said unto Moses,
 demo: build
-	@echo "== moe-import examples/tiny-mixtral --summary"
-	@$(BUILD)/bin/moe-import examples/tiny-mixtral --summary
-	@echo "== moe-compile examples/tiny-mixtral -o $(BUILD)/demo-plan"
-	@$(BUILD)/bin/moe-compile examples/tiny-mixtral -o $(BUILD)/demo-plan
+	@echo "== moe-import $(DEMO_MODEL) --summary"
+	@$(BUILD)/bin/moe-import $(DEMO_MODEL) --summary
+	@echo "== moe-compile $(DEMO_MODEL) -o $(BUILD)/demo-plan"
+	@$(BUILD)/bin/moe-compile $(DEMO_MODEL) -o $(BUILD)/demo-plan
 	@$(BUILD)/bin/moe-plan show $(BUILD)/demo-plan
-	@echo "== moe-run (greedy, 16 new tokens)"
-	@$(BUILD)/bin/moe-run $(BUILD)/demo-plan --prompt-tokens 1,17,42,5 --max-new-tokens 16
+	@echo "== moe-run --prompt \"$(DEMO_PROMPT)\" (sampled, temperature 0.7)"
+	@$(BUILD)/bin/moe-run $(BUILD)/demo-plan --prompt "$(DEMO_PROMPT)" --max-new-tokens 220 \
+	  --temperature 0.7 --seed 7 --expert-histogram
 
 # Shape-only import of the full DeepSeek-V3 config (61 layers, 256 experts).
 bench-import: build

@@ -22,3 +22,4 @@ config.substitutions.append(
 config.substitutions.append(
     ("%corrupt-plan", f"{config.python_executable} {config.moe_src_root}/test/e2e/corrupt-plan.py"))
 config.substitutions.append(("%moe_lib", os.path.join(config.moe_obj_root, "lib")))
+config.substitutions.append(("%check-bpb", f"{config.python_executable} {config.moe_src_root}/test/e2e/check-bpb.py"))

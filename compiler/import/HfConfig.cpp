@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 using json = nlohmann::json;
@@ -313,6 +314,8 @@ HfConfig HfConfig::parse(const json &j, const std::string &path) {
     r.fail("rms_norm_eps must be positive");
   c.tieWordEmbeddings = r.boolean("tie_word_embeddings", false);
   c.torchDtype = r.string("torch_dtype", r.string("dtype", "bfloat16"));
+  if (r.has("eos_token_id") && j.at("eos_token_id").is_number_integer())
+    c.eosTokenId = r.integer("eos_token_id");
   readRope(r, c);
   readQuantization(r, c);
 
@@ -350,7 +353,14 @@ HfConfig HfConfig::load(const std::string &path) {
   json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded())
     throw InputError(path + ": not valid JSON");
-  return parse(j, path);
+  HfConfig c = parse(j, path);
+  std::string tokPath =
+      (std::filesystem::path(path).parent_path() / "tokenizer_config.json").string();
+  std::ifstream tok(tokPath);
+  json t = tok ? json::parse(tok, nullptr, false) : json();
+  if (t.is_object() && t.value("tokenizer_class", "") == "ByT5Tokenizer")
+    c.tokenizer = "byt5";
+  return c;
 }
 
 std::string HfConfig::defaultDtype() const {

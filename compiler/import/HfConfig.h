@@ -28,6 +28,10 @@ struct HfConfig {
   double rmsNormEps = 1e-6;
   bool tieWordEmbeddings = false;
   std::string torchDtype; ///< "bfloat16", "float32", ... as in config.json
+  int64_t eosTokenId = -1;
+  /// "byt5" when tokenizer_config.json names ByT5Tokenizer (token = byte + 3);
+  /// empty when the tokenizer is one the runtime cannot apply.
+  std::string tokenizer;
 
   // Attention. GQA uses numHeads/numKvHeads/headDim; MLA the fields below.
   int64_t numHeads = 0, numKvHeads = 0, headDim = 0;
@@ -60,7 +64,8 @@ struct HfConfig {
   /// Where the fields came from, for messages.
   std::string path;
 
-  /// Reads and checks `path` (a config.json). Throws InputError.
+  /// Reads and checks `path` (a config.json), and the tokenizer_config.json
+  /// beside it when there is one. Throws InputError.
   static HfConfig load(const std::string &path);
   /// Parses an already-read JSON object; `path` is used in messages.
   static HfConfig parse(const nlohmann::json &json, const std::string &path);

@@ -235,7 +235,10 @@ private:
         b_.getNamedAttr("max_position_embeddings",
                         b_.getI64IntegerAttr(c.maxPositions)),
         b_.getNamedAttr("tie_word_embeddings",
-                        b_.getBoolAttr(c.tieWordEmbeddings))};
+                        b_.getBoolAttr(c.tieWordEmbeddings)),
+        b_.getNamedAttr("eos_token_id", b_.getI64IntegerAttr(c.eosTokenId))};
+    if (!c.tokenizer.empty())
+      items.push_back(b_.getNamedAttr("tokenizer", b_.getStringAttr(c.tokenizer)));
     return b_.getDictionaryAttr(items);
   }
 

@@ -339,10 +339,13 @@ private:
       auto a = config ? config.getAs<IntegerAttr>(key) : IntegerAttr();
       return a ? int32_t(a.getInt()) : 0;
     };
+    auto tokenizer = config ? config.getAs<StringAttr>("tokenizer") : StringAttr();
+    auto eos = config ? config.getAs<IntegerAttr>("eos_token_id") : IntegerAttr();
     auto modelConfig = fb::CreateModelConfigDirect(
         b_, type ? type.str().c_str() : "", get("vocab_size"), get("hidden_size"),
         get("num_layers"), get("num_experts"), get("top_k"),
-        get("max_position_embeddings"));
+        get("max_position_embeddings"), tokenizer ? tokenizer.str().c_str() : "",
+        eos ? int32_t(eos.getInt()) : -1);
     std::vector<flatbuffers::Offset<fb::WeightFile>> files = {
         fb::CreateWeightFileDirect(b_, weightFile_.c_str(), weightFileSize_)};
     std::vector<flatbuffers::Offset<fb::Program>> programs = {

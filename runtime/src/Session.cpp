@@ -8,6 +8,7 @@
 #include "moe/runtime/Session.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace moe::rt {
@@ -23,6 +24,15 @@ plan::DType weightTypeOf(const plan::Plan &p, const plan::Instruction &inst) {
       return t->dtype();
   }
   return plan::DType::F32;
+}
+
+/// N of "model.layers.N..." in an instruction's location, else -1.
+int decoderLayerOf(const plan::Instruction &inst) {
+  if (!inst.location())
+    return -1;
+  std::string loc = inst.location()->str();
+  size_t at = loc.find("layers.");
+  return at == std::string::npos ? -1 : std::atoi(loc.c_str() + at + 7);
 }
 
 int kvLayerOf(const plan::Instruction &inst) {
@@ -81,6 +91,10 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
     s->kv_.push_back(view);
   }
   s->kvBytes_ = kvBytes;
+  for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions())
+    if (auto *r = inst->params_as_RouterParams())
+      s->load_.push_back({decoderLayerOf(*inst),
+                          std::vector<uint64_t>(size_t(r->num_experts()))});
   return std::move(s);
 }
 
@@ -123,6 +137,7 @@ Status Session::forward(const int32_t *tokens, const int32_t *positions, int64_t
     }
     return v;
   };
+  size_t router = 0;
   for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions()) {
     KernelCall call;
     call.instruction = inst;
@@ -134,6 +149,16 @@ Status Session::forward(const int32_t *tokens, const int32_t *positions, int64_t
     call.kv = layer >= 0 ? &kv_[size_t(layer)] : nullptr;
     if (Status st = device_.stream(inst->stream()).launch(call); !st)
       return st;
+    if (inst->op() == plan::OpCode::Router) {
+      // Routing statistics (the traffic profile). The CPU backend's memory
+      // is host memory; a device backend would copy the ids back first.
+      const TensorView &ids = call.outputs[1];
+      const auto *e = static_cast<const int32_t *>(ids.data);
+      std::vector<uint64_t> &counts = load_[router++].counts;
+      for (int64_t i = 0, n = ids.rows() * ids.cols(); i < n; ++i)
+        if (e[i] >= 0 && size_t(e[i]) < counts.size())
+          ++counts[size_t(e[i])];
+    }
   }
   if (Status st = device_.stream(0).synchronize(); !st)
     return st;

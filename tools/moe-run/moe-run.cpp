@@ -7,13 +7,17 @@
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/Sampler.h"
+#include "moe/runtime/Evaluate.h"
 #include "moe/runtime/Session.h"
+#include "moe/runtime/Tokenizer.h"
 #include "tools/common/Args.h"
 
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -23,9 +27,12 @@ namespace {
 
 const char *kHelp = R"(moe-run: run a compiled MoE plan
 
-usage: moe-run <plan-dir> --prompt-tokens 1,2,3 [options]
+usage: moe-run <plan-dir> (--prompt-tokens 1,2,3 | --prompt TEXT | --eval-file FILE) [options]
 
-  --prompt-tokens IDS    comma-separated prompt token ids (required)
+  --prompt-tokens IDS    comma-separated prompt token ids
+  --prompt TEXT          a text prompt (byte-level models); prints the text
+  --eval-file FILE       bits per byte and perplexity of FILE under the model,
+                         in windows of the plan's context (byte-level models)
   --max-new-tokens N     tokens to generate (default 16)
   --temperature T        0 = greedy (default); > 0 samples
   --top-p P              nucleus sampling mass (default 1.0)
@@ -35,6 +42,8 @@ usage: moe-run <plan-dir> --prompt-tokens 1,2,3 [options]
                          the prompt's rows, then one row per decode step
                          ((prompt + new - 1) x vocab floats)
   --json                 print one JSON object instead of text
+  --expert-stats FILE    write tokens per (layer, expert) of the run as JSON
+  --expert-histogram     print a per-layer histogram of the expert load
   --verify-weights       check every weight's checksum before running
   --recompute            no KV-cache reuse: recompute the whole sequence at
                          every step (slow; for checking the cache)
@@ -42,6 +51,23 @@ usage: moe-run <plan-dir> --prompt-tokens 1,2,3 [options]
 
 double since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::string jsonEscape(const std::string &s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
 }
 
 int fail(const std::string &message) {
@@ -59,19 +85,22 @@ int main(int argc, char **argv) {
     }
   try {
     moe::tools::Args args(argc, argv,
-                          {"prompt-tokens", "max-new-tokens", "temperature", "top-p",
-                           "seed", "max-context", "dump-logits"},
-                          {"json", "verify-weights", "recompute"});
+                          {"prompt-tokens", "prompt", "eval-file", "max-new-tokens",
+                           "temperature", "top-p", "seed", "max-context", "dump-logits",
+                           "expert-stats"},
+                          {"json", "verify-weights", "recompute", "expert-histogram"});
     if (args.positional.size() != 1)
       return fail("expected one plan directory (see --help)");
-    if (!args.has("prompt-tokens"))
-      return fail("missing --prompt-tokens (see --help)");
+    int inputs = args.has("prompt-tokens") + args.has("prompt") + args.has("eval-file");
+    if (inputs != 1)
+      return fail("give exactly one of --prompt-tokens, --prompt and --eval-file (see --help)");
     std::vector<int32_t> tokens;
-    for (int64_t t : args.integers("prompt-tokens")) {
-      if (t < 0 || t > INT32_MAX)
-        return fail("token id " + std::to_string(t) + " is not a valid id");
-      tokens.push_back(int32_t(t));
-    }
+    if (args.has("prompt-tokens"))
+      for (int64_t t : args.integers("prompt-tokens")) {
+        if (t < 0 || t > INT32_MAX)
+          return fail("token id " + std::to_string(t) + " is not a valid id");
+        tokens.push_back(int32_t(t));
+      }
     int64_t newTokens = args.integer("max-new-tokens", 16);
     if (newTokens < 0)
       return fail("--max-new-tokens must be >= 0, got " + std::to_string(newTokens));
@@ -96,6 +125,53 @@ int main(int argc, char **argv) {
     if (!session)
       return fail(session.status().message());
     Session &s = **session;
+    auto writeStats = [&]() -> int {
+      if (args.has("expert-histogram"))
+        std::printf("%s", expertLoadHistogram(s.expertLoad()).c_str());
+      if (args.has("expert-stats")) {
+        std::ofstream out(args.str("expert-stats"));
+        out << expertLoadJson((*plan)->plan(), s.expertLoad());
+        if (!out)
+          return fail(args.str("expert-stats") + ": cannot write");
+      }
+      return 0;
+    };
+    std::optional<ByteTokenizer> tokenizer;
+    if (!args.has("prompt-tokens")) {
+      auto t = ByteTokenizer::forPlan((*plan)->plan());
+      if (!t)
+        return fail(t.status().message());
+      tokenizer = *t;
+    }
+    if (args.has("eval-file")) {
+      std::ifstream in(args.str("eval-file"), std::ios::binary);
+      if (!in)
+        return fail(args.str("eval-file") + ": cannot open");
+      std::string text((std::istreambuf_iterator<char>(in)), {});
+      auto t3 = std::chrono::steady_clock::now();
+      auto score = scoreText(s, *tokenizer, text, s.maxContext());
+      if (!score)
+        return fail(args.str("eval-file") + ": " + score.status().message());
+      double seconds = since(t3);
+      if (args.has("json"))
+        std::printf("{\"bits_per_byte\": %.6f, \"perplexity\": %.6f, \"bytes\": %llu, "
+                    "\"window\": %lld, \"tokens_per_second\": %.1f}\n",
+                    score->bitsPerByte, score->perplexity,
+                    (unsigned long long)score->bytes, (long long)s.maxContext(),
+                    double(score->bytes) / seconds);
+      else
+        std::printf("%s: %.4f bits per byte, perplexity %.4f per byte, %llu bytes in "
+                    "windows of %lld tokens (%.0f tokens/s)\n",
+                    args.str("eval-file").c_str(), score->bitsPerByte, score->perplexity,
+                    (unsigned long long)score->bytes, (long long)s.maxContext(),
+                    double(score->bytes) / seconds);
+      return writeStats();
+    }
+    if (tokenizer) {
+      tokens.assign(1, tokenizer->startId());
+      std::vector<int32_t> text = tokenizer->encode(args.str("prompt"));
+      tokens.insert(tokens.end(), text.begin(), text.end());
+    }
     int64_t total = int64_t(tokens.size()) + newTokens;
     if (tokens.empty())
       return fail("--prompt-tokens is empty");
@@ -168,20 +244,27 @@ int main(int argc, char **argv) {
       ids << (i ? "," : "") << tokens[i];
     for (size_t i = 0; i < generated.size(); ++i)
       gen << (i ? "," : "") << generated[i];
+    std::string text = tokenizer ? tokenizer->decode(generated) : "";
     if (args.has("json")) {
       std::printf("{\"prompt_tokens\": [%s], \"generated_tokens\": [%s], "
                   "\"tokens_per_second\": %.3f, \"time_to_first_token_ms\": %.3f, "
-                  "\"plan_load_ms\": %.3f}\n",
+                  "\"plan_load_ms\": %.3f",
                   ids.str().c_str(), gen.str().c_str(), perSecond, firstToken * 1e3,
                   loadSeconds * 1e3);
+      if (tokenizer)
+        std::printf(", \"text\": \"%s\"", jsonEscape(text).c_str());
+      std::printf("}\n");
     } else {
-      std::printf("prompt:    %s\ngenerated: %s\n", ids.str().c_str(), gen.str().c_str());
+      if (tokenizer)
+        std::printf("%s%s\n", args.str("prompt").c_str(), text.c_str());
+      else
+        std::printf("prompt:    %s\ngenerated: %s\n", ids.str().c_str(), gen.str().c_str());
       std::printf("%zu prompt tokens in %.1f ms (time to first token), %lld decode steps "
                   "at %.1f tokens/s; plan loaded in %.1f ms\n",
                   tokens.size(), firstToken * 1e3, (long long)std::max<int64_t>(newTokens - 1, 0),
                   perSecond, loadSeconds * 1e3);
     }
-    return 0;
+    return writeStats();
   } catch (const moe::tools::ArgError &e) {
     return fail(e.what());
   }

@@ -39,6 +39,10 @@ k::Rope ropeOf(const plan::Rope *r) {
           r->attention_factor(), r->interleaved()};
 }
 
+k::KvCache cacheOf(const KernelCall &call) {
+  return {call.kv->k, call.kv->v, call.kv->kWidth, call.kv->vWidth, call.kv->capacity};
+}
+
 Status run(const KernelCall &call) {
   const plan::Instruction &inst = *call.instruction;
   const auto &in = call.inputs;
@@ -84,8 +88,7 @@ Status run(const KernelCall &call) {
       qn = weightOf(in[4]);
       kn = weightOf(in[5]);
     }
-    k::KvCache cache{call.kv->k, call.kv->v, call.kv->kWidth, call.kv->vWidth,
-                     call.kv->capacity};
+    k::KvCache cache = cacheOf(call);
     k::gqaAttention(f32(in[0]), f32(in[1]), f32(in[2]), i32(in[3]), in[0].rows(),
                     norm ? &qn : nullptr, norm ? &kn : nullptr, gp, cache, f32(out));
     return Status::ok();
@@ -101,8 +104,7 @@ Status run(const KernelCall &call) {
     mp.scale = p->scale();
     mp.rope = ropeOf(p->rope());
     mp.normEps = p->norm_eps();
-    k::KvCache cache{call.kv->k, call.kv->v, call.kv->kWidth, call.kv->vWidth,
-                     call.kv->capacity};
+    k::KvCache cache = cacheOf(call);
     k::mlaAttention(f32(in[0]), f32(in[1]), weightOf(in[2]), weightOf(in[3]),
                     i32(in[4]), in[0].rows(), mp, cache, f32(out));
     return Status::ok();

@@ -15,6 +15,12 @@ struct SessionOptions {
   int64_t maxContext = 0;
 };
 
+/// Tokens routed to each expert of one MoE layer, as counted at run time.
+struct ExpertLoad {
+  int layer = -1;                 ///< decoder layer (from the router's location)
+  std::vector<uint64_t> counts;   ///< per expert: token selections
+};
+
 /// One sequence's state (arena, KV cache) over a loaded plan.
 class Session {
 public:
@@ -33,6 +39,8 @@ public:
   int64_t vocabSize() const;
   /// Bytes of the KV cache this session allocated.
   uint64_t kvBytes() const { return kvBytes_; }
+  /// Routing counts of every MoE layer since the session began.
+  const std::vector<ExpertLoad> &expertLoad() const { return load_; }
 
 private:
   Session(const LoadedPlan &plan, Device &device) : plan_(plan), device_(device) {}
@@ -41,6 +49,7 @@ private:
   std::shared_ptr<void> arena_;
   std::vector<std::shared_ptr<void>> kvStorage_;
   std::vector<KvLayerView> kv_;
+  std::vector<ExpertLoad> load_;
   int64_t maxContext_ = 0;
   uint64_t kvBytes_ = 0;
 };

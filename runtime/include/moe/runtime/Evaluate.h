@@ -1,0 +1,34 @@
+//===- Evaluate.h - bits per byte, routing statistics -----------*- C++ -*-===//
+#ifndef MOE_RUNTIME_EVALUATE_H
+#define MOE_RUNTIME_EVALUATE_H
+
+#include "moe/runtime/Session.h"
+#include "moe/runtime/Tokenizer.h"
+
+#include <string>
+
+namespace moe::rt {
+
+struct TextScore {
+  double bitsPerByte = 0, perplexity = 0; ///< perplexity per byte
+  uint64_t bytes = 0;
+};
+
+/// Scores `text` under the model. The bytes are cut into consecutive windows
+/// of (context - 1) bytes, each run as [start] + bytes from position 0, and
+/// every byte is predicted from the tokens before it in its window (the
+/// procedure examples/train_tiny_moe.py uses). `context` <= the session's.
+Expected<TextScore> scoreText(Session &session, const ByteTokenizer &tokenizer,
+                              const std::string &text, int64_t context);
+
+/// The routing counts as JSON: {"model_type", "num_experts", "top_k",
+/// "layers": [{"layer": L, "tokens": n, "counts": [...]}, ...]} (the traffic
+/// profile that expert placement reads).
+std::string expertLoadJson(const plan::Plan &plan, const std::vector<ExpertLoad> &load);
+
+/// One line per MoE layer: a bar per expert and the max/mean load ratio.
+std::string expertLoadHistogram(const std::vector<ExpertLoad> &load);
+
+} // namespace moe::rt
+
+#endif

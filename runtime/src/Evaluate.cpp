@@ -1,0 +1,91 @@
+//===- Evaluate.cpp - bits per byte, routing statistics -------------------===//
+#include "moe/runtime/Evaluate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace moe::rt {
+
+Expected<TextScore> scoreText(Session &session, const ByteTokenizer &tokenizer,
+                              const std::string &text, int64_t context) {
+  if (text.empty())
+    return Status::error("nothing to evaluate: the text is empty");
+  if (context < 2 || context > session.maxContext())
+    return Status::error("evaluation window " + std::to_string(context) +
+                         " must lie in [2, " + std::to_string(session.maxContext()) + "]");
+  const int64_t vocab = session.vocabSize(), chunk = session.maxBatchTokens();
+  std::vector<int32_t> bytes = tokenizer.encode(text), window, positions;
+  std::vector<float> logits(size_t(chunk * vocab));
+  double nll = 0;
+  for (size_t start = 0; start < bytes.size(); start += size_t(context - 1)) {
+    size_t n = std::min(bytes.size() - start, size_t(context - 1));
+    window.assign(1, tokenizer.startId());
+    window.insert(window.end(), bytes.begin() + long(start), bytes.begin() + long(start + n));
+    for (int64_t from = 0; from < int64_t(n); from += chunk) {
+      // Rows from..from+m-1 predict tokens from+1..from+m of the window.
+      int64_t m = std::min<int64_t>(chunk, int64_t(n) - from);
+      positions.resize(size_t(m));
+      for (int64_t i = 0; i < m; ++i)
+        positions[size_t(i)] = int32_t(from + i);
+      if (Status st = session.forward(window.data() + from, positions.data(), m, logits.data());
+          !st)
+        return st;
+      for (int64_t i = 0; i < m; ++i) {
+        const float *row = logits.data() + i * vocab;
+        double top = *std::max_element(row, row + vocab), sum = 0;
+        for (int64_t v = 0; v < vocab; ++v)
+          sum += std::exp(double(row[v]) - top);
+        nll += std::log(sum) + top - double(row[window[size_t(from + i + 1)]]);
+      }
+    }
+  }
+  TextScore s;
+  s.bytes = bytes.size();
+  s.bitsPerByte = nll / std::log(2.0) / double(s.bytes);
+  s.perplexity = std::exp(nll / double(s.bytes));
+  return s;
+}
+
+std::string expertLoadJson(const plan::Plan &plan, const std::vector<ExpertLoad> &load) {
+  std::ostringstream os;
+  os << "{\"model_type\": \"" << plan.config()->model_type()->str()
+     << "\", \"num_experts\": " << plan.config()->num_experts()
+     << ", \"top_k\": " << plan.config()->top_k() << ", \"layers\": [";
+  for (size_t i = 0; i < load.size(); ++i) {
+    uint64_t total = 0;
+    for (uint64_t c : load[i].counts)
+      total += c;
+    uint64_t k = uint64_t(std::max(1, plan.config()->top_k()));
+    os << (i ? ", " : "") << "{\"layer\": " << load[i].layer << ", \"tokens\": " << total / k
+       << ", \"counts\": [";
+    for (size_t e = 0; e < load[i].counts.size(); ++e)
+      os << (e ? ", " : "") << load[i].counts[e];
+    os << "]}";
+  }
+  os << "]}\n";
+  return os.str();
+}
+
+std::string expertLoadHistogram(const std::vector<ExpertLoad> &load) {
+  static const char *bars[] = {" ", "\u2581", "\u2582", "\u2583", "\u2584",
+                               "\u2585", "\u2586", "\u2587", "\u2588"};
+  std::ostringstream os;
+  for (const ExpertLoad &l : load) {
+    uint64_t top = 0, total = 0;
+    for (uint64_t c : l.counts) {
+      top = std::max(top, c);
+      total += c;
+    }
+    os << "layer " << l.layer << (l.layer < 10 ? "  " : " ") << "|";
+    for (uint64_t c : l.counts)
+      os << bars[top ? (c * 8 + top - 1) / top : 0];
+    double mean = l.counts.empty() ? 0 : double(total) / double(l.counts.size());
+    char ratio[48];
+    std::snprintf(ratio, sizeof ratio, "| max/mean %.2f", mean > 0 ? double(top) / mean : 0.0);
+    os << ratio << "\n";
+  }
+  return os.str();
+}
+
+} // namespace moe::rt
