@@ -57,10 +57,9 @@ void gqaAttention(const float *q, const float *k, const float *v,
                 kvWidth = p.numKvHeads * hd, group = p.numHeads / p.numKvHeads;
   // Keys and values of this batch into the cache (k normalised and rotated).
   for (int64_t t = 0; t < tokens; ++t) {
-    float *kRow = cache.k + positions[t] * cache.kWidth;
+    float *kRow = cache.kAt(t, positions[t]);
     std::copy(k + t * kvWidth, k + (t + 1) * kvWidth, kRow);
-    std::copy(v + t * kvWidth, v + (t + 1) * kvWidth,
-              cache.v + positions[t] * cache.vWidth);
+    std::copy(v + t * kvWidth, v + (t + 1) * kvWidth, cache.vAt(t, positions[t]));
     for (int64_t h = 0; h < p.numKvHeads; ++h) {
       if (kNorm)
         normHead(kRow + h * hd, hd, *kNorm, p.qkNormEps);
@@ -83,7 +82,7 @@ void gqaAttention(const float *q, const float *k, const float *v,
         scores.resize(n);
         const int64_t g = h / group;
         for (int64_t j = 0; j < n; ++j) {
-          const float *key = cache.k + (lo + j) * cache.kWidth + g * hd;
+          const float *key = cache.kAt(t, lo + j) + g * hd;
           float dot = 0;
           for (int64_t d = 0; d < hd; ++d)
             dot += query[d] * key[d];
@@ -93,7 +92,7 @@ void gqaAttention(const float *q, const float *k, const float *v,
         float *o = out + t * qWidth + h * hd;
         std::fill(o, o + hd, 0.0f);
         for (int64_t j = 0; j < n; ++j) {
-          const float *val = cache.v + (lo + j) * cache.vWidth + g * hd;
+          const float *val = cache.vAt(t, lo + j) + g * hd;
           for (int64_t d = 0; d < hd; ++d)
             o[d] += scores[j] * val[d];
         }
@@ -109,8 +108,8 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
   // Cache the normalised latent and the rotated shared RoPE key.
   for (int64_t t = 0; t < tokens; ++t) {
     const float *row = kvA + t * (rank + rope);
-    float *latent = cache.k + positions[t] * cache.kWidth;
-    float *kpe = cache.v + positions[t] * cache.vWidth;
+    float *latent = cache.kAt(t, positions[t]);
+    float *kpe = cache.vAt(t, positions[t]);
     rmsNorm(row, 1, rank, kvNorm, p.normEps, latent);
     std::copy(row + rank, row + rank + rope, kpe);
     applyRope(kpe, positions[t], p.rope);
@@ -133,8 +132,8 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
         int64_t n = positions[t] + 1;
         scores.resize(n);
         for (int64_t j = 0; j < n; ++j) {
-          const float *latent = cache.k + j * cache.kWidth;
-          const float *kpe = cache.v + j * cache.vWidth;
+          const float *latent = cache.kAt(t, j);
+          const float *kpe = cache.vAt(t, j);
           float dot = 0;
           for (int64_t r = 0; r < rank; ++r)
             dot += qLatent[r] * latent[r];
@@ -145,7 +144,7 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
         softmax(scores.data(), n);
         std::fill(context.begin(), context.end(), 0.0f);
         for (int64_t j = 0; j < n; ++j) {
-          const float *latent = cache.k + j * cache.kWidth;
+          const float *latent = cache.kAt(t, j);
           for (int64_t r = 0; r < rank; ++r)
             context[r] += scores[j] * latent[r];
         }

@@ -1,9 +1,12 @@
 //===- Attention.h - CPU attention kernels over a KV cache ------*- C++ -*-===//
 //
-// Causal attention of a batch of tokens of one sequence, at given positions,
-// over that sequence's KV cache: each call first writes its tokens' keys and
-// values at their positions, then every query attends to cache rows
-// [lo, position], lo = position - window + 1 with a sliding window, else 0.
+// Causal attention of a batch of tokens, at given positions, over a paged KV
+// cache: each token belongs to a sequence whose block table maps position p
+// to row table[p / blockSize] * blockSize + p % blockSize. Each call first
+// writes its tokens' keys and values at their positions, then every query
+// attends to its sequence's positions [lo, position], lo = position - window
+// + 1 with a sliding window, else 0. Tokens of several sequences may share a
+// call (continuous batching).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_KERNELS_CPU_ATTENTION_H
@@ -27,10 +30,23 @@ struct Rope {
 /// Rotates the first 2 * rope.pairs elements of x in place.
 void applyRope(float *x, int32_t position, const Rope &rope);
 
-/// One layer's cache: `capacity` rows of kWidth (k) and vWidth (v) floats.
+/// One layer's paged cache: blocks of `blockSize` rows of kWidth (k) and
+/// vWidth (v) floats; tables[t] is the block table of token t's sequence.
 struct KvCache {
   float *k = nullptr, *v = nullptr;
-  int64_t kWidth = 0, vWidth = 0, capacity = 0;
+  int64_t kWidth = 0, vWidth = 0, blockSize = 0;
+  const int32_t *const *tables = nullptr;
+
+  int64_t row(int64_t token, int64_t position) const {
+    return int64_t(tables[token][position / blockSize]) * blockSize +
+           position % blockSize;
+  }
+  float *kAt(int64_t token, int64_t position) const {
+    return k + row(token, position) * kWidth;
+  }
+  float *vAt(int64_t token, int64_t position) const {
+    return v + row(token, position) * vWidth;
+  }
 };
 
 struct GqaParams {

@@ -62,15 +62,24 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
   if (s->maxContext_ > kv.max_context())
     return Status::error("context " + std::to_string(s->maxContext_) +
                          " exceeds the plan's maximum " + std::to_string(kv.max_context()));
+  if (options.blockSize < 1 || options.numBlocks < 0)
+    return Status::error("KV block size must be positive and the block count >= 0, got " +
+                         std::to_string(options.blockSize) + " and " +
+                         std::to_string(options.numBlocks));
+  s->blockSize_ = options.blockSize;
+  s->numBlocks_ = options.numBlocks > 0
+                      ? options.numBlocks
+                      : (s->maxContext_ + s->blockSize_ - 1) / s->blockSize_;
   uint64_t kvBytes = 0;
   for (const plan::KvLayer *layer : *kv.layers())
-    kvBytes += uint64_t(layer->k_width() + layer->v_width()) * s->maxContext_ * sizeof(float);
+    kvBytes += uint64_t(layer->k_width() + layer->v_width()) * uint64_t(s->numBlocks_) *
+               uint64_t(s->blockSize_) * sizeof(float);
   uint64_t need = p.arena_bytes() + kvBytes;
   if (need > device.memoryBytes())
     return Status::error("the plan needs " + std::to_string(need) +
                          " bytes of activations and KV cache, the " + device.name() +
                          " device has " + std::to_string(device.memoryBytes()) +
-                         "; use a smaller context or --max-batch-tokens");
+                         "; use a smaller context, fewer KV blocks or --max-batch-tokens");
   auto arena = device.allocate(p.arena_bytes());
   if (!arena)
     return arena.status();
@@ -79,9 +88,10 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
     KvLayerView view;
     view.kWidth = layer->k_width();
     view.vWidth = layer->v_width();
-    view.capacity = s->maxContext_;
-    auto k = device.allocate(size_t(view.kWidth) * view.capacity * sizeof(float));
-    auto v = device.allocate(size_t(view.vWidth) * view.capacity * sizeof(float));
+    view.blockSize = s->blockSize_;
+    size_t rows = size_t(s->numBlocks_ * s->blockSize_);
+    auto k = device.allocate(size_t(view.kWidth) * rows * sizeof(float));
+    auto v = device.allocate(size_t(view.vWidth) * rows * sizeof(float));
     if (!k || !v)
       return !k ? k.status() : v.status();
     view.k = static_cast<float *>(k->get());
@@ -91,6 +101,8 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
     s->kv_.push_back(view);
   }
   s->kvBytes_ = kvBytes;
+  for (int64_t b = 0; b < s->numBlocks_; ++b)
+    s->identity_.push_back(int32_t(b));
   for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions())
     if (auto *r = inst->params_as_RouterParams())
       s->load_.push_back({decoderLayerOf(*inst),
@@ -105,7 +117,19 @@ int64_t Session::vocabSize() const { return plan_.plan().config()->vocab_size();
 
 Status Session::forward(const int32_t *tokens, const int32_t *positions, int64_t count,
                         float *logits) {
+  for (int64_t t = 0; t < count; ++t)
+    if (positions[t] >= numBlocks_ * blockSize_)
+      return Status::error("position " + std::to_string(positions[t]) +
+                           " is beyond the KV pool of " +
+                           std::to_string(numBlocks_ * blockSize_) + " tokens");
+  std::vector<const int32_t *> tables(size_t(std::max<int64_t>(count, 0)), identity_.data());
+  return forward(Batch{tokens, positions, tables.data(), count}, logits);
+}
+
+Status Session::forward(const Batch &batch, float *logits) {
   const plan::Plan &p = plan_.plan();
+  const int32_t *tokens = batch.tokens, *positions = batch.positions;
+  const int64_t count = batch.count;
   if (count < 1 || count > maxBatchTokens())
     return Status::error("batch of " + std::to_string(count) + " tokens; the plan takes 1 to " +
                          std::to_string(maxBatchTokens()) + " (its --max-batch-tokens)");
@@ -147,6 +171,7 @@ Status Session::forward(const int32_t *tokens, const int32_t *positions, int64_t
       call.outputs.push_back(view(id));
     int layer = kvLayerOf(*inst);
     call.kv = layer >= 0 ? &kv_[size_t(layer)] : nullptr;
+    call.blockTables = batch.blockTables;
     if (Status st = device_.stream(inst->stream()).launch(call); !st)
       return st;
     if (inst->op() == plan::OpCode::Router) {

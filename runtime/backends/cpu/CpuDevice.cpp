@@ -40,7 +40,8 @@ k::Rope ropeOf(const plan::Rope *r) {
 }
 
 k::KvCache cacheOf(const KernelCall &call) {
-  return {call.kv->k, call.kv->v, call.kv->kWidth, call.kv->vWidth, call.kv->capacity};
+  return {call.kv->k,      call.kv->v,         call.kv->kWidth,
+          call.kv->vWidth, call.kv->blockSize, call.blockTables};
 }
 
 Status run(const KernelCall &call) {

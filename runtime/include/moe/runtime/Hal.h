@@ -29,11 +29,11 @@ struct TensorView {
   int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
 };
 
-/// One layer of the KV cache of one sequence: `capacity` token rows of
+/// One layer of the paged KV cache: blocks of `blockSize` token rows of
 /// k_width and v_width f32 elements.
 struct KvLayerView {
   float *k = nullptr, *v = nullptr;
-  int64_t kWidth = 0, vWidth = 0, capacity = 0;
+  int64_t kWidth = 0, vWidth = 0, blockSize = 0;
 };
 
 /// One instruction, bound to memory.
@@ -41,6 +41,8 @@ struct KernelCall {
   const plan::Instruction *instruction = nullptr;
   std::vector<TensorView> inputs, outputs;
   KvLayerView *kv = nullptr; ///< attention ops only
+  /// Per token of the batch: its sequence's block table (attention ops).
+  const int32_t *const *blockTables = nullptr;
 };
 
 class Event {

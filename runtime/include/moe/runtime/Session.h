@@ -11,8 +11,21 @@
 namespace moe::rt {
 
 struct SessionOptions {
-  /// Context of the one sequence this session holds; 0: the plan's.
+  /// Most tokens of one sequence; 0: the plan's KV-cache context.
   int64_t maxContext = 0;
+  /// KV-cache tokens per block.
+  int64_t blockSize = 16;
+  /// Blocks in the KV pool; 0: enough for one sequence of maxContext.
+  int64_t numBlocks = 0;
+};
+
+/// Tokens of one or more sequences run in one forward step.
+struct Batch {
+  const int32_t *tokens = nullptr, *positions = nullptr;
+  /// Per token: the block table of its sequence (block ids in the pool,
+  /// covering positions 0 .. position).
+  const int32_t *const *blockTables = nullptr;
+  int64_t count = 0;
 };
 
 /// Tokens routed to each expert of one MoE layer, as counted at run time.
@@ -21,18 +34,24 @@ struct ExpertLoad {
   std::vector<uint64_t> counts;   ///< per expert: token selections
 };
 
-/// One sequence's state (arena, KV cache) over a loaded plan.
+/// The state to run a loaded plan: activation arena and a paged KV pool.
 class Session {
 public:
   static Expected<std::unique_ptr<Session>>
   create(const LoadedPlan &plan, Device &device, const SessionOptions &options = {});
   ~Session();
 
-  /// Runs the model on `count` tokens at `positions` (count <= maxBatchTokens,
-  /// positions < maxContext; earlier positions must already be in the KV
-  /// cache) and writes their logits, [count, vocab], to `logits`.
+  /// Runs the model on a batch (count <= maxBatchTokens, positions <
+  /// maxContext and covered by each token's block table; earlier positions of
+  /// each sequence must already be in the KV cache) and writes the logits of
+  /// every token, [count, vocab], to `logits`.
+  Status forward(const Batch &batch, float *logits);
+  /// One sequence that owns the whole pool (blocks 0, 1, ... in order).
   Status forward(const int32_t *tokens, const int32_t *positions, int64_t count,
                  float *logits);
+
+  int64_t blockSize() const { return blockSize_; }
+  int64_t numBlocks() const { return numBlocks_; }
 
   int64_t maxBatchTokens() const;
   int64_t maxContext() const { return maxContext_; }
@@ -50,8 +69,9 @@ private:
   std::vector<std::shared_ptr<void>> kvStorage_;
   std::vector<KvLayerView> kv_;
   std::vector<ExpertLoad> load_;
-  int64_t maxContext_ = 0;
+  int64_t maxContext_ = 0, blockSize_ = 0, numBlocks_ = 0;
   uint64_t kvBytes_ = 0;
+  std::vector<int32_t> identity_; ///< block table of the one-sequence forward
 };
 
 } // namespace moe::rt

@@ -1,0 +1,121 @@
+//===- Engine.h - continuous batching over a paged KV cache -----*- C++ -*-===//
+//
+// Many sequences share one Session: each holds a block table into the paged
+// KV pool. Every step() runs one batch that mixes decode tokens (one per
+// running sequence, first) with chunks of prompts, under a token budget.
+// Sequences are admitted while the pool has blocks for their next chunk; when
+// a running sequence needs a block and none is free, the newest running
+// sequence is preempted: its blocks are freed and it is recomputed later
+// (prompt + tokens generated so far), so its output does not change.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_ENGINE_H
+#define MOE_RUNTIME_ENGINE_H
+
+#include "moe/runtime/Sampler.h"
+#include "moe/runtime/Session.h"
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+namespace moe::rt {
+
+struct EngineOptions {
+  int64_t blockSize = 16;
+  int64_t numBlocks = 0;   ///< KV pool; 0: one sequence of the full context
+  int64_t tokenBudget = 0; ///< tokens per step; 0: the plan's max_batch_tokens
+  int64_t maxWaiting = 1024; ///< queue bound: beyond it submit() rejects
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  int64_t maxNewTokens = 16;
+  SamplingOptions sampling;
+};
+
+struct GenerationResult {
+  int64_t id = 0;
+  std::vector<int32_t> tokens; ///< generated
+  double submitted = 0, firstToken = 0, finished = 0; ///< seconds, engine clock
+  std::vector<double> tokenTimes; ///< when each generated token was sampled
+  int preemptions = 0;
+};
+
+struct EngineStats {
+  uint64_t steps = 0, prefillTokens = 0, decodeTokens = 0, preemptions = 0,
+           recomputedTokens = 0, rejected = 0;
+  int64_t peakBlocks = 0;
+  double prefillSeconds = 0, decodeSeconds = 0;
+};
+
+/// Fixed-size KV blocks: a free list and reference counts (shared blocks
+/// are freed when their last user lets go).
+class BlockManager {
+public:
+  explicit BlockManager(int64_t blocks);
+  /// A free block with one reference, or -1.
+  int32_t allocate();
+  void retain(int32_t block) { ++refs_[size_t(block)]; }
+  void release(int32_t block);
+  int64_t freeBlocks() const { return int64_t(free_.size()); }
+  int64_t usedBlocks() const { return int64_t(refs_.size() - free_.size()); }
+  int64_t peakUsed() const { return peak_; }
+
+private:
+  std::vector<int32_t> free_;
+  std::vector<int32_t> refs_;
+  int64_t peak_ = 0;
+};
+
+class Engine {
+public:
+  static Expected<std::unique_ptr<Engine>> create(const LoadedPlan &plan, Device &device,
+                                                  const EngineOptions &options);
+  /// Queues a request and returns its id; a clear error when the queue is
+  /// full or the request can never run (empty, too long, bad token id).
+  Expected<int64_t> submit(GenerationRequest request);
+  /// One batch: decode tokens first, then prompt chunks.
+  Status step();
+  /// Nothing waiting or running.
+  bool idle() const { return waiting_.empty() && running_.empty(); }
+  /// Results completed since the last call.
+  std::vector<GenerationResult> takeFinished();
+  const EngineStats &stats() const { return stats_; }
+  int64_t kvBytesPerBlock() const { return kvBytesPerBlock_; }
+  const Session &session() const { return *session_; }
+
+private:
+  struct Sequence {
+    int64_t id;
+    GenerationRequest request;
+    std::vector<int32_t> context; ///< prompt + generated
+    size_t promptLength = 0;
+    int64_t computed = 0;         ///< tokens of context in the KV cache
+    std::vector<int32_t> blocks;
+    Sampler sampler;
+    GenerationResult result;
+  };
+  Engine() = default;
+  double now() const;
+  bool ensureBlocks(Sequence &s, int64_t tokens);
+  void preempt(size_t index);
+  void finish(size_t index);
+
+  std::unique_ptr<Session> session_;
+  std::unique_ptr<BlockManager> blocks_;
+  EngineOptions options_;
+  int64_t vocab_ = 0, maxContext_ = 0, kvBytesPerBlock_ = 0;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_; ///< oldest first
+  std::vector<GenerationResult> finished_;
+  EngineStats stats_;
+  int64_t nextId_ = 0;
+  double start_ = 0;
+  std::vector<float> logits_;
+};
+
+} // namespace moe::rt
+
+#endif

@@ -1,0 +1,232 @@
+//===- Engine.cpp - continuous batching over a paged KV cache ------------===//
+#include "moe/runtime/Engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace moe::rt {
+
+BlockManager::BlockManager(int64_t blocks) : refs_(size_t(blocks), 0) {
+  for (int64_t b = blocks - 1; b >= 0; --b)
+    free_.push_back(int32_t(b));
+}
+
+int32_t BlockManager::allocate() {
+  if (free_.empty())
+    return -1;
+  int32_t b = free_.back();
+  free_.pop_back();
+  refs_[size_t(b)] = 1;
+  peak_ = std::max(peak_, usedBlocks());
+  return b;
+}
+
+void BlockManager::release(int32_t block) {
+  if (--refs_[size_t(block)] == 0)
+    free_.push_back(block);
+}
+
+Expected<std::unique_ptr<Engine>> Engine::create(const LoadedPlan &plan, Device &device,
+                                                 const EngineOptions &options) {
+  std::unique_ptr<Engine> e(new Engine());
+  e->options_ = options;
+  SessionOptions so;
+  so.blockSize = options.blockSize;
+  so.numBlocks = options.numBlocks;
+  auto session = Session::create(plan, device, so);
+  if (!session)
+    return session.status();
+  e->session_ = session.take();
+  int64_t maxBatch = e->session_->maxBatchTokens();
+  if (e->options_.tokenBudget == 0)
+    e->options_.tokenBudget = maxBatch;
+  if (e->options_.tokenBudget < 1 || e->options_.tokenBudget > maxBatch)
+    return Status::error("token budget " + std::to_string(options.tokenBudget) +
+                         " must lie in [1, " + std::to_string(maxBatch) +
+                         "] (the plan's --max-batch-tokens)");
+  if (options.maxWaiting < 1)
+    return Status::error("the waiting queue must hold at least 1 request, got " +
+                         std::to_string(options.maxWaiting));
+  e->blocks_ = std::make_unique<BlockManager>(e->session_->numBlocks());
+  e->vocab_ = e->session_->vocabSize();
+  e->maxContext_ = e->session_->maxContext();
+  e->kvBytesPerBlock_ = int64_t(e->session_->kvBytes() / uint64_t(e->session_->numBlocks()));
+  e->logits_.resize(size_t(e->options_.tokenBudget * e->vocab_));
+  e->start_ = e->now();
+  return std::move(e);
+}
+
+double Engine::now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+             .count() -
+         start_;
+}
+
+Expected<int64_t> Engine::submit(GenerationRequest request) {
+  auto reject = [&](const std::string &why) -> Expected<int64_t> {
+    ++stats_.rejected;
+    return Status::error("request rejected: " + why);
+  };
+  if (int64_t(waiting_.size()) >= options_.maxWaiting)
+    return reject("the waiting queue is full (" + std::to_string(waiting_.size()) +
+                  " requests); retry later");
+  if (request.prompt.empty())
+    return reject("empty prompt");
+  if (request.maxNewTokens < 1)
+    return reject("max new tokens must be >= 1, got " + std::to_string(request.maxNewTokens));
+  int64_t total = int64_t(request.prompt.size()) + request.maxNewTokens;
+  if (total > maxContext_)
+    return reject("prompt (" + std::to_string(request.prompt.size()) + ") + new tokens (" +
+                  std::to_string(request.maxNewTokens) + ") exceed the context of " +
+                  std::to_string(maxContext_) + " tokens");
+  int64_t need = (total + options_.blockSize - 1) / options_.blockSize;
+  if (need > session_->numBlocks())
+    return reject("needs " + std::to_string(need) + " KV blocks, the pool has " +
+                  std::to_string(session_->numBlocks()));
+  for (int32_t t : request.prompt)
+    if (t < 0 || t >= vocab_)
+      return reject("token id " + std::to_string(t) + " out of vocabulary [0, " +
+                    std::to_string(vocab_) + ")");
+  auto s = std::make_unique<Sequence>(Sequence{nextId_++, request, request.prompt,
+                                               request.prompt.size(), 0, {},
+                                               Sampler(request.sampling), {}});
+  s->result.id = s->id;
+  s->result.submitted = now();
+  s->blocks.reserve(size_t(need));
+  waiting_.push_back(std::move(s));
+  return waiting_.back()->id;
+}
+
+bool Engine::ensureBlocks(Sequence &s, int64_t tokens) {
+  int64_t need = (tokens + options_.blockSize - 1) / options_.blockSize - int64_t(s.blocks.size());
+  if (need > blocks_->freeBlocks())
+    return false;
+  for (int64_t i = 0; i < need; ++i)
+    s.blocks.push_back(blocks_->allocate());
+  return true;
+}
+
+void Engine::preempt(size_t index) {
+  std::unique_ptr<Sequence> s = std::move(running_[index]);
+  running_.erase(running_.begin() + long(index));
+  for (int32_t b : s->blocks)
+    blocks_->release(b);
+  s->blocks.clear();
+  stats_.recomputedTokens += uint64_t(s->computed);
+  s->computed = 0;
+  ++s->result.preemptions;
+  ++stats_.preemptions;
+  // Running sequences are older than waiting ones: back to the front.
+  waiting_.push_front(std::move(s));
+}
+
+void Engine::finish(size_t index) {
+  Sequence &s = *running_[index];
+  for (int32_t b : s.blocks)
+    blocks_->release(b);
+  s.result.finished = now();
+  finished_.push_back(std::move(s.result));
+  running_.erase(running_.begin() + long(index));
+}
+
+Status Engine::step() {
+  struct Chunk {
+    Sequence *seq;
+    int64_t offset, count;
+  };
+  std::vector<Chunk> chunks;
+  std::vector<int32_t> tokens, positions;
+  std::vector<const int32_t *> tables;
+  int64_t budget = options_.tokenBudget, decodeTokens = 0;
+  auto add = [&](Sequence &s, int64_t n) {
+    chunks.push_back({&s, int64_t(tokens.size()), n});
+    for (int64_t i = 0; i < n; ++i) {
+      tokens.push_back(s.context[size_t(s.computed + i)]);
+      positions.push_back(int32_t(s.computed + i));
+      tables.push_back(s.blocks.data());
+    }
+    budget -= n;
+  };
+  // Decode: one token per running sequence, oldest first; when blocks run
+  // out the newest running sequence makes room.
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Sequence &s = *running_[i];
+    if (int64_t(s.context.size()) - s.computed != 1)
+      continue;
+    bool preemptedSelf = false;
+    while (!ensureBlocks(s, s.computed + 1)) {
+      size_t victim = running_.size() - 1;
+      preemptedSelf = victim == i;
+      preempt(victim);
+      if (preemptedSelf)
+        break;
+    }
+    if (preemptedSelf)
+      break;
+    add(s, 1);
+    ++decodeTokens;
+  }
+  // Prefill: unfinished prompts of running sequences, then new admissions
+  // (a whole prompt's blocks must be free to admit it).
+  for (auto &s : running_) {
+    int64_t pending = int64_t(s->context.size()) - s->computed;
+    if (pending <= 1 || budget == 0)
+      continue;
+    int64_t n = std::min(pending, budget);
+    if (ensureBlocks(*s, s->computed + n))
+      add(*s, n);
+  }
+  while (budget > 0 && !waiting_.empty()) {
+    Sequence &s = *waiting_.front();
+    int64_t whole = (int64_t(s.context.size()) + options_.blockSize - 1) / options_.blockSize;
+    if (whole > blocks_->freeBlocks())
+      break;
+    // All of the prompt's blocks now, so its later chunks never wait.
+    int64_t n = std::min(int64_t(s.context.size()), budget);
+    ensureBlocks(s, int64_t(s.context.size()));
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    add(*running_.back(), n);
+  }
+  if (chunks.empty())
+    return idle() ? Status::ok()
+                  : Status::error("scheduler made no progress: no KV blocks for any request");
+
+  double t0 = now();
+  Batch batch{tokens.data(), positions.data(), tables.data(), int64_t(tokens.size())};
+  if (Status st = session_->forward(batch, logits_.data()); !st)
+    return st;
+  double t1 = now(), spent = t1 - t0;
+  double decodeShare = double(decodeTokens) / double(tokens.size());
+  stats_.decodeSeconds += spent * decodeShare;
+  stats_.prefillSeconds += spent * (1 - decodeShare);
+  stats_.decodeTokens += uint64_t(decodeTokens);
+  stats_.prefillTokens += tokens.size() - uint64_t(decodeTokens);
+  ++stats_.steps;
+  stats_.peakBlocks = std::max(stats_.peakBlocks, blocks_->usedBlocks());
+
+  for (const Chunk &c : chunks) {
+    Sequence &s = *c.seq;
+    s.computed += c.count;
+    if (s.computed != int64_t(s.context.size()))
+      continue;
+    int32_t next = s.sampler.next(logits_.data() + (c.offset + c.count - 1) * vocab_, vocab_);
+    if (s.result.tokens.empty())
+      s.result.firstToken = t1;
+    s.context.push_back(next);
+    s.result.tokens.push_back(next);
+    s.result.tokenTimes.push_back(t1);
+  }
+  for (size_t i = running_.size(); i-- > 0;)
+    if (int64_t(running_[i]->result.tokens.size()) >= running_[i]->request.maxNewTokens)
+      finish(i);
+  return Status::ok();
+}
+
+std::vector<GenerationResult> Engine::takeFinished() {
+  std::vector<GenerationResult> out;
+  out.swap(finished_);
+  return out;
+}
+
+} // namespace moe::rt
