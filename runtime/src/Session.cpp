@@ -117,6 +117,8 @@ int64_t Session::vocabSize() const { return plan_.plan().config()->vocab_size();
 
 Status Session::forward(const int32_t *tokens, const int32_t *positions, int64_t count,
                         float *logits) {
+  if (count < 1 || count > maxBatchTokens())
+    return forward(Batch{tokens, positions, nullptr, count}, logits); // reports it
   for (int64_t t = 0; t < count; ++t)
     if (positions[t] >= numBlocks_ * blockSize_)
       return Status::error("position " + std::to_string(positions[t]) +

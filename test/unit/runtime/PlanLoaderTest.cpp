@@ -114,7 +114,7 @@ TEST_F(PlanLoaderTest, ValidPlanRuns) {
   auto device = createCpuDevice();
   auto session = Session::create(**loaded, *device);
   ASSERT_TRUE(session) << session.status().message();
-  int32_t tokens[2] = {3, 1}, positions[2] = {0, 1};
+  int32_t tokens[3] = {3, 1, 0}, positions[3] = {0, 1, 2};
   float out[4];
   ASSERT_TRUE((*session)->forward(tokens, positions, 2, out));
   EXPECT_EQ(std::vector<float>(out, out + 4), (std::vector<float>{30, 31, 10, 11}));
