@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 
 namespace moe::rt {
 
@@ -12,18 +13,55 @@ BlockManager::BlockManager(int64_t blocks) : refs_(size_t(blocks), 0) {
 }
 
 int32_t BlockManager::allocate() {
-  if (free_.empty())
+  int32_t b;
+  if (!free_.empty()) {
+    b = free_.back();
+    free_.pop_back();
+  } else if (!lru_.empty()) {
+    b = lru_.front();
+    lru_.pop_front();
+    inLru_.erase(b);
+    byHash_.erase(hashOf_[b]);
+    hashOf_.erase(b);
+  } else {
     return -1;
-  int32_t b = free_.back();
-  free_.pop_back();
+  }
   refs_[size_t(b)] = 1;
-  peak_ = std::max(peak_, usedBlocks());
   return b;
 }
 
+void BlockManager::retain(int32_t block) {
+  if (refs_[size_t(block)]++ == 0) {
+    auto it = inLru_.find(block);
+    lru_.erase(it->second);
+    inLru_.erase(it);
+  }
+}
+
 void BlockManager::release(int32_t block) {
-  if (--refs_[size_t(block)] == 0)
+  if (--refs_[size_t(block)] != 0)
+    return;
+  if (hashOf_.count(block)) {
+    lru_.push_back(block);
+    inLru_[block] = std::prev(lru_.end());
+  } else {
     free_.push_back(block);
+  }
+}
+
+int32_t BlockManager::lookup(uint64_t hash) {
+  auto it = byHash_.find(hash);
+  if (it == byHash_.end())
+    return -1;
+  retain(it->second);
+  return it->second;
+}
+
+void BlockManager::registerHash(int32_t block, uint64_t hash) {
+  if (byHash_.count(hash) || hashOf_.count(block))
+    return;
+  byHash_[hash] = block;
+  hashOf_[block] = hash;
 }
 
 Expected<std::unique_ptr<Engine>> Engine::create(const LoadedPlan &plan, Device &device,
@@ -88,13 +126,49 @@ Expected<int64_t> Engine::submit(GenerationRequest request) {
       return reject("token id " + std::to_string(t) + " out of vocabulary [0, " +
                     std::to_string(vocab_) + ")");
   auto s = std::make_unique<Sequence>(Sequence{nextId_++, request, request.prompt,
-                                               request.prompt.size(), 0, {},
+                                               request.prompt.size(), 0, {}, {},
                                                Sampler(request.sampling), {}});
   s->result.id = s->id;
   s->result.submitted = now();
   s->blocks.reserve(size_t(need));
   waiting_.push_back(std::move(s));
   return waiting_.back()->id;
+}
+
+void Engine::extendHashes(Sequence &s, int64_t tokens) {
+  for (int64_t b = int64_t(s.hashes.size()); (b + 1) * options_.blockSize <= tokens; ++b) {
+    uint64_t h = b ? s.hashes.back() : 0x6a09e667f3bcc909ull;
+    for (int64_t i = b * options_.blockSize; i < (b + 1) * options_.blockSize; ++i)
+      h = (h ^ uint64_t(uint32_t(s.context[size_t(i)]))) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
+    s.hashes.push_back(h);
+  }
+}
+
+bool Engine::admit(Sequence &s) {
+  if (options_.prefixCaching) {
+    // Reuse full cached blocks, but leave at least the last prompt token to
+    // compute: its logits pick the next token.
+    extendHashes(s, int64_t(s.context.size()) - 1);
+    for (uint64_t h : s.hashes) {
+      int32_t b = blocks_->lookup(h);
+      if (b < 0)
+        break;
+      s.blocks.push_back(b);
+      s.computed += options_.blockSize;
+    }
+  }
+  int64_t whole = (int64_t(s.context.size()) + options_.blockSize - 1) / options_.blockSize;
+  if (whole - int64_t(s.blocks.size()) > blocks_->freeBlocks()) {
+    for (int32_t b : s.blocks)
+      blocks_->release(b);
+    s.blocks.clear();
+    s.computed = 0;
+    return false;
+  }
+  stats_.cachedTokens += uint64_t(s.computed);
+  // All of the prompt's blocks now, so its later chunks never wait.
+  ensureBlocks(s, int64_t(s.context.size()));
+  return true;
 }
 
 bool Engine::ensureBlocks(Sequence &s, int64_t tokens) {
@@ -178,15 +252,12 @@ Status Engine::step() {
   }
   while (budget > 0 && !waiting_.empty()) {
     Sequence &s = *waiting_.front();
-    int64_t whole = (int64_t(s.context.size()) + options_.blockSize - 1) / options_.blockSize;
-    if (whole > blocks_->freeBlocks())
+    if (!admit(s))
       break;
-    // All of the prompt's blocks now, so its later chunks never wait.
-    int64_t n = std::min(int64_t(s.context.size()), budget);
-    ensureBlocks(s, int64_t(s.context.size()));
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
-    add(*running_.back(), n);
+    Sequence &r = *running_.back();
+    add(r, std::min(int64_t(r.context.size()) - r.computed, budget));
   }
   if (chunks.empty())
     return idle() ? Status::ok()
@@ -208,6 +279,12 @@ Status Engine::step() {
   for (const Chunk &c : chunks) {
     Sequence &s = *c.seq;
     s.computed += c.count;
+    if (options_.prefixCaching) {
+      // Blocks this step filled hold the KV of a known prefix from now on.
+      extendHashes(s, s.computed);
+      for (size_t b = 0; b < s.hashes.size() && b < s.blocks.size(); ++b)
+        blocks_->registerHash(s.blocks[b], s.hashes[b]);
+    }
     if (s.computed != int64_t(s.context.size()))
       continue;
     int32_t next = s.sampler.next(logits_.data() + (c.offset + c.count - 1) * vocab_, vocab_);

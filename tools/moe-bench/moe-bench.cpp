@@ -39,6 +39,9 @@ usage: moe-bench <plan-dir> [options]
   --kv-blocks N        KV pool size in blocks (default: 32 full-length sequences)
   --budget N           tokens per step (default: the plan's max batch)
   --max-waiting N      waiting-queue bound (default 1024)
+  --shared-prefix N    every prompt starts with the same N tokens (default 0)
+  --prefix-caching     share KV blocks of common prefixes; each level also runs
+                       without it and prints the ratios
   --verify             rerun each request alone; require identical outputs
   --json FILE          write the results as JSON
 )";
@@ -117,8 +120,9 @@ int main(int argc, char **argv) {
   try {
     moe::tools::Args args(argc, argv,
                           {"concurrency", "requests", "prompt-len", "output-len", "seed",
-                           "block-size", "kv-blocks", "budget", "max-waiting", "json"},
-                          {"verify"});
+                           "block-size", "kv-blocks", "budget", "max-waiting", "json",
+                           "shared-prefix"},
+                          {"verify", "prefix-caching"});
     if (args.positional.size() != 1)
       return fail("expected one plan directory (see --help)");
     auto plan = LoadedPlan::open(args.positional[0]);
@@ -131,6 +135,11 @@ int main(int argc, char **argv) {
     auto [oLo, oHi] = range(args, "output-len", 16, 64);
     const moe::plan::Plan &p = (*plan)->plan();
     int64_t context = p.kv_cache()->max_context(), vocab = p.config()->vocab_size();
+    int64_t shared = args.integer("shared-prefix", 0);
+    if (shared < 0)
+      return fail("--shared-prefix must be >= 0");
+    pLo += shared;
+    pHi += shared;
     if (pHi + oHi > context)
       return fail("prompt + output lengths up to " + std::to_string(pHi + oHi) +
                   " exceed the plan's context of " + std::to_string(context));
@@ -154,15 +163,29 @@ int main(int argc, char **argv) {
       int64_t n = args.integer("requests", 4 * c);
       std::mt19937_64 rng(uint64_t(args.integer("seed", 0)));
       std::vector<GenerationRequest> requests(static_cast<size_t>(n));
+      auto token = [&] {
+        return int32_t(std::uniform_int_distribution<int64_t>(std::min<int64_t>(3, vocab - 1),
+                                                              vocab - 1)(rng));
+      };
+      std::vector<int32_t> prefix;
+      for (int64_t i = 0; i < shared; ++i)
+        prefix.push_back(token());
       for (GenerationRequest &r : requests) {
         int64_t len = std::uniform_int_distribution<int64_t>(pLo, pHi)(rng);
-        for (int64_t i = 0; i < len; ++i)
-          r.prompt.push_back(int32_t(std::uniform_int_distribution<int64_t>(
-              std::min<int64_t>(3, vocab - 1), vocab - 1)(rng)));
+        r.prompt = prefix;
+        for (int64_t i = shared; i < len; ++i)
+          r.prompt.push_back(token());
         r.maxNewTokens = std::uniform_int_distribution<int64_t>(oLo, oHi)(rng);
       }
-      EngineStats stats;
-      double seconds = 0;
+      EngineStats stats, baseline;
+      double seconds = 0, baselineSeconds = 0;
+      if (args.has("prefix-caching")) {
+        auto plain = run(**plan, *device, options, requests, c, baseline, baselineSeconds,
+                         progress);
+        if (!plain)
+          return fail(plain.status().message());
+        options.prefixCaching = true;
+      }
       auto results = run(**plan, *device, options, requests, c, stats, seconds, progress);
       if (!results)
         return fail(results.status().message());
@@ -204,6 +227,20 @@ int main(int argc, char **argv) {
       if (identical >= 0)
         std::printf("  verify: %lld/%zu outputs token-identical to running alone\n",
                     (long long)identical, requests.size());
+      if (options.prefixCaching) {
+        std::printf("  prefix caching: %llu prompt tokens served from cache; vs without: peak KV "
+                    "blocks %lld / %lld = %.2f, prefill tokens computed %llu / %llu = %.2f, "
+                    "prefill time %.3f / %.3f s = %.2f\n",
+                    (unsigned long long)stats.cachedTokens, (long long)stats.peakBlocks,
+                    (long long)baseline.peakBlocks,
+                    double(stats.peakBlocks) / double(std::max<int64_t>(1, baseline.peakBlocks)),
+                    (unsigned long long)stats.prefillTokens,
+                    (unsigned long long)baseline.prefillTokens,
+                    double(stats.prefillTokens) / double(std::max<uint64_t>(1, baseline.prefillTokens)),
+                    stats.prefillSeconds, baseline.prefillSeconds,
+                    stats.prefillSeconds / std::max(1e-9, baseline.prefillSeconds));
+        options.prefixCaching = false;
+      }
       json << (li ? ", " : "") << "{\"concurrency\": " << c << ", \"requests\": " << n
            << ", \"completed\": " << results->size() << ", \"seconds\": " << seconds
            << ", \"requests_per_second\": " << double(results->size()) / seconds

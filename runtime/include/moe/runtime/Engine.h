@@ -17,6 +17,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <list>
+#include <unordered_map>
 #include <memory>
 #include <vector>
 
@@ -27,6 +29,8 @@ struct EngineOptions {
   int64_t numBlocks = 0;   ///< KV pool; 0: one sequence of the full context
   int64_t tokenBudget = 0; ///< tokens per step; 0: the plan's max_batch_tokens
   int64_t maxWaiting = 1024; ///< queue bound: beyond it submit() rejects
+  /// Share the KV blocks of identical prompt prefixes across sequences.
+  bool prefixCaching = false;
 };
 
 struct GenerationRequest {
@@ -45,28 +49,38 @@ struct GenerationResult {
 
 struct EngineStats {
   uint64_t steps = 0, prefillTokens = 0, decodeTokens = 0, preemptions = 0,
-           recomputedTokens = 0, rejected = 0;
+           recomputedTokens = 0, rejected = 0, cachedTokens = 0;
   int64_t peakBlocks = 0;
   double prefillSeconds = 0, decodeSeconds = 0;
 };
 
-/// Fixed-size KV blocks: a free list and reference counts (shared blocks
-/// are freed when their last user lets go).
+/// Fixed-size KV blocks with reference counts and a prefix cache: a full
+/// block can be registered under the hash of its tokens and of every token
+/// before it; when its last user lets go it stays cached (reusable by a
+/// later sequence with the same prefix) until an allocation evicts it, least
+/// recently released first.
 class BlockManager {
 public:
   explicit BlockManager(int64_t blocks);
-  /// A free block with one reference, or -1.
+  /// A block with one reference (free, else the LRU cached one), or -1.
   int32_t allocate();
-  void retain(int32_t block) { ++refs_[size_t(block)]; }
+  void retain(int32_t block);
   void release(int32_t block);
-  int64_t freeBlocks() const { return int64_t(free_.size()); }
-  int64_t usedBlocks() const { return int64_t(refs_.size() - free_.size()); }
-  int64_t peakUsed() const { return peak_; }
+  /// The cached block holding `hash`, retained, or -1.
+  int32_t lookup(uint64_t hash);
+  /// Makes `block` findable under `hash` (the first block for a hash wins).
+  void registerHash(int32_t block, uint64_t hash);
+  /// Blocks an allocation can get: free plus cached-unreferenced.
+  int64_t freeBlocks() const { return int64_t(free_.size() + lru_.size()); }
+  int64_t usedBlocks() const { return int64_t(refs_.size()) - freeBlocks(); }
 
 private:
   std::vector<int32_t> free_;
   std::vector<int32_t> refs_;
-  int64_t peak_ = 0;
+  std::list<int32_t> lru_; ///< cached, unreferenced; front = oldest
+  std::unordered_map<int32_t, std::list<int32_t>::iterator> inLru_;
+  std::unordered_map<uint64_t, int32_t> byHash_;
+  std::unordered_map<int32_t, uint64_t> hashOf_;
 };
 
 class Engine {
@@ -94,12 +108,18 @@ private:
     size_t promptLength = 0;
     int64_t computed = 0;         ///< tokens of context in the KV cache
     std::vector<int32_t> blocks;
+    std::vector<uint64_t> hashes; ///< prefix hash of each full block
     Sampler sampler;
     GenerationResult result;
   };
   Engine() = default;
   double now() const;
   bool ensureBlocks(Sequence &s, int64_t tokens);
+  /// Prefix hashes of the full blocks of s.context[0, tokens).
+  void extendHashes(Sequence &s, int64_t tokens);
+  /// Admits the front waiting sequence if its blocks fit; reuses cached
+  /// prefix blocks. Returns false (and leaves it waiting) when they do not.
+  bool admit(Sequence &s);
   void preempt(size_t index);
   void finish(size_t index);
 
