@@ -13,7 +13,6 @@
 #include "dialects/plan/PlanOps.h"
 #include "moe/runtime/Checksum.h"
 #include "moe/runtime/PlanFormat.h"
-#include "runtime/schema/plan_generated.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -54,9 +53,9 @@ fb::DType dtypeOf(Operation *op, Type t) {
 }
 
 uint64_t elementBytes(fb::DType t) {
-  return t == fb::DType::F32 || t == fb::DType::I32 ? 4
-         : t == fb::DType::F8E4M3                   ? 1
-                                                    : 2;
+  return t == fb::DType::F32 || t == fb::DType::I32       ? 4
+         : t == fb::DType::F8E4M3 || t == fb::DType::I8 ? 1
+                                                         : 2;
 }
 
 std::string safetensorsDtype(fb::DType t) {
@@ -66,6 +65,7 @@ std::string safetensorsDtype(fb::DType t) {
   case fb::DType::F16: return "F16";
   case fb::DType::F8E4M3: return "F8_E4M3";
   case fb::DType::I32: return "I32";
+  case fb::DType::I8: return "I8";
   }
   return "?";
 }
@@ -330,7 +330,7 @@ private:
                                          std::get<2>(spec)));
     }
     auto maxContext = module_->getAttrOfType<IntegerAttr>("plan.max_context");
-    auto kv = fb::CreateKvCacheSpecDirect(b_, fb::DType::F32,
+    auto kv = fb::CreateKvCacheSpecDirect(b_, options_.kvDtype,
                                           maxContext ? int32_t(maxContext.getInt()) : 4096,
                                           &layers);
     auto config = module_->getAttrOfType<DictionaryAttr>("moe.config");

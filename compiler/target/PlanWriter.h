@@ -3,6 +3,7 @@
 #define MOE_COMPILER_TARGET_PLANWRITER_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "runtime/schema/plan_generated.h"
 
 #include <string>
 
@@ -12,6 +13,7 @@ struct PlanWriteOptions {
   std::string checkpointDir; ///< where the weights are read from
   std::string outputDir;     ///< created if missing
   std::string pipeline;      ///< recorded in the provenance
+  moe::plan::DType kvDtype = moe::plan::DType::F32; ///< KV-cache element type
 };
 
 /// Serialises a module that went through moe-to-plan and moe-plan-memory:

@@ -56,19 +56,20 @@ void gqaAttention(const float *q, const float *k, const float *v,
   const int64_t hd = p.headDim, qWidth = p.numHeads * hd,
                 kvWidth = p.numKvHeads * hd, group = p.numHeads / p.numKvHeads;
   // Keys and values of this batch into the cache (k normalised and rotated).
+  std::vector<float> kRow(static_cast<size_t>(kvWidth));
   for (int64_t t = 0; t < tokens; ++t) {
-    float *kRow = cache.kAt(t, positions[t]);
-    std::copy(k + t * kvWidth, k + (t + 1) * kvWidth, kRow);
-    std::copy(v + t * kvWidth, v + (t + 1) * kvWidth, cache.vAt(t, positions[t]));
+    std::copy(k + t * kvWidth, k + (t + 1) * kvWidth, kRow.begin());
     for (int64_t h = 0; h < p.numKvHeads; ++h) {
       if (kNorm)
-        normHead(kRow + h * hd, hd, *kNorm, p.qkNormEps);
-      applyRope(kRow + h * hd, positions[t], p.rope);
+        normHead(kRow.data() + h * hd, hd, *kNorm, p.qkNormEps);
+      applyRope(kRow.data() + h * hd, positions[t], p.rope);
     }
+    cache.store(cache.k, t, positions[t], kRow.data());
+    cache.store(cache.v, t, positions[t], v + t * kvWidth);
   }
 #pragma omp parallel
   {
-    std::vector<float> query(hd), scores;
+    std::vector<float> query(hd), scores, scratch(hd);
 #pragma omp for collapse(2) schedule(static)
     for (int64_t t = 0; t < tokens; ++t)
       for (int64_t h = 0; h < p.numHeads; ++h) {
@@ -82,7 +83,7 @@ void gqaAttention(const float *q, const float *k, const float *v,
         scores.resize(n);
         const int64_t g = h / group;
         for (int64_t j = 0; j < n; ++j) {
-          const float *key = cache.kAt(t, lo + j) + g * hd;
+          const float *key = cache.load(cache.k, t, lo + j, g, scratch.data());
           float dot = 0;
           for (int64_t d = 0; d < hd; ++d)
             dot += query[d] * key[d];
@@ -92,7 +93,7 @@ void gqaAttention(const float *q, const float *k, const float *v,
         float *o = out + t * qWidth + h * hd;
         std::fill(o, o + hd, 0.0f);
         for (int64_t j = 0; j < n; ++j) {
-          const float *val = cache.vAt(t, lo + j) + g * hd;
+          const float *val = cache.load(cache.v, t, lo + j, g, scratch.data());
           for (int64_t d = 0; d < hd; ++d)
             o[d] += scores[j] * val[d];
         }
@@ -106,17 +107,19 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
   const int64_t rank = p.kvLoraRank, nope = p.nopeDim, rope = p.ropeDim,
                 vDim = p.vDim, qkDim = nope + rope, headRows = nope + vDim;
   // Cache the normalised latent and the rotated shared RoPE key.
+  std::vector<float> latent(static_cast<size_t>(rank)), kpe(static_cast<size_t>(rope));
   for (int64_t t = 0; t < tokens; ++t) {
     const float *row = kvA + t * (rank + rope);
-    float *latent = cache.kAt(t, positions[t]);
-    float *kpe = cache.vAt(t, positions[t]);
-    rmsNorm(row, 1, rank, kvNorm, p.normEps, latent);
-    std::copy(row + rank, row + rank + rope, kpe);
-    applyRope(kpe, positions[t], p.rope);
+    rmsNorm(row, 1, rank, kvNorm, p.normEps, latent.data());
+    std::copy(row + rank, row + rank + rope, kpe.begin());
+    applyRope(kpe.data(), positions[t], p.rope);
+    cache.store(cache.k, t, positions[t], latent.data());
+    cache.store(cache.v, t, positions[t], kpe.data());
   }
 #pragma omp parallel
   {
-    std::vector<float> qLatent(rank), qPe(rope), context(rank), scores;
+    std::vector<float> qLatent(rank), qPe(rope), context(rank), scores, kScratch(rank),
+        vScratch(rope);
 #pragma omp for collapse(2) schedule(static)
     for (int64_t t = 0; t < tokens; ++t)
       for (int64_t h = 0; h < p.numHeads; ++h) {
@@ -132,8 +135,8 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
         int64_t n = positions[t] + 1;
         scores.resize(n);
         for (int64_t j = 0; j < n; ++j) {
-          const float *latent = cache.kAt(t, j);
-          const float *kpe = cache.vAt(t, j);
+          const float *latent = cache.load(cache.k, t, j, 0, kScratch.data());
+          const float *kpe = cache.load(cache.v, t, j, 0, vScratch.data());
           float dot = 0;
           for (int64_t r = 0; r < rank; ++r)
             dot += qLatent[r] * latent[r];
@@ -144,7 +147,7 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
         softmax(scores.data(), n);
         std::fill(context.begin(), context.end(), 0.0f);
         for (int64_t j = 0; j < n; ++j) {
-          const float *latent = cache.kAt(t, j);
+          const float *latent = cache.load(cache.k, t, j, 0, kScratch.data());
           for (int64_t r = 0; r < rank; ++r)
             context[r] += scores[j] * latent[r];
         }

@@ -13,6 +13,7 @@
 #define MOE_KERNELS_CPU_ATTENTION_H
 
 #include "kernels/cpu/Kernels.h"
+#include "kernels/cpu/KvCache.h"
 
 namespace moe::cpu {
 
@@ -30,25 +31,6 @@ struct Rope {
 /// Rotates the first 2 * rope.pairs elements of x in place.
 void applyRope(float *x, int32_t position, const Rope &rope);
 
-/// One layer's paged cache: blocks of `blockSize` rows of kWidth (k) and
-/// vWidth (v) floats; tables[t] is the block table of token t's sequence.
-struct KvCache {
-  float *k = nullptr, *v = nullptr;
-  int64_t kWidth = 0, vWidth = 0, blockSize = 0;
-  const int32_t *const *tables = nullptr;
-
-  int64_t row(int64_t token, int64_t position) const {
-    return int64_t(tables[token][position / blockSize]) * blockSize +
-           position % blockSize;
-  }
-  float *kAt(int64_t token, int64_t position) const {
-    return k + row(token, position) * kWidth;
-  }
-  float *vAt(int64_t token, int64_t position) const {
-    return v + row(token, position) * vWidth;
-  }
-};
-
 struct GqaParams {
   int64_t numHeads = 0, numKvHeads = 0, headDim = 0;
   float scale = 1.0f;
@@ -59,8 +41,8 @@ struct GqaParams {
 
 /// q: [T, heads * headDim], k, v: [T, kvHeads * headDim]; qNorm/kNorm
 /// ([headDim], may be null): per-head RMSNorm of q and k before RoPE
-/// (Qwen3). out: [T, heads * headDim]. cache: kWidth = vWidth =
-/// kvHeads * headDim. q and k are not modified.
+/// (Qwen3). out: [T, heads * headDim]. cache: k and v planes of width
+/// kvHeads * headDim with kvHeads heads. q and k are not modified.
 void gqaAttention(const float *q, const float *k, const float *v,
                   const int32_t *positions, int64_t tokens, const Weight *qNorm,
                   const Weight *kNorm, const GqaParams &params, KvCache &cache,
@@ -74,8 +56,8 @@ struct MlaParams {
 };
 
 /// DeepSeek multi-head latent attention, in the absorbed form: the cache
-/// holds the normalised latent (kWidth = kvLoraRank) and the rotated shared
-/// RoPE key (vWidth = ropeDim) per token; kv_b ([heads * (nope + vDim),
+/// holds the normalised latent (k plane, width kvLoraRank, one head) and the
+/// rotated shared RoPE key (v plane, width ropeDim, one head) per token; kv_b ([heads * (nope + vDim),
 /// rank]) is applied to queries and to the attended latent instead of to
 /// every cached token. q: [T, heads * (nope + rope)], kvA: [T, rank + rope]
 /// (kv_a_proj_with_mqa output), kvNorm: [rank]. out: [T, heads * vDim].

@@ -71,6 +71,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const LoadedPlan &plan, Device 
   SessionOptions so;
   so.blockSize = options.blockSize;
   so.numBlocks = options.numBlocks;
+  so.kvDtype = options.kvDtype;
   auto session = Session::create(plan, device, so);
   if (!session)
     return session.status();

@@ -51,7 +51,7 @@ size_t dtypeSize(plan::DType dtype) {
   switch (dtype) {
   case plan::DType::F32: case plan::DType::I32: return 4;
   case plan::DType::BF16: case plan::DType::F16: return 2;
-  case plan::DType::F8E4M3: return 1;
+  case plan::DType::F8E4M3: case plan::DType::I8: return 1;
   }
   return 0;
 }
@@ -219,6 +219,10 @@ Status LoadedPlan::check() const {
   if (Status s = checkIds(p.outputs(), "output", plan::Storage::Arena); !s)
     return s;
   const plan::KvCacheSpec &kv = *p.kv_cache();
+  if (kv.dtype() != plan::DType::F32 && kv.dtype() != plan::DType::BF16 &&
+      kv.dtype() != plan::DType::I8 && kv.dtype() != plan::DType::F8E4M3)
+    return Status::error(std::string("KV-cache dtype ") + dtypeName(kv.dtype()) +
+                         " is not supported (F32, BF16, I8, F8E4M3)");
   if (kv.max_context() < 1 || kv.max_context() > (1 << 24))
     return Status::error("KV-cache max_context " + std::to_string(kv.max_context()) +
                          " out of range [1, 16777216]");

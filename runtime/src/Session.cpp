@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 
 namespace moe::rt {
 
@@ -70,10 +71,24 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
   s->numBlocks_ = options.numBlocks > 0
                       ? options.numBlocks
                       : (s->maxContext_ + s->blockSize_ - 1) / s->blockSize_;
-  uint64_t kvBytes = 0;
-  for (const plan::KvLayer *layer : *kv.layers())
-    kvBytes += uint64_t(layer->k_width() + layer->v_width()) * uint64_t(s->numBlocks_) *
-               uint64_t(s->blockSize_) * sizeof(float);
+  plan::DType kvType = options.kvDtype.value_or(kv.dtype());
+  if (kvType != plan::DType::F32 && kvType != plan::DType::BF16 &&
+      kvType != plan::DType::I8 && kvType != plan::DType::F8E4M3)
+    return Status::error(std::string("KV-cache dtype ") + dtypeName(kvType) +
+                         " is not supported (F32, BF16, I8, F8E4M3)");
+  bool scaled = kvType == plan::DType::I8 || kvType == plan::DType::F8E4M3;
+  // Heads per layer (one scale per token and head): GQA kv heads, MLA 1.
+  std::vector<int64_t> heads(kv.layers()->size(), 1);
+  for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions())
+    if (auto *a = inst->params_as_AttentionParams())
+      heads[size_t(a->layer())] = a->num_kv_heads();
+  uint64_t rows = uint64_t(s->numBlocks_) * uint64_t(s->blockSize_), kvBytes = 0;
+  for (size_t l = 0; l < kv.layers()->size(); ++l) {
+    const plan::KvLayer *layer = kv.layers()->Get(uint32_t(l));
+    kvBytes += uint64_t(layer->k_width() + layer->v_width()) * rows * dtypeSize(kvType);
+    if (scaled)
+      kvBytes += 2 * uint64_t(heads[l]) * rows * sizeof(float);
+  }
   uint64_t need = p.arena_bytes() + kvBytes;
   if (need > device.memoryBytes())
     return Status::error("the plan needs " + std::to_string(need) +
@@ -84,20 +99,29 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
   if (!arena)
     return arena.status();
   s->arena_ = arena.take();
-  for (const plan::KvLayer *layer : *kv.layers()) {
+  for (size_t l = 0; l < kv.layers()->size(); ++l) {
+    const plan::KvLayer *layer = kv.layers()->Get(uint32_t(l));
     KvLayerView view;
     view.kWidth = layer->k_width();
     view.vWidth = layer->v_width();
+    view.heads = heads[l];
     view.blockSize = s->blockSize_;
-    size_t rows = size_t(s->numBlocks_ * s->blockSize_);
-    auto k = device.allocate(size_t(view.kWidth) * rows * sizeof(float));
-    auto v = device.allocate(size_t(view.vWidth) * rows * sizeof(float));
-    if (!k || !v)
-      return !k ? k.status() : v.status();
-    view.k = static_cast<float *>(k->get());
-    view.v = static_cast<float *>(v->get());
-    s->kvStorage_.push_back(k.take());
-    s->kvStorage_.push_back(v.take());
+    view.dtype = kvType;
+    for (auto [width, data, scales] : {std::tuple(view.kWidth, &view.k, &view.kScales),
+                                       std::tuple(view.vWidth, &view.v, &view.vScales)}) {
+      auto plane = device.allocate(size_t(width) * rows * dtypeSize(kvType));
+      if (!plane)
+        return plane.status();
+      *data = plane->get();
+      s->kvStorage_.push_back(plane.take());
+      if (!scaled)
+        continue;
+      auto sc = device.allocate(size_t(view.heads) * rows * sizeof(float));
+      if (!sc)
+        return sc.status();
+      *scales = static_cast<float *>(sc->get());
+      s->kvStorage_.push_back(sc.take());
+    }
     s->kv_.push_back(view);
   }
   s->kvBytes_ = kvBytes;

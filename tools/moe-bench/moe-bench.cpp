@@ -10,6 +10,7 @@
 #include "moe/runtime/Engine.h"
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
+#include "moe/runtime/PlanFormat.h"
 #include "tools/common/Args.h"
 
 #include <unistd.h>
@@ -39,6 +40,7 @@ usage: moe-bench <plan-dir> [options]
   --kv-blocks N        KV pool size in blocks (default: 32 full-length sequences)
   --budget N           tokens per step (default: the plan's max batch)
   --max-waiting N      waiting-queue bound (default 1024)
+  --kv-dtype T         KV-cache type: f32, bf16, int8, fp8 (default: the plan's)
   --shared-prefix N    every prompt starts with the same N tokens (default 0)
   --prefix-caching     share KV blocks of common prefixes; each level also runs
                        without it and prints the ratios
@@ -77,7 +79,8 @@ Expected<std::vector<GenerationResult>> run(const LoadedPlan &plan, Device &devi
                                             const EngineOptions &options,
                                             const std::vector<GenerationRequest> &requests,
                                             int64_t concurrency, EngineStats &stats,
-                                            double &seconds, bool progress) {
+                                            double &seconds, bool progress,
+                                            int64_t *kvBytesPerBlock = nullptr) {
   auto engine = Engine::create(plan, device, options);
   if (!engine)
     return engine.status();
@@ -105,6 +108,8 @@ Expected<std::vector<GenerationResult>> run(const LoadedPlan &plan, Device &devi
     std::fprintf(stderr, "\r%80s\r", "");
   seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats = e.stats();
+  if (kvBytesPerBlock)
+    *kvBytesPerBlock = e.kvBytesPerBlock();
   std::sort(done.begin(), done.end(), [](auto &a, auto &b) { return a.id < b.id; });
   return done;
 }
@@ -121,7 +126,7 @@ int main(int argc, char **argv) {
     moe::tools::Args args(argc, argv,
                           {"concurrency", "requests", "prompt-len", "output-len", "seed",
                            "block-size", "kv-blocks", "budget", "max-waiting", "json",
-                           "shared-prefix"},
+                           "shared-prefix", "kv-dtype"},
                           {"verify", "prefix-caching"});
     if (args.positional.size() != 1)
       return fail("expected one plan directory (see --help)");
@@ -152,6 +157,12 @@ int main(int argc, char **argv) {
       return fail("--budget must be a positive token count, got " +
                   std::to_string(options.tokenBudget));
     options.maxWaiting = args.integer("max-waiting", 1024);
+    if (args.has("kv-dtype")) {
+      options.kvDtype = parseKvDtype(args.str("kv-dtype"));
+      if (!options.kvDtype)
+        return fail("--kv-dtype must be f32, bf16, int8 or fp8, got '" + args.str("kv-dtype") +
+                    "'");
+    }
     bool progress = ::isatty(2);
     std::ostringstream json;
     json << "{\"plan\": \"" << args.positional[0] << "\", \"kv_blocks\": " << options.numBlocks
@@ -186,7 +197,9 @@ int main(int argc, char **argv) {
           return fail(plain.status().message());
         options.prefixCaching = true;
       }
-      auto results = run(**plan, *device, options, requests, c, stats, seconds, progress);
+      int64_t kvBytesPerBlock = 0;
+      auto results = run(**plan, *device, options, requests, c, stats, seconds, progress,
+                         &kvBytesPerBlock);
       if (!results)
         return fail(results.status().message());
       std::vector<double> ttft, itl;
@@ -219,9 +232,11 @@ int main(int argc, char **argv) {
       std::printf("  TTFT ms p50 %.1f p90 %.1f p99 %.1f | ITL ms p50 %.2f p90 %.2f p99 %.2f\n",
                   percentile(ttft, 50), percentile(ttft, 90), percentile(ttft, 99),
                   percentile(itl, 50), percentile(itl, 90), percentile(itl, 99));
-      std::printf("  KV peak %lld of %lld blocks; preemptions %llu (%llu tokens recomputed); "
-                  "%llu generated tokens\n",
+      std::printf("  KV peak %lld of %lld blocks (%.2f MiB, %lld bytes per block); preemptions "
+                  "%llu (%llu tokens recomputed); %llu generated tokens\n",
                   (long long)stats.peakBlocks, (long long)options.numBlocks,
+                  double(stats.peakBlocks * kvBytesPerBlock) / 1048576.0,
+                  (long long)kvBytesPerBlock,
                   (unsigned long long)stats.preemptions,
                   (unsigned long long)stats.recomputedTokens, (unsigned long long)generated);
       if (identical >= 0)
@@ -252,6 +267,7 @@ int main(int argc, char **argv) {
            << percentile(ttft, 99) << "], \"itl_ms\": [" << percentile(itl, 50) << ", "
            << percentile(itl, 90) << ", " << percentile(itl, 99)
            << "], \"peak_kv_blocks\": " << stats.peakBlocks
+           << ", \"kv_bytes_per_block\": " << kvBytesPerBlock
            << ", \"preemptions\": " << stats.preemptions
            << ", \"recomputed_tokens\": " << stats.recomputedTokens
            << ", \"identical_to_solo\": " << identical << "}";

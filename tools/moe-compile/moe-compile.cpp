@@ -12,6 +12,7 @@
 #include "compiler/import/Importer.h"
 #include "compiler/pipelines/Pipelines.h"
 #include "compiler/target/PlanWriter.h"
+#include "moe/runtime/PlanFormat.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -26,6 +27,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <optional>
 
 namespace cl = llvm::cl;
 
@@ -45,6 +47,9 @@ static cl::opt<std::string> pipeline(
     "pass-pipeline",
     cl::desc("textual pass pipeline to run instead of the default, as in moe-opt"),
     cl::cat(category));
+static cl::opt<std::string> kvDtype(
+    "kv-dtype", cl::desc("KV-cache element type: f32 (default), bf16, int8, fp8"),
+    cl::init("f32"), cl::cat(category));
 static cl::opt<std::string> emit("emit", cl::desc("mlir: print the IR, write no plan"),
                                  cl::init("plan"), cl::cat(category));
 
@@ -63,6 +68,9 @@ int main(int argc, char **argv) {
     return fail("--emit must be plan or mlir, got '" + emit + "'");
   if (emit == "plan" && outputDir.empty())
     return fail("missing -o <plan-dir> (or use --emit=mlir)");
+  std::optional<moe::plan::DType> kvType = moe::rt::parseKvDtype(kvDtype);
+  if (!kvType)
+    return fail("--kv-dtype must be f32, bf16, int8 or fp8, got '" + kvDtype + "'");
   if (maxBatchTokens < 1 || maxContext < 1)
     return fail("--max-batch-tokens and --max-context must be positive");
   auto start = std::chrono::steady_clock::now();
@@ -96,7 +104,7 @@ int main(int argc, char **argv) {
     module->print(llvm::outs());
     return 0;
   }
-  moe::PlanWriteOptions write{inputDir, outputDir, text};
+  moe::PlanWriteOptions write{inputDir, outputDir, text, *kvType};
   if (!moe::writePlan(*module, write, error))
     return fail(error);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
+#include "moe/runtime/PlanFormat.h"
 #include "moe/runtime/Sampler.h"
 #include "moe/runtime/Evaluate.h"
 #include "moe/runtime/Session.h"
@@ -38,6 +39,8 @@ usage: moe-run <plan-dir> (--prompt-tokens 1,2,3 | --prompt TEXT | --eval-file F
   --top-p P              nucleus sampling mass (default 1.0)
   --seed S               sampling seed (default 0)
   --max-context N        KV-cache tokens for this run (default: the plan's)
+  --kv-dtype T           KV-cache type for this run: f32, bf16, int8, fp8
+                         (default: the plan's)
   --dump-logits FILE     write every computed logits row as little-endian f32:
                          the prompt's rows, then one row per decode step
                          ((prompt + new - 1) x vocab floats)
@@ -87,7 +90,7 @@ int main(int argc, char **argv) {
     moe::tools::Args args(argc, argv,
                           {"prompt-tokens", "prompt", "eval-file", "max-new-tokens",
                            "temperature", "top-p", "seed", "max-context", "dump-logits",
-                           "expert-stats"},
+                           "expert-stats", "kv-dtype"},
                           {"json", "verify-weights", "recompute", "expert-histogram"});
     if (args.positional.size() != 1)
       return fail("expected one plan directory (see --help)");
@@ -121,6 +124,12 @@ int main(int argc, char **argv) {
     auto device = createCpuDevice();
     SessionOptions so;
     so.maxContext = args.integer("max-context", 0);
+    if (args.has("kv-dtype")) {
+      so.kvDtype = parseKvDtype(args.str("kv-dtype"));
+      if (!so.kvDtype)
+        return fail("--kv-dtype must be f32, bf16, int8 or fp8, got '" + args.str("kv-dtype") +
+                    "'");
+    }
     auto session = Session::create(**plan, *device, so);
     if (!session)
       return fail(session.status().message());

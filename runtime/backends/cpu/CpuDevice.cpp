@@ -40,8 +40,17 @@ k::Rope ropeOf(const plan::Rope *r) {
 }
 
 k::KvCache cacheOf(const KernelCall &call) {
-  return {call.kv->k,      call.kv->v,         call.kv->kWidth,
-          call.kv->vWidth, call.kv->blockSize, call.blockTables};
+  const KvLayerView &kv = *call.kv;
+  k::KvCache c;
+  c.k = {kv.k, kv.kScales, kv.kWidth, kv.heads};
+  c.v = {kv.v, kv.vScales, kv.vWidth, kv.heads};
+  c.type = kv.dtype == plan::DType::BF16     ? k::KvType::BF16
+           : kv.dtype == plan::DType::I8     ? k::KvType::Int8
+           : kv.dtype == plan::DType::F8E4M3 ? k::KvType::Fp8E4M3
+                                             : k::KvType::F32;
+  c.blockSize = kv.blockSize;
+  c.tables = call.blockTables;
+  return c;
 }
 
 Status run(const KernelCall &call) {

@@ -20,6 +20,7 @@
 #include <list>
 #include <unordered_map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace moe::rt {
@@ -31,6 +32,8 @@ struct EngineOptions {
   int64_t maxWaiting = 1024; ///< queue bound: beyond it submit() rejects
   /// Share the KV blocks of identical prompt prefixes across sequences.
   bool prefixCaching = false;
+  /// KV-cache element type instead of the plan's.
+  std::optional<plan::DType> kvDtype;
 };
 
 struct GenerationRequest {

@@ -30,10 +30,13 @@ struct TensorView {
 };
 
 /// One layer of the paged KV cache: blocks of `blockSize` token rows of
-/// k_width and v_width f32 elements.
+/// k_width and v_width elements of `dtype` (F32, BF16, I8, F8E4M3); I8 and
+/// F8E4M3 rows have one f32 scale per head in kScales/vScales.
 struct KvLayerView {
-  float *k = nullptr, *v = nullptr;
-  int64_t kWidth = 0, vWidth = 0, blockSize = 0;
+  void *k = nullptr, *v = nullptr;
+  float *kScales = nullptr, *vScales = nullptr;
+  int64_t kWidth = 0, vWidth = 0, heads = 1, blockSize = 0;
+  plan::DType dtype = plan::DType::F32;
 };
 
 /// One instruction, bound to memory.

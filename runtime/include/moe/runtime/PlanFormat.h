@@ -6,7 +6,11 @@
 #ifndef MOE_RUNTIME_PLANFORMAT_H
 #define MOE_RUNTIME_PLANFORMAT_H
 
+#include "runtime/schema/plan_generated.h"
+
 #include <cstdint>
+#include <optional>
+#include <string>
 
 namespace moe::rt {
 
@@ -16,7 +20,7 @@ inline constexpr const char *kPlanFileName = "plan.moeplan";
 inline constexpr const char *kWeightFilePrefix = "weights-";
 
 inline constexpr uint16_t kFormatMajor = 1;
-/// 1.1 added ModelConfig.tokenizer and eos_token_id.
+/// 1.1 added ModelConfig.tokenizer and eos_token_id, and DType I8 (KV cache).
 inline constexpr uint16_t kFormatMinor = 1;
 
 /// plan.moeplan ends with this 8-byte tag and an 8-byte little-endian
@@ -27,6 +31,19 @@ inline constexpr uint64_t kPlanTrailerBytes = 16;
 
 /// Every weight starts at a multiple of this in its file.
 inline constexpr uint64_t kWeightAlignment = 64;
+
+/// "f32", "bf16", "int8", "fp8" -> the KV-cache element type.
+inline std::optional<plan::DType> parseKvDtype(const std::string &name) {
+  if (name == "f32")
+    return plan::DType::F32;
+  if (name == "bf16")
+    return plan::DType::BF16;
+  if (name == "int8")
+    return plan::DType::I8;
+  if (name == "fp8")
+    return plan::DType::F8E4M3;
+  return std::nullopt;
+}
 
 } // namespace moe::rt
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 namespace moe::rt {
 
@@ -17,6 +18,8 @@ struct SessionOptions {
   int64_t blockSize = 16;
   /// Blocks in the KV pool; 0: enough for one sequence of maxContext.
   int64_t numBlocks = 0;
+  /// KV-cache element type instead of the plan's (F32, BF16, I8, F8E4M3).
+  std::optional<plan::DType> kvDtype;
 };
 
 /// Tokens of one or more sequences run in one forward step.

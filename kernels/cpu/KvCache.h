@@ -1,0 +1,51 @@
+//===- KvCache.h - the paged KV cache as the kernels see it -----*- C++ -*-===//
+//
+// One layer of the paged cache: blocks of `blockSize` token rows; a token's
+// row is found through its sequence's block table. Rows are stored as f32,
+// bf16, int8 or fp8 e4m3; int8 and fp8 rows carry one f32 scale per head
+// (per token and head), so a row of H heads x d elements takes H x (d + 4)
+// bytes instead of 4 x H x d.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_KERNELS_CPU_KVCACHE_H
+#define MOE_KERNELS_CPU_KVCACHE_H
+
+#include <cstdint>
+
+namespace moe::cpu {
+
+enum class KvType : uint8_t { F32, BF16, Int8, Fp8E4M3 };
+
+/// Bytes of one element of a KV row.
+int64_t kvElementBytes(KvType type);
+/// Whether rows of `type` carry per-head scales.
+inline bool kvScaled(KvType type) { return type == KvType::Int8 || type == KvType::Fp8E4M3; }
+
+/// One of the two halves (k or v) of a layer's cache.
+struct KvPlane {
+  void *data = nullptr;     ///< rows x width elements of `type`
+  float *scales = nullptr;  ///< rows x heads (scaled types only)
+  int64_t width = 0, heads = 1;
+};
+
+struct KvCache {
+  KvPlane k, v;
+  KvType type = KvType::F32;
+  int64_t blockSize = 0;
+  const int32_t *const *tables = nullptr; ///< per token: its block table
+
+  int64_t row(int64_t token, int64_t position) const {
+    return int64_t(tables[token][position / blockSize]) * blockSize +
+           position % blockSize;
+  }
+  /// Writes `src` (width floats) as the row of (token, position).
+  void store(const KvPlane &plane, int64_t token, int64_t position, const float *src) const;
+  /// Head `head` of the row of (token, position) as floats: a pointer into
+  /// the cache for f32, else dequantised into `scratch` (width / heads).
+  const float *load(const KvPlane &plane, int64_t token, int64_t position, int64_t head,
+                    float *scratch) const;
+};
+
+} // namespace moe::cpu
+
+#endif
