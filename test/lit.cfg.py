@@ -23,3 +23,6 @@ config.substitutions.append(
     ("%corrupt-plan", f"{config.python_executable} {config.moe_src_root}/test/e2e/corrupt-plan.py"))
 config.substitutions.append(("%moe_lib", os.path.join(config.moe_obj_root, "lib")))
 config.substitutions.append(("%check-bpb", f"{config.python_executable} {config.moe_src_root}/test/e2e/check-bpb.py"))
+# lit runs tests in parallel and each runtime tool runs OpenMP threads: let
+# idle threads sleep instead of spinning, so oversubscribed cores make progress.
+config.environment["OMP_WAIT_POLICY"] = "PASSIVE"
