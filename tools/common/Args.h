@@ -20,6 +20,14 @@ struct ArgError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// True when argv asks for --help (or -h).
+inline bool wantsHelp(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h")
+      return true;
+  return false;
+}
+
 class Args {
 public:
   /// `valued`: flags that take a value; `switches`: flags that do not.

@@ -117,11 +117,10 @@ Expected<std::vector<GenerationResult>> run(const LoadedPlan &plan, Device &devi
 } // namespace
 
 int main(int argc, char **argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-      std::cout << kHelp;
-      return 0;
-    }
+  if (moe::tools::wantsHelp(argc, argv)) {
+    std::cout << kHelp;
+    return 0;
+  }
   try {
     moe::tools::Args args(argc, argv,
                           {"concurrency", "requests", "prompt-len", "output-len", "seed",

@@ -81,11 +81,10 @@ int fail(const std::string &message) {
 } // namespace
 
 int main(int argc, char **argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-      std::cout << kHelp;
-      return 0;
-    }
+  if (moe::tools::wantsHelp(argc, argv)) {
+    std::cout << kHelp;
+    return 0;
+  }
   try {
     moe::tools::Args args(argc, argv,
                           {"prompt-tokens", "prompt", "eval-file", "max-new-tokens",
