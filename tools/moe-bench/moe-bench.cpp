@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -86,19 +87,29 @@ Expected<std::vector<GenerationResult>> run(const LoadedPlan &plan, Device &devi
     return engine.status();
   Engine &e = **engine;
   std::vector<GenerationResult> done;
-  size_t next = 0;
+  size_t next = 0, rejected = 0;
+  std::map<int64_t, int64_t> requestOf; // engine id -> index in `requests`
   auto start = std::chrono::steady_clock::now();
-  while (done.size() < requests.size()) {
-    while (next < requests.size() && int64_t(next - done.size()) < concurrency) {
+  while (done.size() + rejected < requests.size()) {
+    while (next < requests.size() && int64_t(next - done.size() - rejected) < concurrency) {
       auto id = e.submit(requests[next]);
-      if (!id)
+      // A full queue rejects the request (counted, reported); a request that
+      // can never run means the workload does not fit the plan: stop.
+      if (!id && id.status().message().find("queue is full") == std::string::npos)
         return Status::error("request " + std::to_string(next) + ": " + id.status().message());
+      rejected += !id;
+      if (id)
+        requestOf[*id] = int64_t(next);
       ++next;
     }
+    if (e.idle())
+      continue;
     if (Status st = e.step(); !st)
       return st;
-    for (GenerationResult &r : e.takeFinished())
+    for (GenerationResult &r : e.takeFinished()) {
+      r.id = requestOf.at(r.id); // results name their request
       done.push_back(std::move(r));
+    }
     if (progress && e.stats().steps % 20 == 0)
       std::fprintf(stderr, "\r  %zu/%zu requests done, %llu steps, %lld KV blocks in use   ",
                    done.size(), requests.size(), (unsigned long long)e.stats().steps,
@@ -212,18 +223,20 @@ int main(int argc, char **argv) {
       int64_t identical = -1;
       if (args.has("verify")) {
         identical = 0;
-        for (size_t i = 0; i < requests.size(); ++i) {
+        for (const GenerationResult &r : *results) {
           EngineStats solo;
           double s = 0;
-          auto alone = run(**plan, *device, options, {requests[i]}, 1, solo, s, false);
+          auto alone = run(**plan, *device, options, {requests[size_t(r.id)]}, 1, solo, s,
+                           false);
           if (!alone)
             return fail(alone.status().message());
-          identical += (*alone)[0].tokens == (*results)[i].tokens;
+          identical += (*alone)[0].tokens == r.tokens;
         }
       }
-      std::printf("concurrency %lld: %zu/%lld requests completed in %.2f s: %.2f req/s, "
-                  "decode %.0f tok/s, prefill %.0f tok/s\n",
-                  (long long)c, results->size(), (long long)n, seconds,
+      std::printf("concurrency %lld: %zu/%lld requests completed, %llu rejected (queue full) "
+                  "in %.2f s: %.2f req/s, decode %.0f tok/s, prefill %.0f tok/s\n",
+                  (long long)c, results->size(), (long long)n,
+                  (unsigned long long)stats.rejected, seconds,
                   double(results->size()) / seconds,
                   stats.decodeSeconds > 0 ? double(stats.decodeTokens) / stats.decodeSeconds : 0,
                   stats.prefillSeconds > 0 ? double(stats.prefillTokens) / stats.prefillSeconds
@@ -240,7 +253,7 @@ int main(int argc, char **argv) {
                   (unsigned long long)stats.recomputedTokens, (unsigned long long)generated);
       if (identical >= 0)
         std::printf("  verify: %lld/%zu outputs token-identical to running alone\n",
-                    (long long)identical, requests.size());
+                    (long long)identical, results->size());
       if (options.prefixCaching) {
         std::printf("  prefix caching: %llu prompt tokens served from cache; vs without: peak KV "
                     "blocks %lld / %lld = %.2f, prefill tokens computed %llu / %llu = %.2f, "
@@ -256,7 +269,7 @@ int main(int argc, char **argv) {
         options.prefixCaching = false;
       }
       json << (li ? ", " : "") << "{\"concurrency\": " << c << ", \"requests\": " << n
-           << ", \"completed\": " << results->size() << ", \"seconds\": " << seconds
+           << ", \"completed\": " << results->size() << ", \"rejected\": " << stats.rejected << ", \"seconds\": " << seconds
            << ", \"requests_per_second\": " << double(results->size()) / seconds
            << ", \"decode_tokens\": " << stats.decodeTokens
            << ", \"prefill_tokens\": " << stats.prefillTokens
@@ -270,10 +283,11 @@ int main(int argc, char **argv) {
            << ", \"preemptions\": " << stats.preemptions
            << ", \"recomputed_tokens\": " << stats.recomputedTokens
            << ", \"identical_to_solo\": " << identical << "}";
-      if (identical >= 0 && identical != int64_t(requests.size()))
+      if (identical >= 0 && identical != int64_t(results->size()))
         return fail("batched outputs differ from solo runs");
-      if (int64_t(results->size()) != n)
-        return fail("requests lost");
+      if (int64_t(results->size() + stats.rejected) != n)
+        return fail("requests lost: " + std::to_string(n - int64_t(results->size()) -
+                                                       int64_t(stats.rejected)));
     }
     json << "]}\n";
     if (args.has("json")) {
