@@ -10,8 +10,8 @@
 #include "moe/runtime/Engine.h"
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
-#include "moe/runtime/PlanFormat.h"
 #include "tools/common/Args.h"
+#include "tools/common/KvDtypeFlag.h"
 
 #include <unistd.h>
 
@@ -167,12 +167,7 @@ int main(int argc, char **argv) {
       return fail("--budget must be a positive token count, got " +
                   std::to_string(options.tokenBudget));
     options.maxWaiting = args.integer("max-waiting", 1024);
-    if (args.has("kv-dtype")) {
-      options.kvDtype = parseKvDtype(args.str("kv-dtype"));
-      if (!options.kvDtype)
-        return fail("--kv-dtype must be f32, bf16, int8 or fp8, got '" + args.str("kv-dtype") +
-                    "'");
-    }
+    options.kvDtype = moe::tools::kvDtypeFlag(args);
     bool progress = ::isatty(2);
     std::ostringstream json;
     json << "{\"plan\": \"" << args.positional[0] << "\", \"kv_blocks\": " << options.numBlocks

@@ -6,12 +6,12 @@
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
-#include "moe/runtime/PlanFormat.h"
 #include "moe/runtime/Sampler.h"
 #include "moe/runtime/Evaluate.h"
 #include "moe/runtime/Session.h"
 #include "moe/runtime/Tokenizer.h"
 #include "tools/common/Args.h"
+#include "tools/common/KvDtypeFlag.h"
 
 #include <chrono>
 #include <cstdio>
@@ -123,12 +123,7 @@ int main(int argc, char **argv) {
     auto device = createCpuDevice();
     SessionOptions so;
     so.maxContext = args.integer("max-context", 0);
-    if (args.has("kv-dtype")) {
-      so.kvDtype = parseKvDtype(args.str("kv-dtype"));
-      if (!so.kvDtype)
-        return fail("--kv-dtype must be f32, bf16, int8 or fp8, got '" + args.str("kv-dtype") +
-                    "'");
-    }
+    so.kvDtype = moe::tools::kvDtypeFlag(args);
     auto session = Session::create(**plan, *device, so);
     if (!session)
       return fail(session.status().message());
