@@ -5,7 +5,7 @@ JOBS ?= 2
 LIT ?= /usr/lib/llvm-19/build/utils/lit/lit.py
 PYTHON ?= python3
 
-.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan clean
+.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving clean
 
 all: build
 
@@ -50,6 +50,9 @@ bench-import: build
 # moe-compile time and peak RSS, plan load time, on a generated ~1.7 GiB model.
 bench-plan: build
 	@tools/bench-plan.sh $(BUILD)/bin
+
+bench-serving: build
+	@tools/bench-serving.sh $(BUILD)/bin
 
 clean:
 	rm -rf $(BUILD) $(BUILD).configure.log

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iterator>
+#include <new>
 
 namespace moe::rt {
 
@@ -89,7 +90,21 @@ Expected<std::unique_ptr<Engine>> Engine::create(const LoadedPlan &plan, Device 
   e->blocks_ = std::make_unique<BlockManager>(e->session_->numBlocks());
   e->vocab_ = e->session_->vocabSize();
   e->maxContext_ = e->session_->maxContext();
-  e->kvBytesPerBlock_ = int64_t(e->session_->kvBytes() / uint64_t(e->session_->numBlocks()));
+  e->kvBytesPerBlock_ = int64_t(e->session_->kvBlockBytes());
+  if (options.hostPoolBytes) {
+    uint64_t slots = *options.hostPoolBytes / uint64_t(e->kvBytesPerBlock_);
+    if (slots == 0)
+      return Status::error("a host pool of " + std::to_string(*options.hostPoolBytes) +
+                           " bytes holds no KV block (" + std::to_string(e->kvBytesPerBlock_) +
+                           " bytes each); give it at least that, or none to preempt by "
+                           "recompute");
+    e->hostPool_.reset(new (std::nothrow) uint8_t[slots * uint64_t(e->kvBytesPerBlock_)]);
+    if (!e->hostPool_)
+      return Status::error("cannot allocate a host pool of " +
+                           std::to_string(slots * uint64_t(e->kvBytesPerBlock_)) + " bytes");
+    for (uint64_t b = slots; b-- > 0;)
+      e->hostFree_.push_back(int32_t(b));
+  }
   e->logits_.resize(size_t(e->options_.tokenBudget * e->vocab_));
   e->start_ = e->now();
   return std::move(e);
@@ -127,7 +142,7 @@ Expected<int64_t> Engine::submit(GenerationRequest request) {
       return reject("token id " + std::to_string(t) + " out of vocabulary [0, " +
                     std::to_string(vocab_) + ")");
   auto s = std::make_unique<Sequence>(Sequence{nextId_++, request, request.prompt,
-                                               request.prompt.size(), 0, {}, {},
+                                               request.prompt.size(), 0, {}, {}, {},
                                                Sampler(request.sampling), {}});
   s->result.id = s->id;
   s->result.submitted = now();
@@ -181,18 +196,83 @@ bool Engine::ensureBlocks(Sequence &s, int64_t tokens) {
   return true;
 }
 
-void Engine::preempt(size_t index) {
+template <typename Queue>
+void Engine::insertById(Queue &queue, std::unique_ptr<Sequence> s) {
+  auto at = std::upper_bound(queue.begin(), queue.end(), s->id,
+                             [](int64_t id, const auto &q) { return id < q->id; });
+  queue.insert(at, std::move(s));
+}
+
+Status Engine::preempt(size_t index) {
   std::unique_ptr<Sequence> s = std::move(running_[index]);
   running_.erase(running_.begin() + long(index));
+  ++s->result.preemptions;
+  ++stats_.preemptions;
+  int64_t filled = (s->computed + options_.blockSize - 1) / options_.blockSize;
+  if (filled > 0 && filled <= int64_t(hostFree_.size())) {
+    if (Status st = swapOut(*s, filled); !st)
+      return st;
+    insertById(swapped_, std::move(s));
+    return Status::ok();
+  }
   for (int32_t b : s->blocks)
     blocks_->release(b);
   s->blocks.clear();
   stats_.recomputedTokens += uint64_t(s->computed);
   s->computed = 0;
-  ++s->result.preemptions;
-  ++stats_.preemptions;
   // Running sequences are older than waiting ones: back to the front.
   waiting_.push_front(std::move(s));
+  return Status::ok();
+}
+
+Status Engine::swapOut(Sequence &s, int64_t blocks) {
+  double t0 = now();
+  for (int64_t b = 0; b < blocks; ++b) {
+    int32_t slot = hostFree_.back();
+    hostFree_.pop_back();
+    s.hostSlots.push_back(slot);
+    if (Status st = session_->swapOut(s.blocks[size_t(b)],
+                                      hostPool_.get() + size_t(slot) * size_t(kvBytesPerBlock_));
+        !st)
+      return st;
+  }
+  for (int32_t b : s.blocks)
+    blocks_->release(b);
+  s.blocks.clear();
+  hostUsed_ += blocks;
+  ++stats_.swapOuts;
+  stats_.swapOutBytes += uint64_t(blocks * kvBytesPerBlock_);
+  stats_.peakHostBlocks = std::max(stats_.peakHostBlocks, hostUsed_);
+  stats_.swapSeconds += now() - t0;
+  return Status::ok();
+}
+
+Status Engine::swapIn() {
+  while (!swapped_.empty()) {
+    Sequence &s = *swapped_.front();
+    int64_t need = (int64_t(s.context.size()) + options_.blockSize - 1) / options_.blockSize;
+    if (need > blocks_->freeBlocks())
+      break;
+    double t0 = now();
+    for (int32_t slot : s.hostSlots) {
+      s.blocks.push_back(blocks_->allocate());
+      if (Status st = session_->swapIn(s.blocks.back(), hostPool_.get() + size_t(slot) *
+                                                                         size_t(kvBytesPerBlock_));
+          !st)
+        return st;
+      hostFree_.push_back(slot);
+    }
+    int64_t moved = int64_t(s.hostSlots.size());
+    hostUsed_ -= moved;
+    s.hostSlots.clear();
+    ensureBlocks(s, int64_t(s.context.size()));
+    ++stats_.swapIns;
+    stats_.swapInBytes += uint64_t(moved * kvBytesPerBlock_);
+    stats_.swapSeconds += now() - t0;
+    insertById(running_, std::move(swapped_.front()));
+    swapped_.pop_front();
+  }
+  return Status::ok();
 }
 
 void Engine::finish(size_t index) {
@@ -222,6 +302,9 @@ Status Engine::step() {
     }
     budget -= n;
   };
+  // Swapped-out sequences come back first: they are older than any waiting.
+  if (Status st = swapIn(); !st)
+    return st;
   // Decode: one token per running sequence, oldest first; when blocks run
   // out the newest running sequence makes room.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
@@ -232,7 +315,8 @@ Status Engine::step() {
     while (!ensureBlocks(s, s.computed + 1)) {
       size_t victim = running_.size() - 1;
       preemptedSelf = victim == i;
-      preempt(victim);
+      if (Status st = preempt(victim); !st)
+        return st;
       if (preemptedSelf)
         break;
     }
@@ -251,14 +335,14 @@ Status Engine::step() {
     if (ensureBlocks(*s, s->computed + n))
       add(*s, n);
   }
-  while (budget > 0 && !waiting_.empty()) {
+  while (budget > 0 && !waiting_.empty() && swapped_.empty()) {
     Sequence &s = *waiting_.front();
     if (!admit(s))
       break;
-    running_.push_back(std::move(waiting_.front()));
+    std::unique_ptr<Sequence> owned = std::move(waiting_.front());
     waiting_.pop_front();
-    Sequence &r = *running_.back();
-    add(r, std::min(int64_t(r.context.size()) - r.computed, budget));
+    insertById(running_, std::move(owned));
+    add(s, std::min(int64_t(s.context.size()) - s.computed, budget));
   }
   if (chunks.empty())
     return idle() ? Status::ok()

@@ -109,18 +109,25 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
     view.dtype = kvType;
     for (auto [width, data, scales] : {std::tuple(view.kWidth, &view.k, &view.kScales),
                                        std::tuple(view.vWidth, &view.v, &view.vScales)}) {
-      auto plane = device.allocate(size_t(width) * rows * dtypeSize(kvType));
+      auto array = [&](size_t rowBytes) -> Expected<void *> {
+        auto a = device.allocate(rowBytes * rows);
+        if (!a)
+          return a.status();
+        s->kvArrays_.push_back({static_cast<uint8_t *>(a->get()),
+                                rowBytes * size_t(s->blockSize_)});
+        s->kvStorage_.push_back(a.take());
+        return s->kvStorage_.back().get();
+      };
+      auto plane = array(size_t(width) * dtypeSize(kvType));
       if (!plane)
         return plane.status();
-      *data = plane->get();
-      s->kvStorage_.push_back(plane.take());
+      *data = *plane;
       if (!scaled)
         continue;
-      auto sc = device.allocate(size_t(view.heads) * rows * sizeof(float));
+      auto sc = array(size_t(view.heads) * sizeof(float));
       if (!sc)
         return sc.status();
-      *scales = static_cast<float *>(sc->get());
-      s->kvStorage_.push_back(sc.take());
+      *scales = static_cast<float *>(*sc);
     }
     s->kv_.push_back(view);
   }
@@ -138,6 +145,26 @@ Session::~Session() = default;
 
 int64_t Session::maxBatchTokens() const { return plan_.plan().max_batch_tokens(); }
 int64_t Session::vocabSize() const { return plan_.plan().config()->vocab_size(); }
+
+Status Session::swapOut(int32_t block, void *host) {
+  auto *out = static_cast<uint8_t *>(host);
+  for (auto [base, bytes] : kvArrays_) {
+    if (Status st = device_.copyToHost(out, base + size_t(block) * bytes, bytes); !st)
+      return st;
+    out += bytes;
+  }
+  return Status::ok();
+}
+
+Status Session::swapIn(int32_t block, const void *host) {
+  const auto *in = static_cast<const uint8_t *>(host);
+  for (auto [base, bytes] : kvArrays_) {
+    if (Status st = device_.copyFromHost(base + size_t(block) * bytes, in, bytes); !st)
+      return st;
+    in += bytes;
+  }
+  return Status::ok();
+}
 
 Status Session::forward(const int32_t *tokens, const int32_t *positions, int64_t count,
                         float *logits) {

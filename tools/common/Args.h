@@ -74,27 +74,20 @@ public:
   double number(const std::string &name, double dflt) const {
     if (!has(name))
       return dflt;
-    char *end = nullptr;
-    std::string v = str(name);
-    double d = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end)
-      throw ArgError("--" + name + " takes a number, got '" + v + "'");
-    return d;
+    return parseNumber(name, str(name));
   }
   /// "1,2,3" -> {1, 2, 3}.
   std::vector<int64_t> integers(const std::string &name) const {
     std::vector<int64_t> out;
-    std::string v = str(name);
-    size_t start = 0;
-    while (start <= v.size()) {
-      size_t comma = v.find(',', start);
-      std::string item = v.substr(start, comma == std::string::npos ? std::string::npos
-                                                                    : comma - start);
+    for (const std::string &item : items(name))
       out.push_back(parseInt(name, item));
-      if (comma == std::string::npos)
-        break;
-      start = comma + 1;
-    }
+    return out;
+  }
+  /// "0.5,2" -> {0.5, 2}.
+  std::vector<double> numbers(const std::string &name) const {
+    std::vector<double> out;
+    for (const std::string &item : items(name))
+      out.push_back(parseNumber(name, item));
     return out;
   }
 
@@ -106,6 +99,25 @@ private:
       if (x == s)
         return true;
     return false;
+  }
+  std::vector<std::string> items(const std::string &name) const {
+    std::vector<std::string> out;
+    std::string v = str(name);
+    for (size_t start = 0;;) {
+      size_t comma = v.find(',', start);
+      out.push_back(v.substr(start, comma == std::string::npos ? std::string::npos
+                                                               : comma - start));
+      if (comma == std::string::npos)
+        return out;
+      start = comma + 1;
+    }
+  }
+  static double parseNumber(const std::string &name, const std::string &v) {
+    char *end = nullptr;
+    double d = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end)
+      throw ArgError("--" + name + " takes numbers, got '" + v + "'");
+    return d;
   }
   static int64_t parseInt(const std::string &name, const std::string &v) {
     char *end = nullptr;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 namespace moe::rt {
@@ -186,6 +187,14 @@ public:
     if (!p && bytes)
       return Status::error("cpu: cannot allocate " + std::to_string(bytes) + " bytes");
     return std::shared_ptr<void>(p, std::free);
+  }
+  Status copyToHost(void *host, const void *device, size_t bytes) override {
+    std::memcpy(host, device, bytes);
+    return Status::ok();
+  }
+  Status copyFromHost(void *device, const void *host, size_t bytes) override {
+    std::memcpy(device, host, bytes);
+    return Status::ok();
   }
   Stream &stream(int) override { return stream_; }
   std::unique_ptr<Event> createEvent() override { return std::make_unique<CpuEvent>(); }

@@ -5,8 +5,11 @@
 // running sequence, first) with chunks of prompts, under a token budget.
 // Sequences are admitted while the pool has blocks for their next chunk; when
 // a running sequence needs a block and none is free, the newest running
-// sequence is preempted: its blocks are freed and it is recomputed later
-// (prompt + tokens generated so far), so its output does not change.
+// sequence is preempted: its KV blocks are copied to a host pool (when one is
+// configured and has room) and copied back when blocks free up, before any
+// new request is admitted; otherwise its blocks are freed and it is
+// recomputed later (prompt + tokens generated so far). Either way its output
+// does not change.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_ENGINE_H
@@ -34,6 +37,9 @@ struct EngineOptions {
   bool prefixCaching = false;
   /// KV-cache element type instead of the plan's.
   std::optional<plan::DType> kvDtype;
+  /// Host memory for the KV of preempted sequences, in bytes; unset: none
+  /// (preemption recomputes). Must hold at least one KV block.
+  std::optional<uint64_t> hostPoolBytes;
 };
 
 struct GenerationRequest {
@@ -55,6 +61,11 @@ struct EngineStats {
            recomputedTokens = 0, rejected = 0, cachedTokens = 0;
   int64_t peakBlocks = 0;
   double prefillSeconds = 0, decodeSeconds = 0;
+  /// Preemptions by swap to the host pool (the rest of `preemptions`
+  /// recompute), swaps back in, bytes each way, time spent copying.
+  uint64_t swapOuts = 0, swapIns = 0, swapOutBytes = 0, swapInBytes = 0;
+  int64_t peakHostBlocks = 0;
+  double swapSeconds = 0;
 };
 
 /// Fixed-size KV blocks with reference counts and a prefix cache: a full
@@ -95,12 +106,16 @@ public:
   Expected<int64_t> submit(GenerationRequest request);
   /// One batch: decode tokens first, then prompt chunks.
   Status step();
-  /// Nothing waiting or running.
-  bool idle() const { return waiting_.empty() && running_.empty(); }
+  /// Nothing waiting, running or swapped out.
+  bool idle() const { return waiting_.empty() && running_.empty() && swapped_.empty(); }
   /// Results completed since the last call.
   std::vector<GenerationResult> takeFinished();
   const EngineStats &stats() const { return stats_; }
   int64_t kvBytesPerBlock() const { return kvBytesPerBlock_; }
+  /// Blocks the host pool holds (0: no pool).
+  int64_t hostBlocks() const { return int64_t(hostFree_.size()) + hostUsed_; }
+  /// Seconds on the engine clock (results' timestamps use it).
+  double clock() const { return now(); }
   const Session &session() const { return *session_; }
 
 private:
@@ -112,6 +127,7 @@ private:
     int64_t computed = 0;         ///< tokens of context in the KV cache
     std::vector<int32_t> blocks;
     std::vector<uint64_t> hashes; ///< prefix hash of each full block
+    std::vector<int32_t> hostSlots; ///< while swapped out: its KV blocks
     Sampler sampler;
     GenerationResult result;
   };
@@ -123,7 +139,14 @@ private:
   /// Admits the front waiting sequence if its blocks fit; reuses cached
   /// prefix blocks. Returns false (and leaves it waiting) when they do not.
   bool admit(Sequence &s);
-  void preempt(size_t index);
+  /// Moves running_[index] out: to the host pool if it fits, else back to
+  /// the waiting queue to be recomputed.
+  Status preempt(size_t index);
+  Status swapOut(Sequence &s, int64_t blocks);
+  /// Inserts `s` into `queue`, which is ordered by id (submission order).
+  template <typename Queue> static void insertById(Queue &queue, std::unique_ptr<Sequence> s);
+  /// Swaps sequences back in, oldest first, while their blocks fit.
+  Status swapIn();
   void finish(size_t index);
 
   std::unique_ptr<Session> session_;
@@ -132,6 +155,10 @@ private:
   int64_t vocab_ = 0, maxContext_ = 0, kvBytesPerBlock_ = 0;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_; ///< oldest first
+  std::deque<std::unique_ptr<Sequence>> swapped_;  ///< oldest first
+  std::unique_ptr<uint8_t[]> hostPool_; ///< hostBlocks() x kvBytesPerBlock()
+  std::vector<int32_t> hostFree_;
+  int64_t hostUsed_ = 0;
   std::vector<GenerationResult> finished_;
   EngineStats stats_;
   int64_t nextId_ = 0;

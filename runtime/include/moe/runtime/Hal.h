@@ -74,6 +74,9 @@ public:
   /// Whether this backend runs `op` with weights of `weightType`.
   virtual bool supports(plan::OpCode op, plan::DType weightType) const = 0;
   virtual Expected<std::shared_ptr<void>> allocate(size_t bytes) = 0;
+  /// Copies between this device's memory and host memory (KV swap).
+  virtual Status copyToHost(void *host, const void *device, size_t bytes) = 0;
+  virtual Status copyFromHost(void *device, const void *host, size_t bytes) = 0;
   virtual Stream &stream(int index) = 0;
   virtual std::unique_ptr<Event> createEvent() = 0;
 };

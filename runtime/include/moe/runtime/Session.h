@@ -61,6 +61,12 @@ public:
   int64_t vocabSize() const;
   /// Bytes of the KV cache this session allocated.
   uint64_t kvBytes() const { return kvBytes_; }
+  /// Bytes of one KV block over all layers: the unit of a swap to host.
+  uint64_t kvBlockBytes() const { return kvBytes_ / uint64_t(numBlocks_); }
+  /// Copies KV block `block` of every layer to `host` (kvBlockBytes()).
+  Status swapOut(int32_t block, void *host);
+  /// Copies kvBlockBytes() from `host` into KV block `block` of every layer.
+  Status swapIn(int32_t block, const void *host);
   /// Routing counts of every MoE layer since the session began.
   const std::vector<ExpertLoad> &expertLoad() const { return load_; }
 
@@ -71,6 +77,9 @@ private:
   std::shared_ptr<void> arena_;
   std::vector<std::shared_ptr<void>> kvStorage_;
   std::vector<KvLayerView> kv_;
+  /// Every KV array (data and scales, k and v, per layer): its base and the
+  /// bytes one block takes in it; blocks are contiguous in each.
+  std::vector<std::pair<uint8_t *, size_t>> kvArrays_;
   std::vector<ExpertLoad> load_;
   int64_t maxContext_ = 0, blockSize_ = 0, numBlocks_ = 0;
   uint64_t kvBytes_ = 0;

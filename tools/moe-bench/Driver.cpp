@@ -1,0 +1,68 @@
+//===- Driver.cpp - feed a workload to an Engine and time it --------------===//
+#include "tools/moe-bench/Driver.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <thread>
+
+namespace moe::bench {
+
+rt::Expected<Outcome> drive(const rt::LoadedPlan &plan, rt::Device &device,
+                            const rt::EngineOptions &options,
+                            const std::vector<rt::GenerationRequest> &requests, const Load &load,
+                            bool progress) {
+  auto engine = rt::Engine::create(plan, device, options);
+  if (!engine)
+    return engine.status();
+  rt::Engine &e = **engine;
+  Outcome out;
+  out.kvBytesPerBlock = e.kvBytesPerBlock();
+  out.hostBlocks = e.hostBlocks();
+  bool open = !load.arrivals.empty();
+  size_t next = 0;
+  std::map<int64_t, size_t> requestOf; // engine id -> index in `requests`
+  auto settled = [&] { return out.results.size() + out.invalid.size() + out.queueFull; };
+  double start = e.clock();
+  while (settled() < requests.size()) {
+    double t = e.clock() - start;
+    while (next < requests.size() &&
+           (open ? load.arrivals[next] <= t : int64_t(next - settled()) < load.concurrency)) {
+      auto id = e.submit(requests[next]);
+      if (id)
+        requestOf[*id] = next;
+      else if (id.status().message().find("queue is full") != std::string::npos)
+        ++out.queueFull;
+      else
+        out.invalid.push_back({next, id.status().message()});
+      ++next;
+    }
+    if (e.idle()) {
+      if (open && next < requests.size())
+        std::this_thread::sleep_for(std::chrono::duration<double>(load.arrivals[next] - t));
+      continue;
+    }
+    if (rt::Status st = e.step(); !st)
+      return st;
+    for (rt::GenerationResult &r : e.takeFinished()) {
+      r.id = int64_t(requestOf.at(r.id)); // results name their request
+      if (open) // latency counts from arrival, not from when the loop got to it
+        r.submitted = start + load.arrivals[size_t(r.id)];
+      out.results.push_back(std::move(r));
+    }
+    if (progress && e.stats().steps % 20 == 0)
+      std::fprintf(stderr, "\r  %zu/%zu requests done, %llu steps, %lld KV blocks in use   ",
+                   out.results.size(), requests.size(), (unsigned long long)e.stats().steps,
+                   (long long)e.stats().peakBlocks);
+  }
+  if (progress)
+    std::fprintf(stderr, "\r%80s\r", "");
+  out.seconds = e.clock() - start;
+  out.stats = e.stats();
+  std::sort(out.results.begin(), out.results.end(),
+            [](const auto &a, const auto &b) { return a.id < b.id; });
+  return out;
+}
+
+} // namespace moe::bench

@@ -1,0 +1,45 @@
+//===- Driver.h - feed a workload to an Engine and time it ------*- C++ -*-===//
+#ifndef MOE_TOOLS_MOEBENCH_DRIVER_H
+#define MOE_TOOLS_MOEBENCH_DRIVER_H
+
+#include "moe/runtime/Engine.h"
+
+#include <string>
+#include <vector>
+
+namespace moe::bench {
+
+/// Closed loop (keep `concurrency` requests in flight) when `arrivals` is
+/// empty; open loop otherwise (request i arrives at arrivals[i] seconds).
+struct Load {
+  int64_t concurrency = 1;
+  std::vector<double> arrivals;
+};
+
+/// A request the engine refused for a reason other than a full queue.
+struct Rejection {
+  size_t request;
+  std::string reason;
+};
+
+struct Outcome {
+  /// Completed requests in request order; `id` is the request's index and
+  /// `submitted` its arrival (open loop) or submission (closed loop) time.
+  std::vector<rt::GenerationResult> results;
+  std::vector<Rejection> invalid;
+  uint64_t queueFull = 0;
+  rt::EngineStats stats;
+  double seconds = 0;
+  int64_t kvBytesPerBlock = 0, hostBlocks = 0;
+};
+
+/// Runs every request through a fresh engine. Rejected requests are
+/// recorded and the rest keep being served; an engine failure is an error.
+rt::Expected<Outcome> drive(const rt::LoadedPlan &plan, rt::Device &device,
+                            const rt::EngineOptions &options,
+                            const std::vector<rt::GenerationRequest> &requests, const Load &load,
+                            bool progress);
+
+} // namespace moe::bench
+
+#endif
