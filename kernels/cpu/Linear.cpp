@@ -4,18 +4,26 @@
 // kTokens tokens, a row block walks k in chunks of kChunk: the chunk of its
 // kRows weight rows is converted to f32 once into a small per-thread buffer
 // (it stays in L1) and swept against every token of the block (whose x chunks
-// stay in L2). For one token this is a GEMV that reads each weight element
-// exactly once.
+// stay in L2) by a register tile of kRows rows x up to kTileTokens tokens.
+// For one token this is a GEMV that reads each weight element exactly once.
 //
-// Every output element is the same fixed sequence of operations whatever the
-// thread count or its position in a block, so results are reproducible and
-// equal weight rows give bit-equal outputs.
+// The tile comes in two builds chosen at run time: AVX2+FMA (8-lane
+// accumulators, explicit intrinsics) and a portable one for any x86-64.
+// Either way every output element is the same fixed sequence of operations
+// whatever the number of tokens, the thread count or its position in a
+// block: a token's result does not depend on what it is batched with (the
+// serving engine relies on this), and equal weight rows give equal outputs.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/Kernels.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <vector>
 
 namespace moe::cpu {
@@ -25,33 +33,175 @@ void toF32(Weight w, size_t first, size_t count, float *dst); // Weight.cpp
 
 namespace {
 
-// Output rows per step: each x element loaded feeds kRows multiply-adds.
+// Output rows per tile: each x vector loaded feeds kRows multiply-adds.
 constexpr int64_t kRows = 4;
+// Tokens per tile: kRows x kTileTokens accumulators + kRows weight vectors
+// fit the 16 AVX2 registers.
+constexpr int64_t kTileTokens = 3;
+// Up to this many tokens the AVX2 tile converts 16-bit weights as it loads
+// them (each tile of kTileTokens converts again: cheap next to reading them
+// from memory); more tokens convert a chunk once into an L1 buffer.
+constexpr int64_t kDirectTokens = 8;
 // Tokens per block: more tokens per block means fewer re-conversions of the
 // weight; their x chunks (kTokens * kChunk floats) must stay cached.
 constexpr int64_t kTokens = 32;
-// Elements of a row converted at a time.
+// Elements of a row converted at a time (a multiple of kLanes).
 constexpr int64_t kChunk = 512;
+// Partial sums kept per (token, row) between chunks: one AVX2 vector.
+constexpr int64_t kLanes = 8;
 // Multiply-adds below which threads cost more than they save.
 constexpr int64_t kParallelWork = 1 << 16;
 
-// acc[i] += dot(x, r[i]) over n elements for the kRows rows.
-void dotRows(const float *x, const float *const r[kRows], int64_t n,
-             float acc[kRows]) {
-  const float *r0 = r[0], *r1 = r[1], *r2 = r[2], *r3 = r[3];
-  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+// Adds x_t . r_i over len elements for tokens x rows into the accumulators
+// acc[(t * kRows + i) * kLanes ...]; the rows r are of type `type`.
+using TileFn = void (*)(const float *x, int64_t ldx, int64_t tokens, const void *const r[kRows],
+                        WeightType type, int64_t len, float *acc);
+using ConvertFn = void (*)(Weight w, int64_t first, int64_t count, float *dst);
+
+// --- portable build ---
+
+// acc[(t * kRows + i) * kLanes] += dot(x_t, r[i]) over len elements; the
+// rows are f32 (converted first).
+void tilePortable(const float *x, int64_t ldx, int64_t tokens, const void *const r[kRows],
+                  WeightType, int64_t len, float *acc) {
+  const auto *r0 = static_cast<const float *>(r[0]), *r1 = static_cast<const float *>(r[1]),
+             *r2 = static_cast<const float *>(r[2]), *r3 = static_cast<const float *>(r[3]);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float *xt = x + t * ldx;
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
 #pragma omp simd reduction(+ : a0, a1, a2, a3)
-  for (int64_t i = 0; i < n; ++i) {
-    const float xi = x[i];
-    a0 += xi * r0[i];
-    a1 += xi * r1[i];
-    a2 += xi * r2[i];
-    a3 += xi * r3[i];
+    for (int64_t i = 0; i < len; ++i) {
+      const float xi = xt[i];
+      a0 += xi * r0[i];
+      a1 += xi * r1[i];
+      a2 += xi * r2[i];
+      a3 += xi * r3[i];
+    }
+    float *a = acc + t * kRows * kLanes;
+    a[0] += a0;
+    a[kLanes] += a1;
+    a[2 * kLanes] += a2;
+    a[3 * kLanes] += a3;
   }
-  acc[0] += a0;
-  acc[1] += a1;
-  acc[2] += a2;
-  acc[3] += a3;
+}
+
+void convertPortable(Weight w, int64_t first, int64_t count, float *dst) {
+  detail::toF32(w, size_t(first), size_t(count), dst);
+}
+
+// --- AVX2 + FMA build ---
+
+__attribute__((target("avx2"))) __m256i tailMask(int64_t n) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), lane);
+}
+
+// Eight weight elements of type W at p as f32; the masked form reads only
+// the first n (the rest are 0.0).
+template <WeightType W> __attribute__((target("avx2,f16c"))) __m256 load8(const void *p) {
+  if constexpr (W == WeightType::F32)
+    return _mm256_loadu_ps(static_cast<const float *>(p));
+  const __m128i h = _mm_loadu_si128(static_cast<const __m128i *>(p));
+  if constexpr (W == WeightType::BF16) // bf16 is the high half of an f32
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  return _mm256_cvtph_ps(h);
+}
+template <WeightType W>
+__attribute__((target("avx2,f16c"))) __m256 load8(const void *p, int64_t n) {
+  alignas(32) uint8_t tmp[32] = {};
+  std::memcpy(tmp, p, size_t(n) * (W == WeightType::F32 ? 4 : 2));
+  return load8<W>(tmp);
+}
+
+// acc[(t * kRows + i) * kLanes + lane] += x_t[p] * r_i[p] for p = lane mod 8,
+// over len elements; r_i are rows of type W.
+template <int T, WeightType W>
+__attribute__((target("avx2,fma,f16c"))) void tileAvx2T(const float *x, int64_t ldx,
+                                                        const void *const r[kRows], int64_t len,
+                                                        float *acc) {
+  constexpr int64_t bytes = W == WeightType::F32 ? 4 : 2;
+  const char *rows[kRows];
+  for (int i = 0; i < kRows; ++i)
+    rows[i] = static_cast<const char *>(r[i]);
+  __m256 a[T][kRows];
+  for (int t = 0; t < T; ++t)
+    for (int i = 0; i < kRows; ++i)
+      a[t][i] = _mm256_loadu_ps(acc + (t * kRows + i) * kLanes);
+  int64_t p = 0;
+  for (; p + kLanes <= len; p += kLanes) {
+    __m256 w[kRows];
+    for (int i = 0; i < kRows; ++i)
+      w[i] = load8<W>(rows[i] + p * bytes);
+    for (int t = 0; t < T; ++t) {
+      const __m256 xv = _mm256_loadu_ps(x + t * ldx + p);
+      for (int i = 0; i < kRows; ++i)
+        a[t][i] = _mm256_fmadd_ps(xv, w[i], a[t][i]);
+    }
+  }
+  if (p < len) { // missing lanes are 0.0 in both operands
+    __m256 w[kRows];
+    for (int i = 0; i < kRows; ++i)
+      w[i] = load8<W>(rows[i] + p * bytes, len - p);
+    for (int t = 0; t < T; ++t) {
+      const __m256 xv = _mm256_maskload_ps(x + t * ldx + p, tailMask(len - p));
+      for (int i = 0; i < kRows; ++i)
+        a[t][i] = _mm256_fmadd_ps(xv, w[i], a[t][i]);
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int i = 0; i < kRows; ++i)
+      _mm256_storeu_ps(acc + (t * kRows + i) * kLanes, a[t][i]);
+}
+
+template <WeightType W>
+void tileAvx2Typed(const float *x, int64_t ldx, int64_t tokens, const void *const r[kRows],
+                   int64_t len, float *acc) {
+  int64_t t = 0;
+  for (; t + kTileTokens <= tokens; t += kTileTokens)
+    tileAvx2T<kTileTokens, W>(x + t * ldx, ldx, r, len, acc + t * kRows * kLanes);
+  if (tokens - t == 2)
+    tileAvx2T<2, W>(x + t * ldx, ldx, r, len, acc + t * kRows * kLanes);
+  else if (tokens - t == 1)
+    tileAvx2T<1, W>(x + t * ldx, ldx, r, len, acc + t * kRows * kLanes);
+}
+
+void tileAvx2(const float *x, int64_t ldx, int64_t tokens, const void *const r[kRows],
+              WeightType type, int64_t len, float *acc) {
+  switch (type) {
+  case WeightType::F32:
+    return tileAvx2Typed<WeightType::F32>(x, ldx, tokens, r, len, acc);
+  case WeightType::BF16:
+    return tileAvx2Typed<WeightType::BF16>(x, ldx, tokens, r, len, acc);
+  case WeightType::F16:
+    return tileAvx2Typed<WeightType::F16>(x, ldx, tokens, r, len, acc);
+  }
+}
+
+__attribute__((target("avx2,f16c"))) void convertAvx2(Weight w, int64_t first, int64_t count,
+                                                      float *dst) {
+  const auto *src = static_cast<const uint16_t *>(w.data) + first;
+  int64_t i = 0;
+  if (w.type == WeightType::BF16) {
+    for (; i + 8 <= count; i += 8) { // bf16 is the high half of an f32
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i));
+      _mm256_storeu_ps(dst + i,
+                       _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+    }
+  } else if (w.type == WeightType::F16) {
+    for (; i + 8 <= count; i += 8)
+      _mm256_storeu_ps(
+          dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i))));
+  }
+  detail::toF32(w, size_t(first + i), size_t(count - i), dst + i);
+}
+
+// MOE_CPU_ISA=baseline forces the portable build (to test it on any host).
+bool hasAvx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c") &&
+                          !(std::getenv("MOE_CPU_ISA") &&
+                            std::string(std::getenv("MOE_CPU_ISA")) == "baseline");
+  return yes;
 }
 
 // Requests elements [first, first + count) of a 16-bit weight. Converting a
@@ -64,6 +214,11 @@ void prefetch(Weight w, int64_t first, int64_t count) {
     __builtin_prefetch(p + byte);
 }
 
+// Fixed-order sum of one accumulator's lanes.
+float lanesSum(const float *a) {
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
 } // namespace
 
 void linear(const float *x, int64_t tokens, int64_t k, Weight w, int64_t n,
@@ -71,12 +226,17 @@ void linear(const float *x, int64_t tokens, int64_t k, Weight w, int64_t n,
   std::vector<float> b(n, 0.0f);
   if (bias)
     detail::toF32(*bias, 0, n, b.data());
-  const bool f32 = w.type == WeightType::F32;
+  const bool avx2 = hasAvx2();
+  const TileFn tile = avx2 ? tileAvx2 : tilePortable;
+  const ConvertFn convert = avx2 ? convertAvx2 : convertPortable;
+  const size_t bytes = w.type == WeightType::F32 ? 4 : 2;
+  const bool direct = w.type == WeightType::F32 || (avx2 && tokens <= kDirectTokens);
+  const WeightType rowType = direct ? w.type : WeightType::F32;
   const int64_t rowBlocks = (n + kRows - 1) / kRows;
 #pragma omp parallel if (tokens * n * k >= kParallelWork)
   {
-    std::vector<float> buf(f32 ? 0 : kRows * kChunk);
-    std::vector<float> acc(kTokens * kRows);
+    std::vector<float> buf(direct ? 0 : kRows * kChunk);
+    std::vector<float> acc(kTokens * kRows * kLanes);
     for (int64_t t0 = 0; t0 < tokens; t0 += kTokens) {
       const int64_t blockTokens = std::min(kTokens, tokens - t0);
       // Outputs of different row blocks are disjoint: no barrier needed.
@@ -86,27 +246,26 @@ void linear(const float *x, int64_t tokens, int64_t k, Weight w, int64_t n,
         std::fill(acc.begin(), acc.end(), 0.0f);
         for (int64_t k0 = 0; k0 < k; k0 += kChunk) {
           const int64_t len = std::min(kChunk, k - k0);
-          const float *r[kRows];
+          const void *r[kRows];
           for (int64_t i = 0; i < kRows; ++i) {
             // A short last block repeats its last row; those sums are dropped.
             const int64_t row = std::min(i, rows - 1);
             const int64_t first = (n0 + row) * k + k0;
-            if (f32) {
-              r[i] = static_cast<const float *>(w.data) + first;
+            if (i == row && w.type != WeightType::F32)
+              prefetch(w, first + kChunk, std::min(kChunk, k - k0 - kChunk));
+            if (direct) {
+              r[i] = static_cast<const char *>(w.data) + size_t(first) * bytes;
               continue;
             }
-            if (i == row) {
-              prefetch(w, first + kChunk, std::min(kChunk, k - k0 - kChunk));
-              detail::toF32(w, first, len, buf.data() + i * kChunk);
-            }
+            if (i == row)
+              convert(w, first, len, buf.data() + i * kChunk);
             r[i] = buf.data() + row * kChunk;
           }
-          for (int64_t t = 0; t < blockTokens; ++t)
-            dotRows(x + (t0 + t) * k + k0, r, len, acc.data() + t * kRows);
+          tile(x + t0 * k + k0, k, blockTokens, r, rowType, len, acc.data());
         }
         for (int64_t t = 0; t < blockTokens; ++t)
           for (int64_t i = 0; i < rows; ++i)
-            out[(t0 + t) * n + n0 + i] = acc[t * kRows + i] + b[n0 + i];
+            out[(t0 + t) * n + n0 + i] = lanesSum(&acc[(t * kRows + i) * kLanes]) + b[n0 + i];
       }
     }
   }

@@ -320,6 +320,28 @@ TEST_P(Typed, Linear) {
       }
 }
 
+// A token's result does not depend on the tokens batched with it, on the
+// kernel path the batch size picks, or on the thread count: the serving
+// engine's outputs equal solo runs because of this.
+TEST_P(Typed, LinearBatchInvariant) {
+  const int64_t k = 1100, n = 19; // k: three chunks, the last partial
+  const TestWeight w = randomWeight(GetParam(), n * k, rng);
+  const std::vector<float> x = randomFloats(rng, 70 * k);
+  std::vector<float> alone(70 * n);
+  for (int64_t t = 0; t < 70; ++t)
+    linear(x.data() + t * k, 1, k, w.weight(), n, nullptr, alone.data() + t * n);
+  const int threads = omp_get_max_threads();
+  for (int nthreads : {1, 2})
+    for (int64_t tokens : {2, 3, 4, 5, 8, 9, 33, 70}) {
+      SCOPED_TRACE(testing::Message() << tokens << " tokens, " << nthreads << " threads");
+      omp_set_num_threads(nthreads);
+      std::vector<float> out(tokens * n);
+      linear(x.data(), tokens, k, w.weight(), n, nullptr, out.data());
+      EXPECT_EQ(0, std::memcmp(out.data(), alone.data(), out.size() * sizeof(float)));
+    }
+  omp_set_num_threads(threads);
+}
+
 // --- Router ---
 
 struct Routing {
