@@ -5,7 +5,7 @@ JOBS ?= 2
 LIT ?= /usr/lib/llvm-19/build/utils/lit/lit.py
 PYTHON ?= python3
 
-.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving clean
+.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-roofline clean
 
 all: build
 
@@ -53,6 +53,9 @@ bench-plan: build
 
 bench-serving: build
 	@tools/bench-serving.sh $(BUILD)/bin
+
+bench-roofline: build
+	@tools/bench-roofline.sh $(BUILD)/bin
 
 clean:
 	rm -rf $(BUILD) $(BUILD).configure.log

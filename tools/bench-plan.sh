@@ -9,15 +9,7 @@ bin=${1:?usage: bench-plan.sh <build/bin> [work-dir]}
 work=${2:-/tmp/moe-bench-plan}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$work"
-if [ ! -f "$work/ckpt/model.safetensors" ]; then
-  echo "generating checkpoint in $work/ckpt ..."
-  python3 "$here/make-tiny-checkpoint.py" --model-type qwen3_moe --out "$work/ckpt" \
-    --dims hidden_size=1024 --dims num_hidden_layers=16 --dims num_attention_heads=16 \
-    --dims num_key_value_heads=4 --dims head_dim=64 --dims num_experts=64 \
-    --dims num_experts_per_tok=8 --dims moe_intermediate_size=256 \
-    --dims intermediate_size=2816 --dims decoder_sparse_step=1 \
-    --dims vocab_size=32000 --dims max_position_embeddings=4096
-fi
+"$here/make-bench-checkpoint.sh" "$work/ckpt"
 du -sh "$work/ckpt/model.safetensors" | awk '{print "checkpoint: " $1}'
 rm -rf "$work/plan"
 python3 - "$bin/moe-compile" "$work/ckpt" "$work/plan" <<'PY'

@@ -8,6 +8,7 @@ packages=(
   llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools
   libflatbuffers-dev flatbuffers-compiler
   nlohmann-json3-dev libgtest-dev libgmock-dev
+  libdnnl-dev
 )
 
 missing=()

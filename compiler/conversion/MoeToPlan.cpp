@@ -57,8 +57,8 @@ private:
         .Case([&](mm::WeightOp w) {
           map_.map(w.getResult(),
                    b_.create<plan::WeightOp>(loc_, memrefOf(w.getType()),
-                                             w.getNameAttr(), w.getScaleAttr(),
-                                             w.getBlockAttr()));
+                                             w.getNameAttr(), w.getConcatAttr(),
+                                             w.getScaleAttr(), w.getBlockAttr()));
           return success();
         })
         .Case([&](mm::EmbeddingOp e) {
@@ -66,6 +66,10 @@ private:
         })
         .Case([&](mm::RmsNormOp n) {
           return emit(n, "rms_norm", {n.getInput(), n.getWeight()},
+                      {b_.getNamedAttr("eps", n.getEpsAttr())});
+        })
+        .Case([&](mm::AddRmsNormOp n) {
+          return emit(n, "add_rms_norm", {n.getLhs(), n.getRhs(), n.getWeight()},
                       {b_.getNamedAttr("eps", n.getEpsAttr())});
         })
         .Case([&](mm::LinearOp l) {

@@ -255,7 +255,7 @@ private:
     DenseI64ArrayAttr block =
         r.scale ? b_.getDenseI64ArrayAttr(source_.blockSize())
                 : DenseI64ArrayAttr();
-    return b_.create<WeightOp>(loc_, type, b_.getStringAttr(name), scale,
+    return b_.create<WeightOp>(loc_, type, b_.getStringAttr(name), ArrayAttr(), scale,
                                block);
   }
 

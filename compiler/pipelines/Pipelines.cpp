@@ -16,16 +16,21 @@ struct DefaultPipelineOptions
   Option<int64_t> maxContext{*this, "max-context",
                              llvm::cl::desc("KV-cache tokens per sequence"),
                              llvm::cl::init(4096)};
+  Option<bool> fuse{*this, "fuse", llvm::cl::desc("run moe-fuse-experts first"),
+                    llvm::cl::init(true)};
 };
 } // namespace
 
 void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &options) {
+  if (options.fuse)
+    pm.addPass(createFuseExpertsPass());
   pm.addPass(createMoeToPlanPass(MoeToPlanPassOptions{options.maxContext}));
   pm.addPass(createPlanMemoryPass(PlanMemoryPassOptions{options.maxBatchTokens}));
 }
 
 std::string defaultPipelineText(const PipelineOptions &options) {
-  return "builtin.module(moe-to-plan{max-context=" + std::to_string(options.maxContext) +
+  return std::string("builtin.module(") + (options.fuse ? "moe-fuse-experts, " : "") +
+         "moe-to-plan{max-context=" + std::to_string(options.maxContext) +
          "}, moe-plan-memory{max-batch-tokens=" + std::to_string(options.maxBatchTokens) +
          "})";
 }
@@ -33,9 +38,9 @@ std::string defaultPipelineText(const PipelineOptions &options) {
 void registerPipelines() {
   mlir::PassPipelineRegistration<DefaultPipelineOptions>(
       "moe-default-pipeline",
-      "moe module -> planned plan module (moe-to-plan, moe-plan-memory)",
+      "moe module -> planned plan module (moe-fuse-experts, moe-to-plan, moe-plan-memory)",
       [](mlir::OpPassManager &pm, const DefaultPipelineOptions &o) {
-        buildDefaultPipeline(pm, {o.maxBatchTokens, o.maxContext});
+        buildDefaultPipeline(pm, {o.maxBatchTokens, o.maxContext, o.fuse});
       });
 }
 

@@ -12,9 +12,11 @@ namespace moe {
 struct PipelineOptions {
   int64_t maxBatchTokens = 256;
   int64_t maxContext = 4096;
+  bool fuse = true; ///< run moe-fuse-experts first
 };
 
-/// moe module -> planned plan module: moe-to-plan, moe-plan-memory.
+/// moe module -> planned plan module: moe-fuse-experts (unless off),
+/// moe-to-plan, moe-plan-memory.
 void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 /// The textual form of that pipeline (recorded in plan provenance).
 std::string defaultPipelineText(const PipelineOptions &options);

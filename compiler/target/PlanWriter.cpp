@@ -154,25 +154,33 @@ private:
     if (dtype == fb::DType::F8E4M3)
       fail(w, "weight '" + name + "' is f8E4M3FN; the runtime executes f32, bf16 "
               "and f16 weights only so far");
+    // Per expert (or once), each named tensor in turn: `concat` names
+    // follow the first's rows.
+    std::vector<std::string> names = {name};
+    if (auto concat = w.getConcat())
+      for (mlir::Attribute a : *concat)
+        names.push_back(cast<StringAttr>(a).getValue().str());
     std::vector<const TensorInfo *> parts;
     bool perExpert = name.find("{e}") != std::string::npos;
     int64_t count = perExpert ? type.getDimSize(0) : 1;
-    uint64_t partBytes = elementBytes(dtype);
+    uint64_t expertBytes = elementBytes(dtype);
     for (int64_t i = perExpert ? 1 : 0; i < type.getRank(); ++i)
-      partBytes *= uint64_t(type.getDimSize(i));
-    for (int64_t e = 0; e < count; ++e) {
-      std::string part = mlir::moe::WeightOp::expand(name, e);
-      const TensorInfo *info = catalog_.find(part);
-      if (!info)
-        fail(w, catalog_.source() + ": tensor '" + part + "' is missing");
-      if (info->size != partBytes || info->dtype != safetensorsDtype(dtype))
-        fail(w, info->file + ": tensor '" + part + "' is " + info->dtype + " " +
-                    shapeString(info->shape) + ", which does not match the IR");
-      parts.push_back(info);
-    }
-    uint32_t t = addTensor(w, w, name, fb::Storage::Weight, 0, partBytes * count);
+      expertBytes *= uint64_t(type.getDimSize(i));
+    uint64_t partBytes = expertBytes / names.size();
+    for (int64_t e = 0; e < count; ++e)
+      for (const std::string &pattern : names) {
+        std::string part = mlir::moe::WeightOp::expand(pattern, e);
+        const TensorInfo *info = catalog_.find(part);
+        if (!info)
+          fail(w, catalog_.source() + ": tensor '" + part + "' is missing");
+        if (info->size != partBytes || info->dtype != safetensorsDtype(dtype))
+          fail(w, info->file + ": tensor '" + part + "' is " + info->dtype + " " +
+                      shapeString(info->shape) + ", which does not match the IR");
+        parts.push_back(info);
+      }
+    uint32_t t = addTensor(w, w, name, fb::Storage::Weight, 0, expertBytes * count);
     pending_.push_back({t, parts});
-    totalWeightBytes_ += partBytes * count;
+    totalWeightBytes_ += expertBytes * count;
   }
 
   // Attribute readers: the conversion always sets these; hand-written IR may not.
@@ -216,13 +224,15 @@ private:
         {"linear", fb::OpCode::Linear},         {"add", fb::OpCode::Add},
         {"silu_mul", fb::OpCode::SiluMul},      {"sigmoid_gate", fb::OpCode::SigmoidGate},
         {"attention", fb::OpCode::Attention},   {"mla_attention", fb::OpCode::MlaAttention},
-        {"router", fb::OpCode::Router},         {"experts", fb::OpCode::Experts}};
+        {"router", fb::OpCode::Router},         {"experts", fb::OpCode::Experts},
+        {"add_rms_norm", fb::OpCode::AddRmsNorm}};
     fb::OpCode code = codes.lookup(l.getKernel());
     Operation *op = l;
     fb::OpParams type = fb::OpParams::NONE;
     flatbuffers::Offset<void> params;
     switch (code) {
     case fb::OpCode::RmsNorm:
+    case fb::OpCode::AddRmsNorm:
       type = fb::OpParams::RmsNormParams;
       params = fb::CreateRmsNormParams(b_, f32(op, "eps")).Union();
       break;

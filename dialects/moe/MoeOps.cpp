@@ -149,6 +149,14 @@ static constexpr StringLiteral kExpertPlaceholder = "{e}";
 
 bool WeightOp::isPerExpert() { return getName().contains(kExpertPlaceholder); }
 
+SmallVector<StringRef> WeightOp::getParts() {
+  SmallVector<StringRef> parts = {getName()};
+  if (getConcat())
+    for (Attribute a : *getConcat())
+      parts.push_back(cast<StringAttr>(a).getValue());
+  return parts;
+}
+
 std::string WeightOp::expand(StringRef pattern, int64_t e) {
   size_t at = pattern.find(kExpertPlaceholder);
   if (at == StringRef::npos)
@@ -189,6 +197,22 @@ LogicalResult WeightOp::verify() {
                          << "' needs the expert count as leading dimension "
                             "(rank >= 2), got "
                          << type;
+  if (getConcat()) {
+    size_t parts = getConcat()->size() + 1;
+    int64_t rowsDim = placeholders ? 1 : 0;
+    if (getConcat()->empty())
+      return emitOpError() << "weight '" << name << "' has an empty 'concat' list";
+    if (getScale())
+      return emitOpError() << "block-scaled weight '" << name << "' cannot be concatenated";
+    if (type.getRank() < rowsDim + 1 || type.getDimSize(rowsDim) % int64_t(parts) != 0)
+      return emitOpError() << "weight '" << name << "' joins " << parts
+                           << " tensors along dimension " << rowsDim << " of " << type
+                           << ", which does not divide evenly";
+    for (StringRef part : getParts())
+      if (part.count(kExpertPlaceholder) != placeholders)
+        return emitOpError() << "concatenated tensor '" << part << "' of weight '" << name
+                             << "' must be per expert exactly when the weight is";
+  }
   if (getScale().has_value() != getBlock().has_value())
     return emitOpError() << "weight '" << name
                          << "' needs both 'scale' and 'block' or neither";
@@ -243,6 +267,20 @@ LogicalResult RmsNormOp::verify() {
     return emitOpError() << "result type " << getResult().getType()
                          << " must equal input type " << getInput().getType();
   return success();
+}
+
+LogicalResult AddRmsNormOp::verify() {
+  Type t = getLhs().getType();
+  if (getRhs().getType() != t || getSum().getType() != t || getNormed().getType() != t)
+    return emitOpError() << "operands and results must have one type, got " << t << ", "
+                         << getRhs().getType() << " -> " << getSum().getType() << ", "
+                         << getNormed().getType();
+  if (getEps().convertToDouble() <= 0)
+    return emitOpError() << "eps must be positive, got " << getEps().convertToDouble();
+  int64_t r = rank(getLhs());
+  if (r < 1)
+    return emitOpError() << "operands must have rank >= 1, got " << t;
+  return expectShape(*this, getWeight(), "weight", {dim(getLhs(), r - 1)});
 }
 
 LogicalResult LinearOp::verify() {

@@ -30,6 +30,11 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
     An `f8E4M3FN` weight carries its block scales: `scale` names the fp32
     tensor of inverse scales (one per `block` tile, DeepSeek-V3 layout).
 
+    `concat` names more tensors of the same shape whose rows follow the
+    first's (per expert, for `{e}` names): `moe-fuse-experts` joins an
+    expert's gate and up projections this way, and the weight packer writes
+    them side by side, so the fused weight is never materialised in memory.
+
     ```mlir
     %0 = moe.weight "model.embed_tokens.weight" : tensor<32000x4096xbf16>
     %1 = moe.weight "model.layers.0.block_sparse_moe.experts.{e}.w1.weight"
@@ -37,13 +42,17 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
     %2 = moe.weight "model.layers.0.self_attn.q_a_proj.weight"
            scale "model.layers.0.self_attn.q_a_proj.weight_scale_inv"
            block [128, 128] : tensor<1536x7168xf8E4M3FN>
+    %3 = moe.weight "model.layers.0.mlp.experts.{e}.gate_proj.weight"
+           concat ["model.layers.0.mlp.experts.{e}.up_proj.weight"]
+           : tensor<64x2816x2048xbf16>
     ```
   }];
-  let arguments = (ins StrAttr:$name, OptionalAttr<StrAttr>:$scale,
+  let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$concat,
+                       OptionalAttr<StrAttr>:$scale,
                        OptionalAttr<DenseI64ArrayAttr>:$block);
   let results = (outs Moe_Tensor:$result);
   let assemblyFormat = [{
-    $name (`scale` $scale^ `block` $block)? attr-dict `:` type($result)
+    $name (`concat` $concat^)? (`scale` $scale^ `block` $block)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -52,6 +61,8 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
     /// Checkpoint name of expert `e`'s tensor (or the name itself when the
     /// weight is not per expert); `pattern` is the name or the scale name.
     static std::string expand(llvm::StringRef pattern, int64_t e);
+    /// The name and the `concat` names, in row order.
+    llvm::SmallVector<llvm::StringRef> getParts();
     /// Shape of the block-scale tensor: ceil(dim / block) on the last two dims.
     llvm::SmallVector<int64_t> getScaleShape();
   }];
@@ -80,6 +91,21 @@ def Moe_RmsNormOp : Moe_Op<"rms_norm", [Pure]> {
   let results = (outs Moe_Tensor:$result);
   let assemblyFormat = [{
     $input `,` $weight `eps` $eps attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_AddRmsNormOp : Moe_Op<"add_rms_norm", [Pure]> {
+  let summary = "residual add fused with the RMSNorm that reads the sum";
+  let description = [{
+    `sum = lhs + rhs` and `normed = rms_norm(sum, weight, eps)` in one pass
+    over the rows (`moe-fuse-experts` forms it from `moe.add` and
+    `moe.rms_norm`; results equal theirs).
+  }];
+  let arguments = (ins Moe_Tensor:$lhs, Moe_Tensor:$rhs, Moe_Tensor:$weight, F64Attr:$eps);
+  let results = (outs Moe_Tensor:$sum, Moe_Tensor:$normed);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $weight `eps` $eps attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -32,12 +32,16 @@ const KernelSignature *mlir::plan::lookupKernel(StringRef kernel) {
       {"linear", {2, 3, 1, false}},        {"add", {2, 2, 1, false}},
       {"silu_mul", {2, 2, 1, false}},      {"sigmoid_gate", {3, 3, 1, false}},
       {"attention", {4, 6, 1, true}},      {"mla_attention", {5, 5, 1, true}},
-      {"router", {2, 3, 2, false}},        {"experts", {5, 6, 1, false}}};
+      {"router", {2, 3, 2, false}},        {"experts", {5, 6, 1, false}},
+      {"add_rms_norm", {3, 3, 2, false}}};
   auto it = kernels.find(kernel);
   return it == kernels.end() ? nullptr : &it->second;
 }
 
 LogicalResult WeightOp::verify() {
+  if (getConcat() && (getConcat()->empty() || getScale()))
+    return emitOpError() << "weight '" << getName()
+                         << "' may concatenate one or more unscaled tensors only";
   if (getScale().has_value() != getBlock().has_value())
     return emitOpError() << "weight '" << getName()
                          << "' needs both 'scale' and 'block' or neither";

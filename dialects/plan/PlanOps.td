@@ -9,17 +9,19 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
   let summary = "a named checkpoint tensor, packed into the plan's weight file";
   let description = [{
     As `moe.weight`: `{e}` in the name stands for one tensor per expert,
-    stacked along dimension 0.
+    stacked along dimension 0; `concat` names tensors whose rows follow the
+    first's (per expert).
 
     ```mlir
     %0 = plan.weight "model.embed_tokens.weight" : memref<96x32xbf16>
     ```
   }];
-  let arguments = (ins StrAttr:$name, OptionalAttr<StrAttr>:$scale,
+  let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$concat,
+                       OptionalAttr<StrAttr>:$scale,
                        OptionalAttr<DenseI64ArrayAttr>:$block);
   let results = (outs AnyStaticShapeMemRef:$result);
   let assemblyFormat = [{
-    $name (`scale` $scale^ `block` $block)? attr-dict `:` type($result)
+    $name (`concat` $concat^)? (`scale` $scale^ `block` $block)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -1,5 +1,6 @@
 //===- Attention.cpp - CPU attention kernels over a KV cache -------------===//
 #include "kernels/cpu/Attention.h"
+#include "kernels/cpu/Vector.h"
 
 #include <algorithm>
 #include <cmath>
@@ -67,10 +68,12 @@ void gqaAttention(const float *q, const float *k, const float *v,
     cache.store(cache.k, t, positions[t], kRow.data());
     cache.store(cache.v, t, positions[t], v + t * kvWidth);
   }
+  // Work per (token, head) grows with the position: a dynamic schedule
+  // balances a prefill's threads.
 #pragma omp parallel
   {
     std::vector<float> query(hd), scores, scratch(hd);
-#pragma omp for collapse(2) schedule(static)
+#pragma omp for collapse(2) schedule(dynamic, 4)
     for (int64_t t = 0; t < tokens; ++t)
       for (int64_t h = 0; h < p.numHeads; ++h) {
         std::copy(q + t * qWidth + h * hd, q + t * qWidth + (h + 1) * hd,
@@ -84,18 +87,13 @@ void gqaAttention(const float *q, const float *k, const float *v,
         const int64_t g = h / group;
         for (int64_t j = 0; j < n; ++j) {
           const float *key = cache.load(cache.k, t, lo + j, g, scratch.data());
-          float dot = 0;
-          for (int64_t d = 0; d < hd; ++d)
-            dot += query[d] * key[d];
-          scores[j] = dot * p.scale;
+          scores[j] = dot(query.data(), key, hd) * p.scale;
         }
         softmax(scores.data(), n);
         float *o = out + t * qWidth + h * hd;
         std::fill(o, o + hd, 0.0f);
         for (int64_t j = 0; j < n; ++j) {
-          const float *val = cache.load(cache.v, t, lo + j, g, scratch.data());
-          for (int64_t d = 0; d < hd; ++d)
-            o[d] += scores[j] * val[d];
+          axpy(scores[j], cache.load(cache.v, t, lo + j, g, scratch.data()), o, hd);
         }
       }
   }
@@ -120,7 +118,7 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
   {
     std::vector<float> qLatent(rank), qPe(rope), context(rank), scores, kScratch(rank),
         vScratch(rope);
-#pragma omp for collapse(2) schedule(static)
+#pragma omp for collapse(2) schedule(dynamic, 4)
     for (int64_t t = 0; t < tokens; ++t)
       for (int64_t h = 0; h < p.numHeads; ++h) {
         const float *qh = q + t * p.numHeads * qkDim + h * qkDim;
@@ -137,19 +135,12 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
         for (int64_t j = 0; j < n; ++j) {
           const float *latent = cache.load(cache.k, t, j, 0, kScratch.data());
           const float *kpe = cache.load(cache.v, t, j, 0, vScratch.data());
-          float dot = 0;
-          for (int64_t r = 0; r < rank; ++r)
-            dot += qLatent[r] * latent[r];
-          for (int64_t d = 0; d < rope; ++d)
-            dot += qPe[d] * kpe[d];
-          scores[j] = dot * p.scale;
+          scores[j] = (dot(qLatent.data(), latent, rank) + dot(qPe.data(), kpe, rope)) * p.scale;
         }
         softmax(scores.data(), n);
         std::fill(context.begin(), context.end(), 0.0f);
         for (int64_t j = 0; j < n; ++j) {
-          const float *latent = cache.load(cache.k, t, j, 0, kScratch.data());
-          for (int64_t r = 0; r < rank; ++r)
-            context[r] += scores[j] * latent[r];
+          axpy(scores[j], cache.load(cache.k, t, j, 0, kScratch.data()), context.data(), rank);
         }
         // out = W_uv[h] context.
         Weight wUv = kvB.offset((h * headRows + nope) * rank);

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/Kernels.h"
+#include "kernels/cpu/Vector.h"
 
 #include <cmath>
 #include <vector>
@@ -22,14 +23,6 @@ std::vector<float> toVector(Weight w, int64_t count) {
   return v;
 }
 
-float dot(const float *a, const float *b, int64_t n) {
-  float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-  for (int64_t i = 0; i < n; ++i)
-    acc += a[i] * b[i];
-  return acc;
-}
-
 float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
 } // namespace
@@ -40,17 +33,30 @@ void embedding(const int32_t *ids, int64_t tokens, Weight table, int64_t hidden,
     detail::toF32(table, size_t(ids[t]) * hidden, hidden, out + t * hidden);
 }
 
+namespace {
+// One row: the sum of squares is complete before the row is written, so x
+// may alias out.
+void rmsNormRow(const float *x, int64_t cols, const float *scale, float eps, float *out) {
+  const float inv = 1.0f / std::sqrt(dot(x, x, cols) / cols + eps);
+#pragma omp simd
+  for (int64_t c = 0; c < cols; ++c)
+    out[c] = x[c] * inv * scale[c];
+}
+} // namespace
+
 void rmsNorm(const float *x, int64_t rows, int64_t cols, Weight w, float eps,
              float *out) {
   const std::vector<float> scale = toVector(w, cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = x + r * cols;
-    float *outR = out + r * cols;
-    // The sum is complete before the row is written, so x may alias out.
-    const float inv = 1.0f / std::sqrt(dot(xr, xr, cols) / cols + eps);
-#pragma omp simd
-    for (int64_t c = 0; c < cols; ++c)
-      outR[c] = xr[c] * inv * scale[c];
+  for (int64_t r = 0; r < rows; ++r)
+    rmsNormRow(x + r * cols, cols, scale.data(), eps, out + r * cols);
+}
+
+void addRmsNorm(const float *a, const float *b, int64_t rows, int64_t cols, Weight w,
+                float eps, float *sum, float *out) {
+  const std::vector<float> scale = toVector(w, cols);
+  for (int64_t r = 0; r < rows; ++r) { // the row stays in L1 between the two
+    add(a + r * cols, b + r * cols, cols, sum + r * cols);
+    rmsNormRow(sum + r * cols, cols, scale.data(), eps, out + r * cols);
   }
 }
 

@@ -1,12 +1,14 @@
 //===- Experts.cpp - routed SwiGLU experts --------------------------------===//
 //
-// The (token, j) slots are counting-sorted by expert; each expert with slots
-// gathers its token rows and runs gate/up, siluMul and down as small GEMMs
-// through linear(), which supplies the threads. Experts run one after another
-// in ascending id and add their weighted rows straight into out, so every
-// token sums its contributions in one fixed order (that of the transformers
-// loop over experts) whatever the thread count, with no [tokens, topK,
-// hidden] scratch.
+// The (token, j) slots are counting-sorted by expert (the permute); their
+// token rows are gathered into one buffer, expert by expert. The gate/up
+// projections of all experts run as one grouped GEMM (linearGroup: one
+// parallel region, threads sharing the row blocks of every expert), then
+// SwiGLU over all rows, then the down projections as a second grouped GEMM.
+// The weighted rows are added into out expert by expert in ascending id
+// (the combine), so every token sums its contributions in one fixed order
+// (that of the transformers loop over experts) whatever the batch or the
+// thread count.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,46 +33,68 @@ void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
   for (int64_t s = 0; s < slots; ++s)
     slotOf[next[indices[s]]++] = s;
 
-  int64_t most = 0;
-  for (int64_t e = 0; e < numExperts; ++e)
-    most = std::max(most, start[e + 1] - start[e]);
-  std::vector<float> xs(most * hidden), gateUp(most * 2 * inter),
-      act(most * inter), y(most * hidden);
+  // Row r of each buffer belongs to slot slotOf[r]. The buffers outlive the
+  // call (grown, never shrunk): a prefill's are tens of MB, and allocating
+  // and faulting them in on every layer cost more than the GEMMs' tails.
+  thread_local std::vector<float> xsBuf, gateUpBuf, actBuf, yBuf;
+  auto scratch = [](std::vector<float> &v, int64_t n) {
+    if (int64_t(v.size()) < n)
+      v.resize(size_t(n));
+    return v.data();
+  };
+  float *xs = scratch(xsBuf, slots * hidden), *gateUp = scratch(gateUpBuf, slots * 2 * inter),
+        *act = scratch(actBuf, slots * inter), *y = scratch(yBuf, slots * hidden);
+  for (int64_t r = 0; r < slots; ++r)
+    std::copy_n(x + slotOf[r] / topK * hidden, hidden, xs + r * hidden);
 
-  std::fill(out, out + tokens * hidden, 0.0f);
+  // gateUp row r: [gate | up] of slot slotOf[r].
+  std::vector<LinearProblem> group;
   for (int64_t e = 0; e < numExperts; ++e) {
-    const int64_t count = start[e + 1] - start[e];
+    const int64_t count = start[e + 1] - start[e], r0 = start[e];
     if (count == 0)
       continue;
-    const int64_t *mine = slotOf.data() + start[e];
-    for (int64_t i = 0; i < count; ++i)
-      std::copy_n(x + mine[i] / topK * hidden, hidden, xs.data() + i * hidden);
-
+    const float *xe = xs + r0 * hidden;
+    float *gu = gateUp + r0 * 2 * inter;
     if (w.gateUp) {
-      // Row i of the result is [gate | up] for token i.
-      linear(xs.data(), count, hidden, w.gateUp->offset(e * 2 * inter * hidden),
-             2 * inter, nullptr, gateUp.data());
-      siluMul(gateUp.data(), gateUp.data() + inter, count, inter, 2 * inter,
-              act.data());
+      group.push_back({xe, count, hidden, w.gateUp->offset(e * 2 * inter * hidden), 2 * inter,
+                       nullptr, gu});
     } else {
-      float *gate = gateUp.data(), *up = gateUp.data() + count * inter;
-      linear(xs.data(), count, hidden, w.gate.offset(e * inter * hidden), inter,
-             nullptr, gate);
-      linear(xs.data(), count, hidden, w.up.offset(e * inter * hidden), inter,
-             nullptr, up);
-      siluMul(gate, up, count, inter, inter, act.data());
+      // Separate gate and up: [count, inter] each, one after the other.
+      group.push_back({xe, count, hidden, w.gate.offset(e * inter * hidden), inter, nullptr, gu});
+      group.push_back({xe, count, hidden, w.up.offset(e * inter * hidden), inter, nullptr,
+                       gu + count * inter});
     }
-    linear(act.data(), count, inter, w.down.offset(e * hidden * inter), hidden,
-           nullptr, y.data());
+  }
+  linearGroup(group.data(), group.size());
+  for (int64_t e = 0; e < numExperts; ++e) {
+    const int64_t count = start[e + 1] - start[e], r0 = start[e];
+    if (count == 0)
+      continue;
+    const float *gu = gateUp + r0 * 2 * inter;
+    if (w.gateUp)
+      siluMul(gu, gu + inter, count, inter, 2 * inter, act + r0 * inter);
+    else
+      siluMul(gu, gu + count * inter, count, inter, inter, act + r0 * inter);
+  }
 
-    for (int64_t i = 0; i < count; ++i) {
-      const float weight = weights[mine[i]];
-      float *o = out + mine[i] / topK * hidden;
-      const float *yi = y.data() + i * hidden;
+  group.clear();
+  for (int64_t e = 0; e < numExperts; ++e) {
+    const int64_t count = start[e + 1] - start[e], r0 = start[e];
+    if (count > 0)
+      group.push_back({act + r0 * inter, count, inter,
+                       w.down.offset(e * hidden * inter), hidden, nullptr,
+                       y + r0 * hidden});
+  }
+  linearGroup(group.data(), group.size());
+
+  std::fill(out, out + tokens * hidden, 0.0f);
+  for (int64_t r = 0; r < slots; ++r) {
+    const float weight = weights[slotOf[r]];
+    float *o = out + slotOf[r] / topK * hidden;
+    const float *yr = y + r * hidden;
 #pragma omp simd
-      for (int64_t c = 0; c < hidden; ++c)
-        o[c] += weight * yi[c];
-    }
+    for (int64_t c = 0; c < hidden; ++c)
+      o[c] += weight * yr[c];
   }
 }
 

@@ -37,10 +37,30 @@ void embedding(const int32_t *ids, int64_t tokens, Weight table,
 void rmsNorm(const float *x, int64_t rows, int64_t cols, Weight w, float eps,
              float *out);
 
+/// sum = a + b, then out = rmsNorm(sum) row by row (the residual add fused
+/// with the next norm); results equal add() then rmsNorm(). sum may alias a
+/// or b.
+void addRmsNorm(const float *a, const float *b, int64_t rows, int64_t cols, Weight w,
+                float eps, float *sum, float *out);
+
 /// out[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]); w: [n, k] (nn.Linear
 /// layout). `bias` may be null. Multi-threaded.
 void linear(const float *x, int64_t tokens, int64_t k, Weight w, int64_t n,
             const Weight *bias, float *out);
+
+/// One linear() of a group.
+struct LinearProblem {
+  const float *x;
+  int64_t tokens, k;
+  Weight w;
+  int64_t n;
+  const Weight *bias; ///< may be null
+  float *out;
+};
+/// Runs every problem as linear() would, in one parallel region whose
+/// threads share the row blocks of all of them: the grouped GEMM of routed
+/// experts, without a fork and join per expert. Results equal linear()'s.
+void linearGroup(const LinearProblem *problems, size_t count);
 
 /// out[i] = a[i] + b[i].
 void add(const float *a, const float *b, int64_t n, float *out);

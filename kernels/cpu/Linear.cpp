@@ -17,13 +17,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/Kernels.h"
+#include "kernels/cpu/Vector.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 #include <vector>
 
 namespace moe::cpu {
@@ -35,9 +34,11 @@ namespace {
 
 // Output rows per tile: each x vector loaded feeds kRows multiply-adds.
 constexpr int64_t kRows = 4;
-// Tokens per tile: kRows x kTileTokens accumulators + kRows weight vectors
-// fit the 16 AVX2 registers.
-constexpr int64_t kTileTokens = 3;
+// Tokens per tile: kRows x kTileTokens accumulators and kRows weight vectors
+// in the 16 AVX2 registers. f32 rows fold into the multiply-adds as memory
+// operands, so three tokens fit; rows converted from 16 bits take registers,
+// so two.
+constexpr int64_t kTileTokens = 3, kTileTokens16 = 2;
 // Up to this many tokens the AVX2 tile converts 16-bit weights as it loads
 // them (each tile of kTileTokens converts again: cheap next to reading them
 // from memory); more tokens convert a chunk once into an L1 buffer.
@@ -156,9 +157,10 @@ __attribute__((target("avx2,fma,f16c"))) void tileAvx2T(const float *x, int64_t 
 template <WeightType W>
 void tileAvx2Typed(const float *x, int64_t ldx, int64_t tokens, const void *const r[kRows],
                    int64_t len, float *acc) {
+  constexpr int64_t step = W == WeightType::F32 ? kTileTokens : kTileTokens16;
   int64_t t = 0;
-  for (; t + kTileTokens <= tokens; t += kTileTokens)
-    tileAvx2T<kTileTokens, W>(x + t * ldx, ldx, r, len, acc + t * kRows * kLanes);
+  for (; t + step <= tokens; t += step)
+    tileAvx2T<step, W>(x + t * ldx, ldx, r, len, acc + t * kRows * kLanes);
   if (tokens - t == 2)
     tileAvx2T<2, W>(x + t * ldx, ldx, r, len, acc + t * kRows * kLanes);
   else if (tokens - t == 1)
@@ -195,15 +197,6 @@ __attribute__((target("avx2,f16c"))) void convertAvx2(Weight w, int64_t first, i
   detail::toF32(w, size_t(first + i), size_t(count - i), dst + i);
 }
 
-// MOE_CPU_ISA=baseline forces the portable build (to test it on any host).
-bool hasAvx2() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c") &&
-                          !(std::getenv("MOE_CPU_ISA") &&
-                            std::string(std::getenv("MOE_CPU_ISA")) == "baseline");
-  return yes;
-}
-
 // Requests elements [first, first + count) of a 16-bit weight. Converting a
 // chunk reads one short stream at a time, too little in flight to keep the
 // memory busy; prefetching the next chunk of every row of the block while
@@ -221,54 +214,94 @@ float lanesSum(const float *a) {
 
 } // namespace
 
-void linear(const float *x, int64_t tokens, int64_t k, Weight w, int64_t n,
-            const Weight *bias, float *out) {
-  std::vector<float> b(n, 0.0f);
-  if (bias)
-    detail::toF32(*bias, 0, n, b.data());
-  const bool avx2 = hasAvx2();
+void linearGroup(const LinearProblem *problems, size_t count) {
+  const bool avx2 = useAvx2();
   const TileFn tile = avx2 ? tileAvx2 : tilePortable;
   const ConvertFn convert = avx2 ? convertAvx2 : convertPortable;
-  const size_t bytes = w.type == WeightType::F32 ? 4 : 2;
-  const bool direct = w.type == WeightType::F32 || (avx2 && tokens <= kDirectTokens);
-  const WeightType rowType = direct ? w.type : WeightType::F32;
-  const int64_t rowBlocks = (n + kRows - 1) / kRows;
-#pragma omp parallel if (tokens * n * k >= kParallelWork)
+  // Per problem: its bias as f32, whether tiles read the weight directly,
+  // and where its work items start in the flat list of (problem, token
+  // block, row block).
+  struct Prepared {
+    std::vector<float> bias;
+    bool direct = false;
+    int64_t rowBlocks = 0, firstItem = 0;
+  };
+  std::vector<Prepared> prep(count);
+  int64_t items = 0, work = 0;
+  bool anyBuffered = false;
+  for (size_t i = 0; i < count; ++i) {
+    const LinearProblem &p = problems[i];
+    Prepared &q = prep[i];
+    q.bias.assign(size_t(p.n), 0.0f);
+    if (p.bias)
+      detail::toF32(*p.bias, 0, size_t(p.n), q.bias.data());
+    q.direct = p.w.type == WeightType::F32 || (avx2 && p.tokens <= kDirectTokens);
+    anyBuffered |= !q.direct;
+    q.rowBlocks = (p.n + kRows - 1) / kRows;
+    q.firstItem = items;
+    items += (p.tokens + kTokens - 1) / kTokens * q.rowBlocks;
+    work += p.tokens * p.n * p.k;
+  }
+#pragma omp parallel if (work >= kParallelWork)
   {
-    std::vector<float> buf(direct ? 0 : kRows * kChunk);
+    std::vector<float> buf(anyBuffered ? kRows * kChunk : 0);
     std::vector<float> acc(kTokens * kRows * kLanes);
-    for (int64_t t0 = 0; t0 < tokens; t0 += kTokens) {
-      const int64_t blockTokens = std::min(kTokens, tokens - t0);
-      // Outputs of different row blocks are disjoint: no barrier needed.
-#pragma omp for schedule(static) nowait
-      for (int64_t rb = 0; rb < rowBlocks; ++rb) {
-        const int64_t n0 = rb * kRows, rows = std::min(kRows, n - n0);
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int64_t k0 = 0; k0 < k; k0 += kChunk) {
-          const int64_t len = std::min(kChunk, k - k0);
-          const void *r[kRows];
-          for (int64_t i = 0; i < kRows; ++i) {
-            // A short last block repeats its last row; those sums are dropped.
-            const int64_t row = std::min(i, rows - 1);
-            const int64_t first = (n0 + row) * k + k0;
-            if (i == row && w.type != WeightType::F32)
-              prefetch(w, first + kChunk, std::min(kChunk, k - k0 - kChunk));
-            if (direct) {
-              r[i] = static_cast<const char *>(w.data) + size_t(first) * bytes;
-              continue;
-            }
-            if (i == row)
-              convert(w, first, len, buf.data() + i * kChunk);
-            r[i] = buf.data() + row * kChunk;
+    size_t pi = 0;
+    // Outputs of different items are disjoint: no barrier needed. Items of
+    // one problem are ordered (token block, row block), so a thread's next
+    // item is usually the next row block (see the prefetch below).
+#pragma omp for schedule(static)
+    for (int64_t item = 0; item < items; ++item) {
+      while (pi + 1 < count && prep[pi + 1].firstItem <= item)
+        ++pi;
+      while (prep[pi].firstItem > item)
+        --pi;
+      const LinearProblem &p = problems[pi];
+      const Prepared &q = prep[pi];
+      const int64_t k = p.k, n = p.n;
+      const Weight w = p.w;
+      const size_t bytes = w.type == WeightType::F32 ? 4 : 2;
+      const WeightType rowType = q.direct ? w.type : WeightType::F32;
+      const int64_t t0 = (item - q.firstItem) / q.rowBlocks * kTokens;
+      const int64_t n0 = (item - q.firstItem) % q.rowBlocks * kRows;
+      const int64_t blockTokens = std::min(kTokens, p.tokens - t0), rows = std::min(kRows, n - n0);
+      std::fill_n(acc.begin(), blockTokens * kRows * kLanes, 0.0f);
+      for (int64_t k0 = 0; k0 < k; k0 += kChunk) {
+        const int64_t len = std::min(kChunk, k - k0);
+        const void *r[kRows];
+        for (int64_t i = 0; i < kRows; ++i) {
+          // A short last block repeats its last row; those sums are dropped.
+          const int64_t row = std::min(i, rows - 1);
+          const int64_t first = (n0 + row) * k + k0;
+          // What this row reads next: its next chunk, or after its last one
+          // the first chunk of the same row of the next block (this thread's
+          // next under the static schedule; rows are short in expert
+          // projections, too short for the hardware prefetcher).
+          if (i == row && w.type != WeightType::F32)
+            prefetch(w, k0 + kChunk < k ? first + kChunk : first - k0 + kRows * k,
+                     std::min(kChunk, k0 + kChunk < k ? k - k0 - kChunk : k));
+          if (q.direct) {
+            r[i] = static_cast<const char *>(w.data) + size_t(first) * bytes;
+            continue;
           }
-          tile(x + t0 * k + k0, k, blockTokens, r, rowType, len, acc.data());
+          if (i == row)
+            convert(w, first, len, buf.data() + i * kChunk);
+          r[i] = buf.data() + row * kChunk;
         }
-        for (int64_t t = 0; t < blockTokens; ++t)
-          for (int64_t i = 0; i < rows; ++i)
-            out[(t0 + t) * n + n0 + i] = lanesSum(&acc[(t * kRows + i) * kLanes]) + b[n0 + i];
+        tile(p.x + t0 * k + k0, k, blockTokens, r, rowType, len, acc.data());
       }
+      for (int64_t t = 0; t < blockTokens; ++t)
+        for (int64_t i = 0; i < rows; ++i)
+          p.out[(t0 + t) * n + n0 + i] =
+              lanesSum(&acc[(t * kRows + i) * kLanes]) + q.bias[size_t(n0 + i)];
     }
   }
+}
+
+void linear(const float *x, int64_t tokens, int64_t k, Weight w, int64_t n,
+            const Weight *bias, float *out) {
+  const LinearProblem p{x, tokens, k, w, n, bias, out};
+  linearGroup(&p, 1);
 }
 
 } // namespace moe::cpu

@@ -41,6 +41,7 @@ Arity arityOf(plan::OpCode op) {
   case plan::OpCode::MlaAttention: return {5, 5, 1, P::MlaParams};
   case plan::OpCode::Router: return {2, 3, 2, P::RouterParams};
   case plan::OpCode::Experts: return {5, 6, 1, P::ExpertsParams};
+  case plan::OpCode::AddRmsNorm: return {3, 3, 2, P::RmsNormParams};
   }
   return {0, 0, 0, P::NONE};
 }

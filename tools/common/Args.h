@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <iostream>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -128,6 +129,26 @@ private:
   }
   std::map<std::string, std::string> values_;
 };
+
+/// The main() of a runtime tool: --help prints `help`; otherwise parses the
+/// flags and returns body(args); a flag error prints "<tool>: error: ..."
+/// and returns 1.
+template <typename Body>
+int toolMain(int argc, char **argv, const char *tool, const char *help,
+             const std::vector<std::string> &valued, const std::vector<std::string> &switches,
+             Body body) {
+  if (wantsHelp(argc, argv)) {
+    std::cout << help;
+    return 0;
+  }
+  try {
+    Args args(argc, argv, valued, switches);
+    return body(args);
+  } catch (const ArgError &e) {
+    std::cerr << tool << ": error: " << e.what() << "\n";
+    return 1;
+  }
+}
 
 } // namespace moe::tools
 

@@ -258,18 +258,9 @@ int benchMain(const tools::Args &args) {
 } // namespace
 
 int main(int argc, char **argv) {
-  if (tools::wantsHelp(argc, argv)) {
-    std::cout << kHelp;
-    return 0;
-  }
-  try {
-    tools::Args args(argc, argv,
-                     {"concurrency", "rate", "requests", "prompt-len", "output-len", "seed",
-                      "block-size", "kv-blocks", "budget", "max-waiting", "json",
-                      "shared-prefix", "kv-dtype", "host-pool", "workload"},
-                     {"verify", "prefix-caching"});
-    return benchMain(args);
-  } catch (const tools::ArgError &e) {
-    return fail(e.what());
-  }
+  return tools::toolMain(argc, argv, "moe-bench", kHelp,
+                         {"concurrency", "rate", "requests", "prompt-len", "output-len", "seed",
+                          "block-size", "kv-blocks", "budget", "max-waiting", "json",
+                          "shared-prefix", "kv-dtype", "host-pool", "workload"},
+                         {"verify", "prefix-caching"}, benchMain);
 }

@@ -50,6 +50,9 @@ static cl::opt<std::string> pipeline(
 static cl::opt<std::string> kvDtype(
     "kv-dtype", cl::desc("KV-cache element type: f32 (default), bf16, int8, fp8"),
     cl::init("f32"), cl::cat(category));
+static cl::opt<bool> fusion(
+    "fusion", cl::desc("run moe-fuse-experts (default true; --fusion=false to compare)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<std::string> emit("emit", cl::desc("mlir: print the IR, write no plan"),
                                  cl::init("plan"), cl::cat(category));
 
@@ -83,7 +86,7 @@ int main(int argc, char **argv) {
   if (!module)
     return fail(error);
 
-  moe::PipelineOptions options{maxBatchTokens, maxContext};
+  moe::PipelineOptions options{maxBatchTokens, maxContext, fusion};
   std::string text = pipeline.empty() ? moe::defaultPipelineText(options) : pipeline;
   auto parsed = mlir::parsePassPipeline(text, llvm::errs());
   if (mlir::failed(parsed))

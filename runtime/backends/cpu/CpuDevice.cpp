@@ -66,6 +66,10 @@ Status run(const KernelCall &call) {
     k::rmsNorm(f32(in[0]), in[0].rows(), in[0].cols(), weightOf(in[1]),
                inst.params_as_RmsNormParams()->eps(), f32(out));
     return Status::ok();
+  case plan::OpCode::AddRmsNorm:
+    k::addRmsNorm(f32(in[0]), f32(in[1]), in[0].rows(), in[0].cols(), weightOf(in[2]),
+                  inst.params_as_RmsNormParams()->eps(), f32(out), f32(call.outputs[1]));
+    return Status::ok();
   case plan::OpCode::Linear: {
     k::Weight bias = in.size() > 2 ? weightOf(in[2]) : k::Weight();
     k::linear(f32(in[0]), in[0].rows(), in[0].cols(), weightOf(in[1]), in[1].rows(),

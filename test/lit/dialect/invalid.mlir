@@ -835,3 +835,62 @@ module attributes {moe.config = "x"} {}
 
 // expected-error @+1 {{unknown moe dialect attribute 'moe.other'}}
 module attributes {moe.other = 1} {}
+
+// -----
+
+func.func @concat_empty() {
+  // expected-error @+1 {{weight 'w' has an empty 'concat' list}}
+  %0 = moe.weight "w" concat [] : tensor<4x4xbf16>
+  return
+}
+
+// -----
+
+func.func @concat_scaled() {
+  // expected-error @+1 {{block-scaled weight 'w' cannot be concatenated}}
+  %0 = moe.weight "w" concat ["u"] scale "w_s" block [128, 128] : tensor<256x128xf8E4M3FN>
+  return
+}
+
+// -----
+
+func.func @concat_uneven() {
+  // expected-error @+1 {{weight 'e.{e}.g' joins 2 tensors along dimension 1 of 'tensor<4x5x8xbf16>', which does not divide evenly}}
+  %0 = moe.weight "e.{e}.g" concat ["e.{e}.u"] : tensor<4x5x8xbf16>
+  return
+}
+
+// -----
+
+func.func @concat_not_per_expert() {
+  // expected-error @+1 {{concatenated tensor 'e.up' of weight 'e.{e}.g' must be per expert exactly when the weight is}}
+  %0 = moe.weight "e.{e}.g" concat ["e.up"] : tensor<4x6x8xbf16>
+  return
+}
+
+// -----
+
+func.func @add_rms_norm_types(%a: tensor<?x8xf32>, %b: tensor<?x4xf32>) {
+  %w = moe.weight "w" : tensor<8xbf16>
+  // expected-error @+1 {{operands and results must have one type, got 'tensor<?x8xf32>', 'tensor<?x4xf32>' -> 'tensor<?x8xf32>', 'tensor<?x8xf32>'}}
+  %s, %n = moe.add_rms_norm %a, %b, %w eps 1.0e-6 : (tensor<?x8xf32>, tensor<?x4xf32>, tensor<8xbf16>) -> (tensor<?x8xf32>, tensor<?x8xf32>)
+  return
+}
+
+// -----
+
+func.func @add_rms_norm_eps(%a: tensor<?x8xf32>) {
+  %w = moe.weight "w" : tensor<8xbf16>
+  // expected-error @+1 {{eps must be positive, got 0}}
+  %s, %n = moe.add_rms_norm %a, %a, %w eps 0.0 : (tensor<?x8xf32>, tensor<?x8xf32>, tensor<8xbf16>) -> (tensor<?x8xf32>, tensor<?x8xf32>)
+  return
+}
+
+// -----
+
+func.func @add_rms_norm_weight(%a: tensor<?x8xf32>) {
+  %w = moe.weight "w" : tensor<4xbf16>
+  // expected-error @+1 {{weight must have shape [8], got 'tensor<4xbf16>'}}
+  %s, %n = moe.add_rms_norm %a, %a, %w eps 1.0e-6 : (tensor<?x8xf32>, tensor<?x8xf32>, tensor<4xbf16>) -> (tensor<?x8xf32>, tensor<?x8xf32>)
+  return
+}

@@ -177,3 +177,11 @@ func.func @weight_bad_block() {
   %0 = plan.weight "w" scale "s" block [0, 128] : memref<4x4xf8E4M3FN>
   return
 }
+
+// -----
+
+func.func @weight_concat_empty() {
+  // expected-error @+1 {{'plan.weight' op weight 'w' may concatenate one or more unscaled tensors only}}
+  %w = plan.weight "w" concat [] : memref<4x4xbf16>
+  return
+}

@@ -229,6 +229,29 @@ TEST_P(Typed, RmsNorm) {
     }
 }
 
+// The fused residual add + norm: the sum against a + b computed here, the
+// norm bit-equal to rmsNorm of that sum (itself checked above); the sum may
+// overwrite an operand.
+TEST_P(Typed, AddRmsNorm) {
+  for (int64_t rows : {1, 7})
+    for (int64_t cols : {13, 128}) {
+      const std::vector<float> a = randomFloats(rng, rows * cols, 3.0f),
+                               b = randomFloats(rng, rows * cols, 3.0f);
+      const TestWeight w = randomWeight(GetParam(), cols, rng);
+      std::vector<float> sum(a.size()), out(a.size()), want(a.size());
+      addRmsNorm(a.data(), b.data(), rows, cols, w.weight(), 1e-6f, sum.data(), out.data());
+      for (size_t i = 0; i < a.size(); ++i)
+        ASSERT_EQ(sum[i], a[i] + b[i]);
+      rmsNorm(sum.data(), rows, cols, w.weight(), 1e-6f, want.data());
+      EXPECT_EQ(out, want);
+      std::vector<float> inPlace = a; // sum aliases a
+      addRmsNorm(inPlace.data(), b.data(), rows, cols, w.weight(), 1e-6f, inPlace.data(),
+                 want.data());
+      EXPECT_EQ(inPlace, sum);
+      EXPECT_EQ(want, out);
+    }
+}
+
 TEST(Elementwise, Add) {
   std::mt19937 rng(7);
   const std::vector<float> a = randomFloats(rng, 37), b = randomFloats(rng, 37);

@@ -20,8 +20,9 @@ inline constexpr const char *kPlanFileName = "plan.moeplan";
 inline constexpr const char *kWeightFilePrefix = "weights-";
 
 inline constexpr uint16_t kFormatMajor = 1;
-/// 1.1 added ModelConfig.tokenizer and eos_token_id, and DType I8 (KV cache).
-inline constexpr uint16_t kFormatMinor = 1;
+/// 1.1 added ModelConfig.tokenizer and eos_token_id, and DType I8 (KV cache);
+/// 1.2 added OpCode AddRmsNorm.
+inline constexpr uint16_t kFormatMinor = 2;
 
 /// plan.moeplan ends with this 8-byte tag and an 8-byte little-endian
 /// checksum64 of every byte before the tag, so that any flipped byte is
