@@ -35,6 +35,36 @@ int64_t firstVisible(int32_t position, int64_t window) {
   return window > 0 ? std::max<int64_t>(0, position - window + 1) : 0;
 }
 
+/// scores[j] = dot(q, key at position lo + j) for j < n: block by block over
+/// contiguous f32 rows, else row by row (same arithmetic either way).
+void keyScores(const KvCache &c, const KvPlane &plane, int64_t token, int64_t lo, int64_t n,
+               int64_t head, const float *q, int64_t dim, float *scratch, float *scores) {
+  for (int64_t j = 0; j < n;) {
+    int64_t run = std::min(n - j, c.runLength(lo + j));
+    if (const float *rows = c.rowsF32(plane, token, lo + j, head))
+      dotRows(q, rows, plane.width, run, dim, scores + j);
+    else
+      for (int64_t i = 0; i < run; ++i)
+        scores[j + i] = dot(q, c.load(plane, token, lo + j + i, head, scratch), dim);
+    j += run;
+  }
+}
+
+/// out += sum_j weights[j] * (value at position lo + j), j = 0, 1, ... n - 1.
+void weightedValues(const KvCache &c, const KvPlane &plane, int64_t token, int64_t lo,
+                    int64_t n, int64_t head, const float *weights, int64_t dim, float *scratch,
+                    float *out) {
+  for (int64_t j = 0; j < n;) {
+    int64_t run = std::min(n - j, c.runLength(lo + j));
+    if (const float *rows = c.rowsF32(plane, token, lo + j, head))
+      axpyRows(weights + j, rows, plane.width, run, dim, out);
+    else
+      for (int64_t i = 0; i < run; ++i)
+        axpy(weights[j + i], c.load(plane, token, lo + j + i, head, scratch), out, dim);
+    j += run;
+  }
+}
+
 /// softmax(scores[0..n)) in place, in double for the sum.
 void softmax(float *scores, int64_t n) {
   float m = *std::max_element(scores, scores + n);
@@ -85,16 +115,13 @@ void gqaAttention(const float *q, const float *k, const float *v,
         int64_t n = positions[t] - lo + 1;
         scores.resize(n);
         const int64_t g = h / group;
-        for (int64_t j = 0; j < n; ++j) {
-          const float *key = cache.load(cache.k, t, lo + j, g, scratch.data());
-          scores[j] = dot(query.data(), key, hd) * p.scale;
-        }
+        keyScores(cache, cache.k, t, lo, n, g, query.data(), hd, scratch.data(), scores.data());
+        for (int64_t j = 0; j < n; ++j)
+          scores[j] *= p.scale;
         softmax(scores.data(), n);
         float *o = out + t * qWidth + h * hd;
         std::fill(o, o + hd, 0.0f);
-        for (int64_t j = 0; j < n; ++j) {
-          axpy(scores[j], cache.load(cache.v, t, lo + j, g, scratch.data()), o, hd);
-        }
+        weightedValues(cache, cache.v, t, lo, n, g, scores.data(), hd, scratch.data(), o);
       }
   }
 }
@@ -116,8 +143,8 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
   }
 #pragma omp parallel
   {
-    std::vector<float> qLatent(rank), qPe(rope), context(rank), scores, kScratch(rank),
-        vScratch(rope);
+    std::vector<float> qLatent(rank), qPe(rope), context(rank), scores, peScores,
+        kScratch(rank), vScratch(rope);
 #pragma omp for collapse(2) schedule(dynamic, 4)
     for (int64_t t = 0; t < tokens; ++t)
       for (int64_t h = 0; h < p.numHeads; ++h) {
@@ -132,16 +159,17 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
         applyRope(qPe.data(), positions[t], p.rope);
         int64_t n = positions[t] + 1;
         scores.resize(n);
-        for (int64_t j = 0; j < n; ++j) {
-          const float *latent = cache.load(cache.k, t, j, 0, kScratch.data());
-          const float *kpe = cache.load(cache.v, t, j, 0, vScratch.data());
-          scores[j] = (dot(qLatent.data(), latent, rank) + dot(qPe.data(), kpe, rope)) * p.scale;
-        }
+        peScores.resize(n);
+        keyScores(cache, cache.k, t, 0, n, 0, qLatent.data(), rank, kScratch.data(),
+                  scores.data());
+        keyScores(cache, cache.v, t, 0, n, 0, qPe.data(), rope, vScratch.data(),
+                  peScores.data());
+        for (int64_t j = 0; j < n; ++j)
+          scores[j] = (scores[j] + peScores[j]) * p.scale;
         softmax(scores.data(), n);
         std::fill(context.begin(), context.end(), 0.0f);
-        for (int64_t j = 0; j < n; ++j) {
-          axpy(scores[j], cache.load(cache.k, t, j, 0, kScratch.data()), context.data(), rank);
-        }
+        weightedValues(cache, cache.k, t, 0, n, 0, scores.data(), rank, kScratch.data(),
+                       context.data());
         // out = W_uv[h] context.
         Weight wUv = kvB.offset((h * headRows + nope) * rank);
         float *o = out + t * p.numHeads * vDim + h * vDim;

@@ -40,6 +40,18 @@ struct KvCache {
   }
   /// Writes `src` (width floats) as the row of (token, position).
   void store(const KvPlane &plane, int64_t token, int64_t position, const float *src) const;
+  /// Positions from `position` to the end of its block: rows that follow
+  /// each other in the cache.
+  int64_t runLength(int64_t position) const { return blockSize - position % blockSize; }
+  /// For f32 caches, head `head` of the row of (token, position), the rows
+  /// of the rest of its block following every plane.width floats; else null.
+  const float *rowsF32(const KvPlane &plane, int64_t token, int64_t position,
+                       int64_t head) const {
+    return type != KvType::F32 ? nullptr
+                               : static_cast<const float *>(plane.data) +
+                                     row(token, position) * plane.width +
+                                     head * (plane.width / plane.heads);
+  }
   /// Head `head` of the row of (token, position) as floats: a pointer into
   /// the cache for f32, else dequantised into `scratch` (width / heads).
   const float *load(const KvPlane &plane, int64_t token, int64_t position, int64_t head,

@@ -60,7 +60,37 @@ __attribute__((target("avx2,fma"))) void axpyAvx2(float s, const float *x, float
     y[i] = std::fma(s, x[i], y[i]);
 }
 
+__attribute__((target("avx2,fma"))) void dotRowsAvx2(const float *q, const float *rows,
+                                                     int64_t stride, int64_t count, int64_t n,
+                                                     float *out) {
+  for (int64_t r = 0; r < count; ++r)
+    out[r] = dotAvx2(q, rows + r * stride, n);
+}
+
+__attribute__((target("avx2,fma"))) void axpyRowsAvx2(const float *s, const float *rows,
+                                                      int64_t stride, int64_t count, int64_t n,
+                                                      float *y) {
+  for (int64_t r = 0; r < count; ++r)
+    axpyAvx2(s[r], rows + r * stride, y, n);
+}
+
 } // namespace
+
+void dotRows(const float *q, const float *rows, int64_t stride, int64_t count, int64_t n,
+             float *out) {
+  if (useAvx2())
+    return dotRowsAvx2(q, rows, stride, count, n, out);
+  for (int64_t r = 0; r < count; ++r)
+    out[r] = dotPortable(q, rows + r * stride, n);
+}
+
+void axpyRows(const float *s, const float *rows, int64_t stride, int64_t count, int64_t n,
+              float *y) {
+  if (useAvx2())
+    return axpyRowsAvx2(s, rows, stride, count, n, y);
+  for (int64_t r = 0; r < count; ++r)
+    axpyPortable(s[r], rows + r * stride, y, n);
+}
 
 float dot(const float *a, const float *b, int64_t n) {
   return useAvx2() ? dotAvx2(a, b, n) : dotPortable(a, b, n);

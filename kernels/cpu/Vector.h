@@ -19,6 +19,13 @@ bool useAvx2();
 float dot(const float *a, const float *b, int64_t n);
 /// y[i] += s * x[i] over n elements.
 void axpy(float s, const float *x, float *y, int64_t n);
+/// out[r] = dot(q, rows + r * stride, n) for r < count (as dot() computes it).
+void dotRows(const float *q, const float *rows, int64_t stride, int64_t count, int64_t n,
+             float *out);
+/// y += s[r] * (rows + r * stride) for r = 0, 1, ... count - 1 in turn (as
+/// repeated axpy() computes it).
+void axpyRows(const float *s, const float *rows, int64_t stride, int64_t count, int64_t n,
+              float *y);
 
 } // namespace moe::cpu
 
