@@ -73,6 +73,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const LoadedPlan &plan, Device 
   so.blockSize = options.blockSize;
   so.numBlocks = options.numBlocks;
   so.kvDtype = options.kvDtype;
+  so.memoryLimit = options.memoryLimit;
   auto session = Session::create(plan, device, so);
   if (!session)
     return session.status();

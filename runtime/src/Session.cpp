@@ -36,6 +36,15 @@ int decoderLayerOf(const plan::Instruction &inst) {
   return at == std::string::npos ? -1 : std::atoi(loc.c_str() + at + 7);
 }
 
+/// Heads per KV layer (one scale per token and head): GQA kv heads, MLA 1.
+std::vector<int64_t> kvHeads(const plan::Plan &p) {
+  std::vector<int64_t> heads(p.kv_cache()->layers()->size(), 1);
+  for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions())
+    if (auto *a = inst->params_as_AttentionParams())
+      heads[size_t(a->layer())] = a->num_kv_heads();
+  return heads;
+}
+
 int kvLayerOf(const plan::Instruction &inst) {
   if (auto *a = inst.params_as_AttentionParams())
     return a->layer();
@@ -77,24 +86,26 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
     return Status::error(std::string("KV-cache dtype ") + dtypeName(kvType) +
                          " is not supported (F32, BF16, I8, F8E4M3)");
   bool scaled = kvType == plan::DType::I8 || kvType == plan::DType::F8E4M3;
-  // Heads per layer (one scale per token and head): GQA kv heads, MLA 1.
-  std::vector<int64_t> heads(kv.layers()->size(), 1);
-  for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions())
-    if (auto *a = inst->params_as_AttentionParams())
-      heads[size_t(a->layer())] = a->num_kv_heads();
-  uint64_t rows = uint64_t(s->numBlocks_) * uint64_t(s->blockSize_), kvBytes = 0;
-  for (size_t l = 0; l < kv.layers()->size(); ++l) {
-    const plan::KvLayer *layer = kv.layers()->Get(uint32_t(l));
-    kvBytes += uint64_t(layer->k_width() + layer->v_width()) * rows * dtypeSize(kvType);
-    if (scaled)
-      kvBytes += 2 * uint64_t(heads[l]) * rows * sizeof(float);
-  }
-  uint64_t need = p.arena_bytes() + kvBytes;
-  if (need > device.memoryBytes())
-    return Status::error("the plan needs " + std::to_string(need) +
-                         " bytes of activations and KV cache, the " + device.name() +
-                         " device has " + std::to_string(device.memoryBytes()) +
-                         "; use a smaller context, fewer KV blocks or --max-batch-tokens");
+  std::vector<int64_t> heads = kvHeads(p);
+  uint64_t rows = uint64_t(s->numBlocks_) * uint64_t(s->blockSize_);
+  auto needs = memoryNeeds(p, rows, kvType);
+  if (!needs)
+    return needs.status();
+  uint64_t limit = options.memoryLimit ? std::min(options.memoryLimit, device.memoryBytes())
+                                       : device.memoryBytes();
+  if (needs->total() > limit)
+    return Status::error(
+        "the plan needs " + formatBytes(needs->total()) + " (weights " +
+        formatBytes(needs->weights) + " + activations " + formatBytes(needs->activations) +
+        " at " + std::to_string(p.max_batch_tokens()) + " tokens + KV cache " +
+        formatBytes(needs->kvCache) + " for " + std::to_string(rows) + " tokens of " +
+        dtypeName(kvType) + "); " +
+        (options.memoryLimit && options.memoryLimit < device.memoryBytes()
+             ? "the memory limit is " + formatBytes(limit)
+             : "the " + device.name() + " device has " + formatBytes(limit)) +
+        ". To fit: recompile with a smaller --max-batch-tokens (activations), use a smaller "
+        "context or fewer KV blocks, --kv-dtype int8 (KV cache), or more ranks (weights)");
+  uint64_t kvBytes = needs->kvCache;
   auto arena = device.allocate(p.arena_bytes());
   if (!arena)
     return arena.status();
@@ -139,6 +150,49 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
       s->load_.push_back({decoderLayerOf(*inst),
                           std::vector<uint64_t>(size_t(r->num_experts()))});
   return std::move(s);
+}
+
+Expected<MemoryNeeds> memoryNeeds(const plan::Plan &p, uint64_t kvTokens, plan::DType kvDtype) {
+  bool scaled = kvDtype == plan::DType::I8 || kvDtype == plan::DType::F8E4M3;
+  std::vector<int64_t> heads = kvHeads(p);
+  MemoryNeeds n;
+  n.weights = p.weight_bytes();
+  n.activations = p.arena_bytes();
+  bool overflow = false;
+  auto mul = [&](uint64_t a, uint64_t b) {
+    uint64_t r = 0;
+    overflow |= __builtin_mul_overflow(a, b, &r);
+    return r;
+  };
+  auto add = [&](uint64_t a, uint64_t b) {
+    uint64_t r = 0;
+    overflow |= __builtin_add_overflow(a, b, &r);
+    return r;
+  };
+  const auto *layers = p.kv_cache()->layers();
+  for (uint32_t l = 0; l < layers->size(); ++l) {
+    uint64_t width = uint64_t(layers->Get(l)->k_width()) + uint64_t(layers->Get(l)->v_width());
+    uint64_t perToken = add(mul(width, dtypeSize(kvDtype)),
+                            scaled ? mul(2 * sizeof(float), uint64_t(heads[l])) : 0);
+    n.kvCache = add(n.kvCache, mul(perToken, kvTokens));
+  }
+  (void)add(add(n.weights, n.activations), n.kvCache); // the total must fit too
+  if (overflow)
+    return Status::error("the plan's memory needs overflow 64 bits: the plan is corrupt");
+  return n;
+}
+
+std::string formatBytes(uint64_t bytes) {
+  const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", v, units[u]);
+  return buf;
 }
 
 Session::~Session() = default;

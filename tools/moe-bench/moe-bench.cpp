@@ -11,7 +11,7 @@
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
 #include "tools/common/Args.h"
-#include "tools/common/KvDtypeFlag.h"
+#include "tools/common/RuntimeFlags.h"
 #include "tools/moe-bench/Driver.h"
 #include "tools/moe-bench/Report.h"
 #include "tools/moe-bench/Workload.h"
@@ -49,6 +49,7 @@ engine:
   --budget N           tokens per step (default: the plan's max batch)
   --max-waiting N      waiting-queue bound (default 1024)
   --kv-dtype T         KV-cache type: f32, bf16, int8, fp8 (default: the plan's)
+  --memory-limit MIB   refuse to start if weights + activations + KV pool exceed it
   --host-pool MIB      host memory for the KV of preempted requests (swap out,
                        swap back in later); without it preemption recomputes
   --prefix-caching     share KV blocks of common prefixes; each level also runs
@@ -165,6 +166,7 @@ int benchMain(const tools::Args &args) {
                 std::to_string(options.tokenBudget));
   options.maxWaiting = args.integer("max-waiting", 1024);
   options.kvDtype = tools::kvDtypeFlag(args);
+  options.memoryLimit = tools::memoryLimitFlag(args);
   if (args.has("host-pool")) {
     double mib = args.number("host-pool", 0);
     if (!(mib > 0))
@@ -261,6 +263,6 @@ int main(int argc, char **argv) {
   return tools::toolMain(argc, argv, "moe-bench", kHelp,
                          {"concurrency", "rate", "requests", "prompt-len", "output-len", "seed",
                           "block-size", "kv-blocks", "budget", "max-waiting", "json",
-                          "shared-prefix", "kv-dtype", "host-pool", "workload"},
+                          "shared-prefix", "kv-dtype", "host-pool", "workload", "memory-limit"},
                          {"verify", "prefix-caching"}, benchMain);
 }

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/PlanFormat.h"
+#include "moe/runtime/Session.h"
 #include "runtime/schema/PlanSchemaText.h"
 
 #include "flatbuffers/idl.h"
@@ -34,21 +35,8 @@ int fail(const std::string &message) {
   return 1;
 }
 
-/// 1536 -> "1.50 KiB".
-std::string human(uint64_t bytes) {
-  const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  double v = double(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", v, units[u]);
-  return buf;
-}
 
-void show(const LoadedPlan &loaded) {
+int show(const LoadedPlan &loaded) {
   const fb::Plan &p = loaded.plan();
   const fb::ModelConfig &c = *p.config();
   std::printf("plan       %s (format %u.%u)\n", loaded.dir().c_str(), p.format_major(),
@@ -71,23 +59,31 @@ void show(const LoadedPlan &loaded) {
       ++buffers;
     }
   }
-  std::printf("weights    %s in %u file(s)\n", human(p.weight_bytes()).c_str(),
+  std::printf("weights    %s in %u file(s)\n", moe::rt::formatBytes(p.weight_bytes()).c_str(),
               p.weight_files()->size());
   for (auto &[dtype, w] : weights)
-    std::printf("  %-8s %d tensors, %s\n", dtype.c_str(), w.first, human(w.second).c_str());
+    std::printf("  %-8s %d tensors, %s\n", dtype.c_str(), w.first, moe::rt::formatBytes(w.second).c_str());
   std::printf("arena      %s peak activation memory at %d tokens (%d buffers)\n",
-              human(p.arena_bytes()).c_str(), p.max_batch_tokens(), buffers);
+              moe::rt::formatBytes(p.arena_bytes()).c_str(), p.max_batch_tokens(), buffers);
   const fb::KvCacheSpec &kv = *p.kv_cache();
-  uint64_t perToken = 0;
-  for (const fb::KvLayer *l : *kv.layers())
-    perToken += uint64_t(l->k_width() + l->v_width()) * dtypeSize(kv.dtype());
+  auto perTokenNeeds = moe::rt::memoryNeeds(p, 1, kv.dtype());
+  auto needs = moe::rt::memoryNeeds(p, uint64_t(kv.max_context()), kv.dtype());
+  if (!perTokenNeeds || !needs)
+    return fail(needs ? perTokenNeeds.status().message() : needs.status().message());
+  uint64_t perToken = perTokenNeeds->kvCache;
   std::printf("kv cache   %s, %u layers (%s), %llu bytes per token, %s at %d tokens\n",
               dtypeName(kv.dtype()), kv.layers()->size(),
               kv.layers()->size() && kv.layers()->Get(0)->kind() == fb::KvKind::Mla
                   ? "MLA latent + rope key"
                   : "GQA keys + values",
-              (unsigned long long)perToken, human(perToken * kv.max_context()).c_str(),
+              (unsigned long long)perToken, moe::rt::formatBytes(perToken * kv.max_context()).c_str(),
               kv.max_context());
+  std::printf("memory     rank 0 needs %s: weights %s + activations %s + KV cache %s "
+              "(one sequence of %d tokens)\n",
+              moe::rt::formatBytes(needs->total()).c_str(),
+              moe::rt::formatBytes(needs->weights).c_str(),
+              moe::rt::formatBytes(needs->activations).c_str(),
+              moe::rt::formatBytes(needs->kvCache).c_str(), kv.max_context());
   std::map<std::string, int> ops;
   const auto *insts = p.programs()->Get(0)->instructions();
   for (const fb::Instruction *i : *insts)
@@ -96,6 +92,7 @@ void show(const LoadedPlan &loaded) {
   for (auto &[name, n] : ops)
     std::printf(" %s %d", name.c_str(), n);
   std::printf("\n");
+  return 0;
 }
 
 int json(const LoadedPlan &loaded, const std::string &dir) {
@@ -131,16 +128,14 @@ int main(int argc, char **argv) {
   auto loaded = LoadedPlan::open(dir, options);
   if (!loaded)
     return fail(loaded.status().message());
-  if (command == "show") {
-    show(**loaded);
-    return 0;
-  }
+  if (command == "show")
+    return show(**loaded);
   if (command == "json")
     return json(**loaded, dir);
   uint64_t weights = 0;
   for (const fb::Tensor *t : *(*loaded)->plan().tensors())
     weights += t->storage() == fb::Storage::Weight;
   std::printf("%s: OK (plan verified; %llu weights, %s checked)\n", dir.c_str(),
-              (unsigned long long)weights, human((*loaded)->plan().weight_bytes()).c_str());
+              (unsigned long long)weights, moe::rt::formatBytes((*loaded)->plan().weight_bytes()).c_str());
   return 0;
 }

@@ -11,7 +11,7 @@
 #include "moe/runtime/Session.h"
 #include "moe/runtime/Tokenizer.h"
 #include "tools/common/Args.h"
-#include "tools/common/KvDtypeFlag.h"
+#include "tools/common/RuntimeFlags.h"
 
 #include <chrono>
 #include <cstdio>
@@ -41,6 +41,7 @@ usage: moe-run <plan-dir> (--prompt-tokens 1,2,3 | --prompt TEXT | --eval-file F
   --max-context N        KV-cache tokens for this run (default: the plan's)
   --kv-dtype T           KV-cache type for this run: f32, bf16, int8, fp8
                          (default: the plan's)
+  --memory-limit MIB     refuse to start if weights + activations + KV cache exceed it
   --dump-logits FILE     write every computed logits row as little-endian f32:
                          the prompt's rows, then one row per decode step
                          ((prompt + new - 1) x vocab floats)
@@ -88,7 +89,7 @@ int main(int argc, char **argv) {
   try {
     moe::tools::Args args(argc, argv,
                           {"prompt-tokens", "prompt", "eval-file", "max-new-tokens",
-                           "temperature", "top-p", "seed", "max-context", "dump-logits",
+                           "temperature", "top-p", "seed", "max-context", "dump-logits", "memory-limit",
                            "expert-stats", "kv-dtype"},
                           {"json", "verify-weights", "recompute", "expert-histogram"});
     if (args.positional.size() != 1)
@@ -124,6 +125,7 @@ int main(int argc, char **argv) {
     SessionOptions so;
     so.maxContext = args.integer("max-context", 0);
     so.kvDtype = moe::tools::kvDtypeFlag(args);
+    so.memoryLimit = moe::tools::memoryLimitFlag(args);
     auto session = Session::create(**plan, *device, so);
     if (!session)
       return fail(session.status().message());

@@ -40,6 +40,8 @@ struct EngineOptions {
   /// Host memory for the KV of preempted sequences, in bytes; unset: none
   /// (preemption recomputes). Must hold at least one KV block.
   std::optional<uint64_t> hostPoolBytes;
+  /// Device memory the engine may use (see SessionOptions); 0: the device's.
+  uint64_t memoryLimit = 0;
 };
 
 struct GenerationRequest {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 namespace moe::rt {
 
@@ -20,7 +21,21 @@ struct SessionOptions {
   int64_t numBlocks = 0;
   /// KV-cache element type instead of the plan's (F32, BF16, I8, F8E4M3).
   std::optional<plan::DType> kvDtype;
+  /// Bytes this session may use (weights + activations + KV cache); 0: what
+  /// the device has. Checked before anything is allocated.
+  uint64_t memoryLimit = 0;
 };
+
+/// Memory one rank needs to run a plan, in bytes, known before it runs.
+struct MemoryNeeds {
+  uint64_t weights = 0, activations = 0, kvCache = 0;
+  uint64_t total() const { return weights + activations + kvCache; }
+};
+/// The plan's needs with a KV cache of `kvTokens` token rows of `kvDtype`;
+/// an error when the sizes overflow 64 bits.
+Expected<MemoryNeeds> memoryNeeds(const plan::Plan &plan, uint64_t kvTokens, plan::DType kvDtype);
+/// "1.50 GiB"-style size.
+std::string formatBytes(uint64_t bytes);
 
 /// Tokens of one or more sequences run in one forward step.
 struct Batch {
