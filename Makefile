@@ -5,7 +5,7 @@ JOBS ?= 2
 LIT ?= /usr/lib/llvm-19/build/utils/lit/lit.py
 PYTHON ?= python3
 
-.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-roofline clean
+.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-roofline fuzz clean
 
 all: build
 
@@ -56,6 +56,10 @@ bench-serving: build
 
 bench-roofline: build
 	@tools/bench-roofline.sh $(BUILD)/bin
+
+# FUZZ_SECONDS=60 per target by default.
+fuzz: build
+	@tools/fuzz.sh $(BUILD)/bin
 
 clean:
 	rm -rf $(BUILD) $(BUILD).configure.log

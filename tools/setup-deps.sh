@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian package the build and tests need. Idempotent: a second run
 # installs nothing and takes about a second. Run as root on Debian 12 (bookworm).
+#   setup-deps.sh           what `make test` and `make demo` need
+#   setup-deps.sh --fuzz    also clang, libFuzzer and libomp for `make fuzz`
 set -euo pipefail
 
 packages=(
@@ -10,6 +12,9 @@ packages=(
   nlohmann-json3-dev libgtest-dev libgmock-dev
   libdnnl-dev
 )
+if [ "${1:-}" = "--fuzz" ]; then
+  packages+=(clang-19 libclang-rt-19-dev libomp-19-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

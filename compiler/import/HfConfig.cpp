@@ -105,7 +105,23 @@ private:
     if (v <= 0)
       fail("key '" + std::string(key) + "' must be positive, got " +
            std::to_string(v));
+    if (v > largest(key))
+      fail("key '" + std::string(key) + "' is " + std::to_string(v) +
+           ", above the largest this compiler accepts (" + std::to_string(largest(key)) + ")");
     return v;
+  }
+  /// Bounds that keep every tensor's element count (at most experts x 2^20
+  /// x 2^20) and every loop over layers and experts far from overflow or
+  /// hours of work; real checkpoints are orders of magnitude inside them.
+  static int64_t largest(const std::string &key) {
+    if (key == "num_hidden_layers")
+      return 1024;
+    if (key == "num_local_experts" || key == "num_experts" || key == "n_routed_experts" ||
+        key == "n_shared_experts")
+      return 16384;
+    if (key == "max_position_embeddings" || key == "sliding_window")
+      return int64_t(1) << 24;
+    return int64_t(1) << 20;
   }
 
   const json &j_;
@@ -225,7 +241,10 @@ void readDeepseek(const Reader &r, HfConfig &c) {
   readRouter(r, c, "n_routed_experts");
   bool v3 = c.family == Family::DeepseekV3;
   c.sharedIntermediateSize =
-      r.integer("n_shared_experts", 0) * c.moeIntermediateSize;
+      (r.has("n_shared_experts") && r.integer("n_shared_experts") != 0
+           ? r.positive("n_shared_experts")
+           : 0) *
+      c.moeIntermediateSize;
   c.routedScalingFactor = r.number("routed_scaling_factor", v3 ? 2.5 : 1.0);
   if (c.routedScalingFactor <= 0)
     r.fail("routed_scaling_factor must be positive");
@@ -256,6 +275,8 @@ void readDeepseek(const Reader &r, HfConfig &c) {
              " experts of topk_group " + std::to_string(c.topkGroup) + " groups");
   }
   int64_t firstDense = r.integer("first_k_dense_replace", v3 ? 3 : 0);
+  if (firstDense < 0)
+    r.fail("first_k_dense_replace must be >= 0, got " + std::to_string(firstDense));
   int64_t freq = r.positive("moe_layer_freq", 1);
   for (int64_t i = 0; i < c.numLayers; ++i)
     c.sparseLayer.push_back(i >= firstDense && i % freq == 0);
@@ -272,7 +293,8 @@ void readQuantization(const Reader &r, HfConfig &c) {
              "' is not supported (only fp8 block scales)");
     json block = quant.value("weight_block_size", json::array({128, 128}));
     if (!block.is_array() || block.size() != 2 || !block[0].is_number_integer() ||
-        !block[1].is_number_integer() || block[0] <= 0 || block[1] <= 0)
+        !block[1].is_number_integer() || block[0] <= 0 || block[1] <= 0 ||
+        block[0] > (1 << 20) || block[1] > (1 << 20))
       r.fail("quantization_config.weight_block_size must be two positive "
              "integers, got " + block.dump());
     c.fp8Block = {block[0].get<int64_t>(), block[1].get<int64_t>()};

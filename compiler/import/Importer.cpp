@@ -16,7 +16,10 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
+#include <new>
 #include <optional>
 
 using namespace mlir;
@@ -486,6 +489,13 @@ OwningOpRef<ModuleOp> importCheckpoint(MLIRContext &context,
     return module;
   } catch (const InputError &e) {
     error = e.what();
+    return nullptr;
+  } catch (const nlohmann::json::exception &e) {
+    // A JSON value of an unexpected kind that a reader did not name.
+    error = dir + ": malformed JSON in the checkpoint: " + e.what();
+    return nullptr;
+  } catch (const std::bad_alloc &) {
+    error = dir + ": out of memory reading the checkpoint (sizes in it too large?)";
     return nullptr;
   }
 }

@@ -1,0 +1,34 @@
+//===- IrFuzzer.cpp - fuzz parsing and verifying moe / plan IR ------------===//
+//
+// The input is MLIR text: parsed with the moe, plan and func dialects
+// registered, then verified (every moe and plan verifier). Diagnostics are
+// swallowed; only crashes count.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Registration.h"
+#include "test/fuzz/FuzzTarget.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+
+using namespace moe;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static mlir::MLIRContext *context = [] {
+    mlir::DialectRegistry registry;
+    registerAllDialects(registry);
+    auto *c = new mlir::MLIRContext(registry);
+    c->loadAllAvailableDialects();
+    c->getDiagEngine().registerHandler([](mlir::Diagnostic &) { return mlir::success(); });
+    return c;
+  }();
+  llvm::StringRef text(reinterpret_cast<const char *>(data), size);
+  mlir::ParserConfig config(context, /*verifyAfterParse=*/false);
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(text, config);
+  if (module)
+    (void)mlir::verify(*module);
+  return 0;
+}
