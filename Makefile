@@ -5,7 +5,7 @@ JOBS ?= 2
 LIT ?= /usr/lib/llvm-19/build/utils/lit/lit.py
 PYTHON ?= python3
 
-.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-roofline fuzz clean
+.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-roofline fuzz test-asan clean
 
 all: build
 
@@ -57,9 +57,13 @@ bench-serving: build
 bench-roofline: build
 	@tools/bench-roofline.sh $(BUILD)/bin
 
+# Every lit test and GoogleTest against an ASan + UBSan build (build-asan/).
+test-asan: setup
+	@tools/test-asan.sh $(JOBS)
+
 # FUZZ_SECONDS=60 per target by default.
 fuzz: build
 	@tools/fuzz.sh $(BUILD)/bin
 
 clean:
-	rm -rf $(BUILD) $(BUILD).configure.log
+	rm -rf $(BUILD) $(BUILD).configure.log build-asan build-asan.configure.log build-fuzz

@@ -1,0 +1,4 @@
+func.func @f() {
+  %0 = moe.weight "w.{e}" concat [] : tensor<4x4x4xbf16>
+  return
+}

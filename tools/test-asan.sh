@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# make test-asan: the whole build with AddressSanitizer and
+# UndefinedBehaviorSanitizer (gcc) in build-asan/, then every lit test
+# (dialects, passes, importer, runtime, end to end, fuzz replays) and every
+# GoogleTest against it. A sanitizer report fails the test that triggered it.
+#   test-asan.sh [jobs]
+set -euo pipefail
+jobs=${1:-2}
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build-asan
+"$root/tools/setup-deps.sh"
+flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
+  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+  -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
+  > "$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+ninja -C "$build" -j"$jobs"
+# Leaks are reported too (exit code 23 fails the test).
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=23
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+python3 /usr/lib/llvm-19/build/utils/lit/lit.py -sv "$build/test"
+cd "$build" && ctest --output-on-failure -j"$jobs"
