@@ -25,7 +25,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     c->getDiagEngine().registerHandler([](mlir::Diagnostic &) { return mlir::success(); });
     return c;
   }();
-  llvm::StringRef text(reinterpret_cast<const char *>(data), size);
+  // The MLIR lexer reads up to a terminating NUL, which files read by
+  // moe-opt have and libFuzzer's buffers do not: parse a NUL-terminated copy.
+  std::string text(reinterpret_cast<const char *>(data), size);
   mlir::ParserConfig config(context, /*verifyAfterParse=*/false);
   auto module = mlir::parseSourceString<mlir::ModuleOp>(text, config);
   if (module)
