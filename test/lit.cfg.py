@@ -6,7 +6,7 @@ import lit.formats
 config.name = "moe"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["Inputs", "goldens", "unit", "lit.cfg.py", "lit.site.cfg.py", "kv-dtype.test.py"]
+config.excludes = ["Inputs", "regressions", "goldens", "unit", "lit.cfg.py", "lit.site.cfg.py", "kv-dtype.test.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.moe_obj_root, "test")
 

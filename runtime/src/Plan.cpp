@@ -2,6 +2,7 @@
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/Checksum.h"
 #include "moe/runtime/PlanFormat.h"
+#include "PlanShapes.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -290,7 +291,7 @@ Status LoadedPlan::check() const {
           nin != (e->fused_gate_up() ? 5u : 6u))
         return Status::error(where + " has inconsistent expert parameters");
   }
-  return Status::ok();
+  return checkShapes(p);
 }
 
 Status LoadedPlan::mapWeights() {

@@ -3,12 +3,13 @@
 // The input is a plan body: the target appends a valid checksum trailer, so
 // mutations reach the FlatBuffers verifier and the loader's checks instead
 // of stopping at the checksum. A plan directory with a 16 MiB (sparse)
-// weight file lets the weight-range checks and the mapping run too. A plan that loads is also asked for
-// its memory needs (overflow checks) and shown through the runtime's
-// accessors.
+// weight file lets the weight-range checks and the mapping run too. A plan
+// that loads must be safe to run: it is run, two tokens through a session
+// capped at 64 MiB, on the CPU backend.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/Checksum.h"
+#include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/PlanFormat.h"
 #include "moe/runtime/Session.h"
@@ -16,7 +17,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 using namespace moe;
@@ -38,13 +41,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!plan)
     return 0;
   const plan::Plan &p = (*plan)->plan();
-  auto needs = rt::memoryNeeds(p, uint64_t(p.kv_cache()->max_context()), p.kv_cache()->dtype());
-  (void)needs;
-  for (uint32_t id = 0; id < p.tensors()->size(); ++id)
-    if (p.tensors()->Get(id)->storage() == plan::Storage::Weight) {
-      const auto *bytes = static_cast<const uint8_t *>((*plan)->weightData(id));
-      volatile uint8_t sink = p.tensors()->Get(id)->size() ? bytes[p.tensors()->Get(id)->size() - 1] : 0;
-      (void)sink;
-    }
+  static std::unique_ptr<rt::Device> device = rt::createCpuDevice();
+  rt::SessionOptions options;
+  options.maxContext = std::min<int64_t>(4, p.kv_cache()->max_context());
+  options.memoryLimit = 64 << 20;
+  auto session = rt::Session::create(**plan, *device, options);
+  if (!session || p.config()->vocab_size() > (1 << 20))
+    return 0;
+  const int32_t tokens[2] = {0, int32_t(p.config()->vocab_size() - 1)}, positions[2] = {0, 1};
+  int64_t count = std::min<int64_t>({2, p.max_batch_tokens(), options.maxContext});
+  std::vector<float> logits(size_t(count * p.config()->vocab_size()));
+  (void)(*session)->forward(tokens, positions, count, logits.data());
   return 0;
 }

@@ -22,21 +22,22 @@ namespace {
 /// An embedding-only plan: tokens -> rows of a 4 x 2 table. Each test
 /// changes one field to make it invalid.
 struct Spec {
-  std::vector<int64_t> tableShape = {4, 2};
+  std::vector<int64_t> tableShape = {4, 4};
   fb::DType tableType = fb::DType::F32;
   uint64_t tableOffset = 0;
-  uint64_t tableSize = 32;
-  uint64_t arenaBytes = 16;
+  uint64_t tableSize = 64;
+  uint64_t arenaBytes = 32;
   uint64_t outOffset = 0;
   int32_t maxTokens = 2;
   fb::OpCode op = fb::OpCode::Embedding;
   std::vector<uint32_t> ins = {0, 2}, outs = {3};
   std::vector<uint32_t> planOutputs = {3};
   std::string weightFile = "weights-0.bin";
+  int64_t outCols = 4;
   bool attentionParams = false;
 };
 
-const float kTable[8] = {0, 1, 10, 11, 20, 21, 30, 31};
+const float kTable[16] = {0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23, 30, 31, 32, 33};
 
 class PlanLoaderTest : public ::testing::Test {
 protected:
@@ -53,15 +54,15 @@ protected:
   void write(const Spec &s) {
     flatbuffers::FlatBufferBuilder b;
     b.ForceDefaults(true);
-    std::vector<int64_t> tokenShape = {-1}, outShape = {-1, 2};
+    std::vector<int64_t> tokenShape = {-1}, outShape = {-1, s.outCols};
     std::vector<flatbuffers::Offset<fb::Tensor>> tensors = {
         fb::CreateTensorDirect(b, "tokens", fb::DType::I32, &tokenShape, fb::Storage::Input),
         fb::CreateTensorDirect(b, "positions", fb::DType::I32, &tokenShape,
                                fb::Storage::Input),
         fb::CreateTensorDirect(b, "table", s.tableType, &s.tableShape, fb::Storage::Weight, 0,
-                               s.tableOffset, s.tableSize, checksum64(kTable, 32)),
+                               s.tableOffset, s.tableSize, checksum64(kTable, 64)),
         fb::CreateTensorDirect(b, "out", fb::DType::F32, &outShape, fb::Storage::Arena, 0,
-                               s.outOffset, uint64_t(s.maxTokens) * 8)};
+                               s.outOffset, uint64_t(s.maxTokens * s.outCols) * 4)};
     flatbuffers::Offset<void> params;
     fb::OpParams type = fb::OpParams::NONE;
     if (s.attentionParams) {
@@ -78,11 +79,11 @@ protected:
         fb::CreateWeightFileDirect(b, s.weightFile.c_str(), sizeof kTable)};
     std::vector<flatbuffers::Offset<fb::KvLayer>> layers;
     std::vector<uint32_t> inputs = {0, 1};
-    auto config = fb::CreateModelConfigDirect(b, "mixtral", 4, 2, 1, 1, 1, 8);
+    auto config = fb::CreateModelConfigDirect(b, "mixtral", 4, 4, 1, 1, 1, 8);
     auto kv = fb::CreateKvCacheSpecDirect(b, fb::DType::F32, 8, &layers);
     auto plan = fb::CreatePlanDirect(b, kFormatMajor, kFormatMinor, config, &tensors, &files,
                                      &programs, &inputs, &s.planOutputs, s.maxTokens,
-                                     s.arenaBytes, 32, kv);
+                                     s.arenaBytes, 64, kv);
     fb::FinishPlanBuffer(b, plan);
     std::ofstream out(dir_ / kPlanFileName, std::ios::binary);
     out.write(reinterpret_cast<const char *>(b.GetBufferPointer()), b.GetSize());
@@ -115,9 +116,10 @@ TEST_F(PlanLoaderTest, ValidPlanRuns) {
   auto session = Session::create(**loaded, *device);
   ASSERT_TRUE(session) << session.status().message();
   int32_t tokens[3] = {3, 1, 0}, positions[3] = {0, 1, 2};
-  float out[4];
+  float out[8];
   ASSERT_TRUE((*session)->forward(tokens, positions, 2, out));
-  EXPECT_EQ(std::vector<float>(out, out + 4), (std::vector<float>{30, 31, 10, 11}));
+  EXPECT_EQ(std::vector<float>(out, out + 8),
+            (std::vector<float>{30, 31, 32, 33, 10, 11, 12, 13}));
   tokens[0] = 4;
   Status bad = (*session)->forward(tokens, positions, 2, out);
   EXPECT_EQ(bad.message(), "token id 4 out of vocabulary [0, 4)");
@@ -137,9 +139,9 @@ TEST_F(PlanLoaderTest, RejectsTensorIndexOutOfRange) {
 
 TEST_F(PlanLoaderTest, RejectsWeightPastItsFile) {
   Spec s;
-  s.tableShape = {8, 2};
-  s.tableSize = 64;
-  EXPECT_ERROR(s, "tensor 2 ('table') ends at byte 64, past its weight file (32 bytes)");
+  s.tableShape = {8, 4};
+  s.tableSize = 128;
+  EXPECT_ERROR(s, "tensor 2 ('table') ends at byte 128, past its weight file (64 bytes)");
 }
 
 TEST_F(PlanLoaderTest, RejectsUnalignedWeight) {
@@ -151,13 +153,13 @@ TEST_F(PlanLoaderTest, RejectsUnalignedWeight) {
 TEST_F(PlanLoaderTest, RejectsSizeThatDisagreesWithShape) {
   Spec s;
   s.tableSize = 16;
-  EXPECT_ERROR(s, "tensor 2 ('table') has size 16 but its shape and dtype need 32");
+  EXPECT_ERROR(s, "tensor 2 ('table') has size 16 but its shape and dtype need 64");
 }
 
 TEST_F(PlanLoaderTest, RejectsArenaOverflow) {
   Spec s;
   s.outOffset = 8;
-  EXPECT_ERROR(s, "tensor 3 ('out') ends at arena byte 24, past the arena (16 bytes)");
+  EXPECT_ERROR(s, "tensor 3 ('out') ends at arena byte 40, past the arena (32 bytes)");
 }
 
 TEST_F(PlanLoaderTest, RejectsUnknownDtype) {
@@ -208,6 +210,28 @@ TEST_F(PlanLoaderTest, RejectsWeightFileOutsideThePlanDirectory) {
   Spec s;
   s.weightFile = "../weights-0.bin";
   EXPECT_ERROR(s, "weight file names must be plain file names in the plan directory");
+}
+
+// Shape agreement: what each kernel will read and write must fit.
+TEST_F(PlanLoaderTest, RejectsLogitsNarrowerThanTheVocabulary) {
+  Spec s;
+  s.outCols = 2;
+  EXPECT_ERROR(s, "the plan's inputs and output: its logits 'out' is F32 [T, 2] in Arena; "
+                  "expected F32 [T, 4] in Arena");
+}
+
+TEST_F(PlanLoaderTest, RejectsEmbeddingOfPositions) {
+  Spec s;
+  s.ins = {1, 2};
+  EXPECT_ERROR(s, "instruction 0 (Embedding): its ids must be the plan's tokens input");
+}
+
+TEST_F(PlanLoaderTest, RejectsOpOnTheWrongShapes) {
+  Spec s;
+  s.op = fb::OpCode::Add;
+  s.ins = {3, 2};
+  EXPECT_ERROR(s, "instruction 0 (Add): its second input 'table' is F32 [4, 4] in Weight; "
+                  "expected F32 [T, 4] in Arena");
 }
 
 TEST_F(PlanLoaderTest, RejectsZeroBatch) {

@@ -1,0 +1,230 @@
+//===- PlanShapes.cpp - every kernel's view of its tensors, checked ------===//
+#include "PlanShapes.h"
+#include "moe/runtime/Plan.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace moe::rt {
+namespace {
+
+constexpr int64_t kTokens = -1; // the token dimension, resolved at run time
+
+std::string shapeText(const std::vector<int64_t> &s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    out += (i ? ", " : "") + (s[i] == kTokens ? std::string("T") : std::to_string(s[i]));
+  return out + "]";
+}
+
+class Checker {
+public:
+  Checker(const plan::Plan &p) : p_(p) {}
+
+  Status run() {
+    const auto *insts = p_.programs()->Get(0)->instructions();
+    tokens_ = p_.inputs()->Get(0);
+    positions_ = p_.inputs()->Get(1);
+    int64_t vocab = p_.config()->vocab_size();
+    where_ = "the plan's inputs and output";
+    if (Status st = input(tokens_, "tokens"); !st)
+      return st;
+    if (Status st = input(positions_, "positions"); !st)
+      return st;
+    if (Status st = act(p_.outputs()->Get(0), "logits", {kTokens, vocab}); !st)
+      return st;
+    routerOf_.assign(p_.tensors()->size(), nullptr);
+    for (uint32_t i = 0; i < insts->size(); ++i) {
+      inst_ = insts->Get(i);
+      where_ = "instruction " + std::to_string(i) + " (" +
+               plan::EnumNameOpCode(inst_->op()) + ")";
+      if (Status st = instruction(); !st)
+        return st;
+      if (inst_->op() == plan::OpCode::Router)
+        routerOf_[out(1)] = inst_;
+      // One attention op per KV layer: its heads size the layer's scales.
+      int layer = inst_->params_as_AttentionParams() ? inst_->params_as_AttentionParams()->layer()
+                  : inst_->params_as_MlaParams()     ? inst_->params_as_MlaParams()->layer()
+                                                     : -1;
+      if (layer >= 0 && !kvUsers_.insert(layer).second)
+        return Status::error(where_ + ": KV-cache layer " + std::to_string(layer) +
+                             " is already used by another attention op");
+    }
+    return Status::ok();
+  }
+
+private:
+  uint32_t in(uint32_t i) const { return inst_->inputs()->Get(i); }
+  uint32_t out(uint32_t i) const { return inst_->outputs()->Get(i); }
+  size_t numIn() const { return inst_->inputs()->size(); }
+  const plan::Tensor &tensor(uint32_t id) const { return *p_.tensors()->Get(id); }
+  std::vector<int64_t> shape(uint32_t id) const {
+    const auto *s = tensor(id).shape();
+    return std::vector<int64_t>(s->begin(), s->end());
+  }
+  int64_t dim(uint32_t id, int i) const {
+    std::vector<int64_t> s = shape(id);
+    return i < 0 ? s[s.size() + size_t(i)] : s[size_t(i)];
+  }
+
+  Status bad(uint32_t id, const std::string &role, const std::string &want) const {
+    return Status::error(where_ + ": its " + role + " '" +
+                         (tensor(id).name() ? tensor(id).name()->str() : "?") + "' is " +
+                         dtypeName(tensor(id).dtype()) + " " + shapeText(shape(id)) + " in " +
+                         plan::EnumNameStorage(tensor(id).storage()) + "; expected " + want);
+  }
+  Status need(bool ok, const std::string &what) const {
+    return ok ? Status::ok() : Status::error(where_ + ": " + what);
+  }
+
+  /// An f32 (or i32) activation in the arena with exactly `dims`.
+  Status act(uint32_t id, const std::string &role, const std::vector<int64_t> &dims,
+             plan::DType dtype = plan::DType::F32) const {
+    const plan::Tensor &t = tensor(id);
+    if (t.storage() != plan::Storage::Arena || t.dtype() != dtype || shape(id) != dims)
+      return bad(id, role, std::string(dtypeName(dtype)) + " " + shapeText(dims) + " in Arena");
+    return Status::ok();
+  }
+  /// A weight of f32, bf16 or f16 with exactly `dims`.
+  Status weight(uint32_t id, const std::string &role, const std::vector<int64_t> &dims) const {
+    const plan::Tensor &t = tensor(id);
+    bool floating = t.dtype() == plan::DType::F32 || t.dtype() == plan::DType::BF16 ||
+                    t.dtype() == plan::DType::F16;
+    if (t.storage() != plan::Storage::Weight || !floating || shape(id) != dims)
+      return bad(id, role, "an F32, BF16 or F16 weight " + shapeText(dims));
+    return Status::ok();
+  }
+  Status input(uint32_t id, const std::string &role) const {
+    const plan::Tensor &t = tensor(id);
+    if (t.storage() != plan::Storage::Input || t.dtype() != plan::DType::I32 ||
+        shape(id) != std::vector<int64_t>{kTokens})
+      return bad(id, role, "I32 [T] in Input");
+    return Status::ok();
+  }
+  /// An arena activation [T, C] of any C; returns C through `cols`.
+  Status rows(uint32_t id, const std::string &role, int64_t &cols) const {
+    std::vector<int64_t> s = shape(id);
+    cols = s.size() == 2 ? s[1] : 0;
+    return act(id, role, {kTokens, cols});
+  }
+
+  Status kvWidths(int layer, int64_t k, int64_t v) const {
+    const plan::KvLayer *l = p_.kv_cache()->layers()->Get(uint32_t(layer));
+    return need(l->k_width() == k && l->v_width() == v,
+                "KV-cache layer " + std::to_string(layer) + " holds " +
+                    std::to_string(l->k_width()) + " + " + std::to_string(l->v_width()) +
+                    " elements per token; the op needs " + std::to_string(k) + " + " +
+                    std::to_string(v));
+  }
+
+  Status instruction() const {
+    int64_t c = 0, k = 0;
+    Status st = Status::ok();
+    auto all = [&](std::initializer_list<Status> list) {
+      for (const Status &s : list)
+        if (!s)
+          return s;
+      return Status::ok();
+    };
+    switch (inst_->op()) {
+    case plan::OpCode::Embedding:
+      c = dim(in(1), -1);
+      return all({need(in(0) == tokens_, "its ids must be the plan's tokens input"),
+                  weight(in(1), "table", {p_.config()->vocab_size(), c}),
+                  act(out(0), "output", {kTokens, c})});
+    case plan::OpCode::RmsNorm:
+      if (!(st = rows(in(0), "input", c)))
+        return st;
+      return all({weight(in(1), "weight", {c}), act(out(0), "output", {kTokens, c})});
+    case plan::OpCode::AddRmsNorm:
+      if (!(st = rows(in(0), "input", c)))
+        return st;
+      return all({act(in(1), "second input", {kTokens, c}), weight(in(2), "weight", {c}),
+                  act(out(0), "sum", {kTokens, c}), act(out(1), "output", {kTokens, c})});
+    case plan::OpCode::Linear: {
+      if (!(st = rows(in(0), "input", k)))
+        return st;
+      int64_t n = dim(in(1), 0);
+      return all({weight(in(1), "weight", {n, k}),
+                  numIn() > 2 ? weight(in(2), "bias", {n}) : Status::ok(),
+                  act(out(0), "output", {kTokens, n})});
+    }
+    case plan::OpCode::Add:
+    case plan::OpCode::SiluMul:
+      if (!(st = rows(in(0), "first input", c)))
+        return st;
+      return all({act(in(1), "second input", {kTokens, c}),
+                  act(out(0), "output", {kTokens, c})});
+    case plan::OpCode::SigmoidGate:
+      if (!(st = rows(in(0), "input", c)))
+        return st;
+      return all({weight(in(1), "gate", {1, c}), act(in(2), "gated input", {kTokens, c}),
+                  act(out(0), "output", {kTokens, c})});
+    case plan::OpCode::Attention: {
+      const auto *a = inst_->params_as_AttentionParams();
+      int64_t hd = a->head_dim(), q = a->num_heads() * hd, kv = a->num_kv_heads() * hd;
+      return all({act(in(0), "query", {kTokens, q}), act(in(1), "key", {kTokens, kv}),
+                  act(in(2), "value", {kTokens, kv}),
+                  need(in(3) == positions_, "its positions must be the plan's positions input"),
+                  numIn() > 4 ? weight(in(4), "query norm", {hd}) : Status::ok(),
+                  numIn() > 5 ? weight(in(5), "key norm", {hd}) : Status::ok(),
+                  need(numIn() != 5, "query and key norms come together"),
+                  act(out(0), "output", {kTokens, q}), kvWidths(a->layer(), kv, kv)});
+    }
+    case plan::OpCode::MlaAttention: {
+      const auto *m = inst_->params_as_MlaParams();
+      int64_t h = m->num_heads(), rank = m->kv_lora_rank(), nope = m->qk_nope_head_dim(),
+              rope = m->qk_rope_head_dim(), v = m->v_head_dim();
+      return all({act(in(0), "query", {kTokens, h * (nope + rope)}),
+                  act(in(1), "compressed kv", {kTokens, rank + rope}),
+                  weight(in(2), "kv norm", {rank}), weight(in(3), "kv_b", {h * (nope + v), rank}),
+                  need(in(4) == positions_, "its positions must be the plan's positions input"),
+                  act(out(0), "output", {kTokens, h * v}), kvWidths(m->layer(), rank, rope)});
+    }
+    case plan::OpCode::Router: {
+      const auto *r = inst_->params_as_RouterParams();
+      int64_t e = r->num_experts(), topK = r->top_k();
+      if (!(st = rows(in(0), "input", c)))
+        return st;
+      return all({weight(in(1), "weight", {e, c}),
+                  numIn() > 2 ? weight(in(2), "bias", {e}) : Status::ok(),
+                  act(out(0), "weights", {kTokens, topK}),
+                  act(out(1), "indices", {kTokens, topK}, plan::DType::I32)});
+    }
+    case plan::OpCode::Experts: {
+      const auto *x = inst_->params_as_ExpertsParams();
+      int64_t e = x->num_experts(), inter = x->intermediate();
+      if (!(st = rows(in(0), "input", c)))
+        return st;
+      // Expert ids come from a router over the same experts: in range.
+      const plan::Instruction *router = routerOf_[in(2)];
+      if (!router || router->params_as_RouterParams()->num_experts() != e)
+        return need(false, "its expert indices must come from a router over " +
+                               std::to_string(e) + " experts");
+      int64_t topK = router->params_as_RouterParams()->top_k();
+      bool fused = x->fused_gate_up();
+      return all({act(in(1), "routing weights", {kTokens, topK}),
+                  fused ? weight(in(3), "gate_up", {e, 2 * inter, c})
+                        : all({weight(in(3), "gate", {e, inter, c}),
+                               weight(in(4), "up", {e, inter, c})}),
+                  weight(in(fused ? 4 : 5), "down", {e, c, inter}),
+                  act(out(0), "output", {kTokens, c})});
+    }
+    }
+    return need(false, "unknown op");
+  }
+
+  const plan::Plan &p_;
+  const plan::Instruction *inst_ = nullptr;
+  std::string where_;
+  uint32_t tokens_ = 0, positions_ = 0;
+  std::vector<const plan::Instruction *> routerOf_; ///< router whose indices a tensor is
+  std::set<int> kvUsers_;
+};
+
+} // namespace
+
+Status checkShapes(const plan::Plan &plan) { return Checker(plan).run(); }
+
+} // namespace moe::rt
