@@ -23,6 +23,16 @@ constexpr uint64_t kMaxPlanBytes = 1ull << 30;
 
 std::string str(uint64_t v) { return std::to_string(v); }
 
+/// [offset, offset + size) lies in [0, limit), without overflowing.
+bool fits(uint64_t offset, uint64_t size, uint64_t limit) {
+  return offset <= limit && size <= limit - offset;
+}
+/// offset + size as text, also when it does not fit in 64 bits.
+std::string end(uint64_t offset, uint64_t size) {
+  uint64_t e = 0;
+  return __builtin_add_overflow(offset, size, &e) ? "2^64 or more" : str(e);
+}
+
 /// Inputs/outputs each op expects: {min inputs, max inputs, outputs}.
 struct Arity {
   unsigned minIn, maxIn, out;
@@ -176,8 +186,8 @@ Status LoadedPlan::check() const {
       if (t->size() != bytes)
         return Status::error(where + " has size " + str(t->size()) +
                              " but its shape and dtype need " + str(bytes));
-      if (t->offset() + t->size() > p.weight_files()->Get(t->weight_file())->size())
-        return Status::error(where + " ends at byte " + str(t->offset() + t->size()) +
+      if (!fits(t->offset(), t->size(), p.weight_files()->Get(t->weight_file())->size()))
+        return Status::error(where + " ends at byte " + end(t->offset(), t->size()) +
                              ", past its weight file (" +
                              str(p.weight_files()->Get(t->weight_file())->size()) + " bytes)");
       break;
@@ -185,8 +195,12 @@ Status LoadedPlan::check() const {
       if (t->size() != bytes)
         return Status::error(where + " has arena size " + str(t->size()) +
                              " but needs " + str(bytes) + " at max_batch_tokens");
-      if (t->offset() + t->size() > p.arena_bytes())
-        return Status::error(where + " ends at arena byte " + str(t->offset() + t->size()) +
+      // Kernels read f32 and i32 rows: the planner aligns every buffer.
+      if (t->offset() % kWeightAlignment != 0)
+        return Status::error(where + " arena offset " + str(t->offset()) + " is not " +
+                             str(kWeightAlignment) + "-byte aligned");
+      if (!fits(t->offset(), t->size(), p.arena_bytes()))
+        return Status::error(where + " ends at arena byte " + end(t->offset(), t->size()) +
                              ", past the arena (" + str(p.arena_bytes()) + " bytes)");
       break;
     case plan::Storage::Input:

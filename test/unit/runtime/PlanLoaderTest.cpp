@@ -158,8 +158,23 @@ TEST_F(PlanLoaderTest, RejectsSizeThatDisagreesWithShape) {
 
 TEST_F(PlanLoaderTest, RejectsArenaOverflow) {
   Spec s;
-  s.outOffset = 8;
-  EXPECT_ERROR(s, "tensor 3 ('out') ends at arena byte 40, past the arena (32 bytes)");
+  s.outOffset = 64;
+  EXPECT_ERROR(s, "tensor 3 ('out') ends at arena byte 96, past the arena (32 bytes)");
+}
+
+TEST_F(PlanLoaderTest, RejectsArenaOffsetThatWrapsAround) {
+  Spec s;
+  s.maxTokens = 6;             // out: 6 x 4 floats = 96 bytes
+  s.outOffset = ~uint64_t(63); // 2^64 - 64: offset + size wraps around to 32
+  EXPECT_ERROR(s, "tensor 3 ('out') ends at arena byte 2^64 or more, past the arena (32 bytes)");
+}
+
+// Found by fuzz-plan: a misaligned arena buffer made the kernels store
+// floats at odd addresses.
+TEST_F(PlanLoaderTest, RejectsMisalignedArenaBuffer) {
+  Spec s;
+  s.outOffset = 7;
+  EXPECT_ERROR(s, "tensor 3 ('out') arena offset 7 is not 64-byte aligned");
 }
 
 TEST_F(PlanLoaderTest, RejectsUnknownDtype) {
