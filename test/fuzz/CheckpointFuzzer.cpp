@@ -6,11 +6,10 @@
 // an error string, never as a crash.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/Registration.h"
 #include "compiler/import/Importer.h"
+#include "test/fuzz/FuzzContext.h"
 #include "test/fuzz/FuzzTarget.h"
 
-#include "mlir/IR/MLIRContext.h"
 
 #include <cstring>
 
@@ -27,13 +26,6 @@ const char *kConfig = R"({"model_type": "mixtral", "torch_dtype": "float32", "vo
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static mlir::MLIRContext *context = [] {
-    mlir::DialectRegistry registry;
-    registerAllDialects(registry);
-    auto *c = new mlir::MLIRContext(registry);
-    c->loadAllAvailableDialects();
-    return c;
-  }();
   const std::string &dir = fuzz::scratchDir();
   static const bool config = [&] {
     fuzz::writeFile(dir + "/config.json", kConfig, std::strlen(kConfig));
@@ -42,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   (void)config;
   fuzz::writeFile(dir + "/model.safetensors", data, size);
   std::string error;
-  auto module = importCheckpoint(*context, dir, {}, error);
+  auto module = importCheckpoint(fuzz::context(), dir, {}, error);
   (void)module;
   return 0;
 }

@@ -5,30 +5,20 @@
 // swallowed; only crashes count.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/Registration.h"
+#include "test/fuzz/FuzzContext.h"
 #include "test/fuzz/FuzzTarget.h"
 
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 
 using namespace moe;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static mlir::MLIRContext *context = [] {
-    mlir::DialectRegistry registry;
-    registerAllDialects(registry);
-    auto *c = new mlir::MLIRContext(registry);
-    c->loadAllAvailableDialects();
-    c->getDiagEngine().registerHandler([](mlir::Diagnostic &) { return mlir::success(); });
-    return c;
-  }();
   // The MLIR lexer reads up to a terminating NUL, which files read by
   // moe-opt have and libFuzzer's buffers do not: parse a NUL-terminated copy.
   std::string text(reinterpret_cast<const char *>(data), size);
-  mlir::ParserConfig config(context, /*verifyAfterParse=*/false);
+  mlir::ParserConfig config(&fuzz::context(), /*verifyAfterParse=*/false);
   auto module = mlir::parseSourceString<mlir::ModuleOp>(text, config);
   if (module)
     (void)mlir::verify(*module);
