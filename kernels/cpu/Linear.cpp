@@ -1,11 +1,13 @@
 //===- Linear.cpp - out = x w^T (+ bias), blocked and multi-threaded ------===//
 //
-// Threads split the output rows in blocks of kRows. For each block of
-// kTokens tokens, a row block walks k in chunks of kChunk: the chunk of its
-// kRows weight rows is converted to f32 once into a small per-thread buffer
-// (it stays in L1) and swept against every token of the block (whose x chunks
-// stay in L2) by a register tile of kRows rows x up to kTileTokens tokens.
-// For one token this is a GEMV that reads each weight element exactly once.
+// Work items are (problem, block of kTokens tokens, block of kRows output
+// rows), shared by the threads of one parallel region (linearGroup runs many
+// problems, e.g. every routed expert, in one region). An item walks k in
+// chunks of kChunk. Up to kDirectTokens tokens, the register tile reads
+// 16-bit weights straight from memory and converts them in registers (the
+// decode GEMV reads each weight element once); for more, each chunk of the
+// kRows rows is converted to f32 once into a per-thread L1 buffer and swept
+// by every token of the block (whose x chunks stay in L2).
 //
 // The tile comes in two builds chosen at run time: AVX2+FMA (8-lane
 // accumulators, explicit intrinsics) and a portable one for any x86-64.
