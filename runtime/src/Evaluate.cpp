@@ -7,17 +7,40 @@
 
 namespace moe::rt {
 
+namespace {
+
+/// log sum exp of a logits row, and its argmax (the first of equal maxima).
+std::pair<double, int64_t> logSumExp(const float *row, int64_t vocab) {
+  int64_t best = int64_t(std::max_element(row, row + vocab) - row);
+  double top = row[best], sum = 0;
+  for (int64_t v = 0; v < vocab; ++v)
+    sum += std::exp(double(row[v]) - top);
+  return {std::log(sum) + top, best};
+}
+
+} // namespace
+
 Expected<TextScore> scoreText(Session &session, const ByteTokenizer &tokenizer,
-                              const std::string &text, int64_t context) {
+                              const std::string &text, int64_t context, Session *reference) {
   if (text.empty())
     return Status::error("nothing to evaluate: the text is empty");
-  if (context < 2 || context > session.maxContext())
+  int64_t maxContext = session.maxContext(), chunk = session.maxBatchTokens();
+  const int64_t vocab = session.vocabSize();
+  if (reference) {
+    if (reference->vocabSize() != vocab)
+      return Status::error("the reference model's vocabulary (" +
+                           std::to_string(reference->vocabSize()) + ") differs from the model's (" +
+                           std::to_string(vocab) + ")");
+    maxContext = std::min(maxContext, reference->maxContext());
+    chunk = std::min(chunk, reference->maxBatchTokens());
+  }
+  if (context < 2 || context > maxContext)
     return Status::error("evaluation window " + std::to_string(context) +
-                         " must lie in [2, " + std::to_string(session.maxContext()) + "]");
-  const int64_t vocab = session.vocabSize(), chunk = session.maxBatchTokens();
+                         " must lie in [2, " + std::to_string(maxContext) + "]");
   std::vector<int32_t> bytes = tokenizer.encode(text), window, positions;
-  std::vector<float> logits(size_t(chunk * vocab));
-  double nll = 0;
+  std::vector<float> logits(size_t(chunk * vocab)), refLogits(reference ? logits.size() : 0);
+  double nll = 0, refNll = 0, kl = 0;
+  uint64_t agree = 0;
   for (size_t start = 0; start < bytes.size(); start += size_t(context - 1)) {
     size_t n = std::min(bytes.size() - start, size_t(context - 1));
     window.assign(1, tokenizer.startId());
@@ -31,12 +54,26 @@ Expected<TextScore> scoreText(Session &session, const ByteTokenizer &tokenizer,
       if (Status st = session.forward(window.data() + from, positions.data(), m, logits.data());
           !st)
         return st;
+      if (reference)
+        if (Status st = reference->forward(window.data() + from, positions.data(), m,
+                                           refLogits.data());
+            !st)
+          return st;
       for (int64_t i = 0; i < m; ++i) {
         const float *row = logits.data() + i * vocab;
-        double top = *std::max_element(row, row + vocab), sum = 0;
-        for (int64_t v = 0; v < vocab; ++v)
-          sum += std::exp(double(row[v]) - top);
-        nll += std::log(sum) + top - double(row[window[size_t(from + i + 1)]]);
+        int32_t next = window[size_t(from + i + 1)];
+        auto [lse, best] = logSumExp(row, vocab);
+        nll += lse - double(row[next]);
+        if (!reference)
+          continue;
+        const float *ref = refLogits.data() + i * vocab;
+        auto [refLse, refBest] = logSumExp(ref, vocab);
+        refNll += refLse - double(ref[next]);
+        agree += best == refBest;
+        for (int64_t v = 0; v < vocab; ++v) { // sum p_ref (log p_ref - log p)
+          double logRef = double(ref[v]) - refLse;
+          kl += std::exp(logRef) * (logRef - (double(row[v]) - lse));
+        }
       }
     }
   }
@@ -44,6 +81,9 @@ Expected<TextScore> scoreText(Session &session, const ByteTokenizer &tokenizer,
   s.bytes = bytes.size();
   s.bitsPerByte = nll / std::log(2.0) / double(s.bytes);
   s.perplexity = std::exp(nll / double(s.bytes));
+  if (reference)
+    s.comparison = Comparison{refNll / std::log(2.0) / double(s.bytes), kl / double(s.bytes),
+                              double(agree) / double(s.bytes)};
   return s;
 }
 

@@ -34,6 +34,9 @@ usage: moe-run <plan-dir> (--prompt-tokens 1,2,3 | --prompt TEXT | --eval-file F
   --prompt TEXT          a text prompt (byte-level models); prints the text
   --eval-file FILE       bits per byte and perplexity of FILE under the model,
                          in windows of the plan's context (byte-level models)
+  --compare-to PLAN      with --eval-file: also run PLAN (e.g. an fp32 or f32-KV
+                         plan) on the same windows; report KL(PLAN || this) per
+                         byte, top-1 agreement and PLAN's bits per byte
   --max-new-tokens N     tokens to generate (default 16)
   --temperature T        0 = greedy (default); > 0 samples
   --top-p P              nucleus sampling mass (default 1.0)
@@ -88,12 +91,14 @@ int main(int argc, char **argv) {
   }
   try {
     moe::tools::Args args(argc, argv,
-                          {"prompt-tokens", "prompt", "eval-file", "max-new-tokens",
+                          {"prompt-tokens", "prompt", "eval-file", "compare-to", "max-new-tokens",
                            "temperature", "top-p", "seed", "max-context", "dump-logits", "memory-limit",
                            "expert-stats", "kv-dtype"},
                           {"json", "verify-weights", "recompute", "expert-histogram"});
     if (args.positional.size() != 1)
       return fail("expected one plan directory (see --help)");
+    if (args.has("compare-to") && !args.has("eval-file"))
+      return fail("--compare-to needs --eval-file (it compares predictions over a text)");
     int inputs = args.has("prompt-tokens") + args.has("prompt") + args.has("eval-file");
     if (inputs != 1)
       return fail("give exactly one of --prompt-tokens, --prompt and --eval-file (see --help)");
@@ -153,23 +158,53 @@ int main(int argc, char **argv) {
       if (!in)
         return fail(args.str("eval-file") + ": cannot open");
       std::string text((std::istreambuf_iterator<char>(in)), {});
+      // The reference plan, on windows both plans hold.
+      std::unique_ptr<LoadedPlan> refPlan;
+      std::unique_ptr<Session> refSession;
+      int64_t window = s.maxContext();
+      if (args.has("compare-to")) {
+        auto rp = LoadedPlan::open(args.str("compare-to"));
+        if (!rp)
+          return fail(rp.status().message());
+        refPlan = rp.take();
+        SessionOptions ro;
+        window = std::min<int64_t>(window, refPlan->plan().kv_cache()->max_context());
+        ro.maxContext = window;
+        ro.memoryLimit = so.memoryLimit;
+        auto rs = Session::create(*refPlan, *device, ro);
+        if (!rs)
+          return fail(args.str("compare-to") + ": " + rs.status().message());
+        refSession = rs.take();
+      }
       auto t3 = std::chrono::steady_clock::now();
-      auto score = scoreText(s, *tokenizer, text, s.maxContext());
+      auto score = scoreText(s, *tokenizer, text, window, refSession.get());
       if (!score)
         return fail(args.str("eval-file") + ": " + score.status().message());
       double seconds = since(t3);
-      if (args.has("json"))
+      const std::optional<Comparison> &c = score->comparison;
+      if (args.has("json")) {
         std::printf("{\"bits_per_byte\": %.6f, \"perplexity\": %.6f, \"bytes\": %llu, "
-                    "\"window\": %lld, \"tokens_per_second\": %.1f}\n",
+                    "\"window\": %lld, \"tokens_per_second\": %.1f",
                     score->bitsPerByte, score->perplexity,
-                    (unsigned long long)score->bytes, (long long)s.maxContext(),
+                    (unsigned long long)score->bytes, (long long)window,
                     double(score->bytes) / seconds);
-      else
+        if (c)
+          std::printf(", \"reference_bits_per_byte\": %.6f, \"kl\": %.9g, \"top1\": %.6f",
+                      c->referenceBitsPerByte, c->kl, c->top1);
+        std::printf("}\n");
+      } else {
         std::printf("%s: %.4f bits per byte, perplexity %.4f per byte, %llu bytes in "
                     "windows of %lld tokens (%.0f tokens/s)\n",
                     args.str("eval-file").c_str(), score->bitsPerByte, score->perplexity,
-                    (unsigned long long)score->bytes, (long long)s.maxContext(),
+                    (unsigned long long)score->bytes, (long long)window,
                     double(score->bytes) / seconds);
+        if (c)
+          std::printf("vs %s: its %.4f bits per byte (%+.3f%%), KL(reference || this) %.3g "
+                      "nats per byte, top-1 agreement %.2f%%\n",
+                      args.str("compare-to").c_str(), c->referenceBitsPerByte,
+                      100.0 * (score->bitsPerByte / c->referenceBitsPerByte - 1.0), c->kl,
+                      100.0 * c->top1);
+      }
       return writeStats();
     }
     if (tokenizer) {

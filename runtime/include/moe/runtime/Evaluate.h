@@ -5,21 +5,33 @@
 #include "moe/runtime/Session.h"
 #include "moe/runtime/Tokenizer.h"
 
+#include <optional>
 #include <string>
 
 namespace moe::rt {
 
+/// How a model's predictions differ from a reference model's on one text.
+struct Comparison {
+  double referenceBitsPerByte = 0;
+  double kl = 0;   ///< mean KL(reference || model) per predicted byte, in nats
+  double top1 = 0; ///< fraction of positions where both models' argmax agree
+};
+
 struct TextScore {
   double bitsPerByte = 0, perplexity = 0; ///< perplexity per byte
   uint64_t bytes = 0;
+  std::optional<Comparison> comparison; ///< with a reference session
 };
 
 /// Scores `text` under the model. The bytes are cut into consecutive windows
 /// of (context - 1) bytes, each run as [start] + bytes from position 0, and
 /// every byte is predicted from the tokens before it in its window (the
 /// procedure examples/train_tiny_moe.py uses). `context` <= the session's.
+/// With `reference` (same vocabulary), it sees the same windows and the
+/// score carries the comparison.
 Expected<TextScore> scoreText(Session &session, const ByteTokenizer &tokenizer,
-                              const std::string &text, int64_t context);
+                              const std::string &text, int64_t context,
+                              Session *reference = nullptr);
 
 /// The routing counts as JSON: {"model_type", "num_experts", "top_k",
 /// "layers": [{"layer": L, "tokens": n, "counts": [...]}, ...]} (the traffic
