@@ -232,9 +232,7 @@ Status Engine::swapOut(Sequence &s, int64_t blocks) {
     int32_t slot = hostFree_.back();
     hostFree_.pop_back();
     s.hostSlots.push_back(slot);
-    if (Status st = session_->swapOut(s.blocks[size_t(b)],
-                                      hostPool_.get() + size_t(slot) * size_t(kvBytesPerBlock_));
-        !st)
+    if (Status st = session_->swapOut(s.blocks[size_t(b)], hostSlot(slot)); !st)
       return st;
   }
   for (int32_t b : s.blocks)
@@ -257,9 +255,7 @@ Status Engine::swapIn() {
     double t0 = now();
     for (int32_t slot : s.hostSlots) {
       s.blocks.push_back(blocks_->allocate());
-      if (Status st = session_->swapIn(s.blocks.back(), hostPool_.get() + size_t(slot) *
-                                                                         size_t(kvBytesPerBlock_));
-          !st)
+      if (Status st = session_->swapIn(s.blocks.back(), hostSlot(slot)); !st)
         return st;
       hostFree_.push_back(slot);
     }

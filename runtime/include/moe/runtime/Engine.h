@@ -159,6 +159,7 @@ private:
   std::vector<std::unique_ptr<Sequence>> running_; ///< oldest first
   std::deque<std::unique_ptr<Sequence>> swapped_;  ///< oldest first
   std::unique_ptr<uint8_t[]> hostPool_; ///< hostBlocks() x kvBytesPerBlock()
+  uint8_t *hostSlot(int32_t slot) { return hostPool_.get() + size_t(slot) * size_t(kvBytesPerBlock_); }
   std::vector<int32_t> hostFree_;
   int64_t hostUsed_ = 0;
   std::vector<GenerationResult> finished_;
