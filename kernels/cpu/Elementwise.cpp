@@ -5,16 +5,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/Kernels.h"
+#include "kernels/cpu/WeightDetail.h"
 #include "kernels/cpu/Vector.h"
 
 #include <cmath>
 #include <vector>
 
 namespace moe::cpu {
-namespace detail {
-void toF32(Weight w, size_t first, size_t count, float *dst); // Weight.cpp
-} // namespace detail
-
 namespace {
 
 std::vector<float> toVector(Weight w, int64_t count) {

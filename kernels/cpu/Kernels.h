@@ -1,9 +1,10 @@
 //===- Kernels.h - CPU kernels of the moe runtime ---------------*- C++ -*-===//
 //
 // Plain functions over row-major buffers. Activations are f32; weights are
-// f32, bf16 or f16 (converted to f32 on the fly, never copied whole).
-// Each kernel is unit-tested against a naive reference in test/unit/kernels.
-// Semantics follow the Hugging Face transformers modeling files.
+// f32, bf16, f16 or symmetric int8/int4 with f32 scales (converted to f32 on
+// the fly, never copied whole). Each kernel is unit-tested against a naive
+// reference in test/unit/kernels. Semantics follow the Hugging Face
+// transformers modeling files.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_KERNELS_CPU_KERNELS_H
@@ -14,16 +15,26 @@
 
 namespace moe::cpu {
 
-enum class WeightType : uint8_t { F32, BF16, F16 };
+enum class WeightType : uint8_t { F32, BF16, F16, I8, I4 };
 
 /// A read-only weight buffer (row-major) and its element type.
+///
+/// I8 and I4 are quantized along rows of `cols` elements: element (r, c) is
+/// q(r, c) * scales[r * ceil(cols / group) + c / group] in f32, one scale per
+/// `group` consecutive elements of a row (group = cols: one per row). I4
+/// packs two elements per byte, the lower index in the low nibble, each a
+/// two's complement value in [-8, 7]; cols and group are then even.
 struct Weight {
   const void *data = nullptr;
   WeightType type = WeightType::F32;
+  const float *scales = nullptr; ///< I8/I4 only
+  int64_t cols = 0, group = 0;   ///< I8/I4 only
+  bool quantized() const { return type == WeightType::I8 || type == WeightType::I4; }
   /// Element i as f32.
   float at(size_t i) const;
   /// The weight that starts `elements` elements further on (e.g. expert e of
-  /// a stacked [E, N, K] tensor is offset(e * N * K)).
+  /// a stacked [E, N, K] tensor is offset(e * N * K)); for I8/I4 a whole
+  /// number of rows.
   Weight offset(size_t elements) const;
 };
 

@@ -3,11 +3,16 @@
 // Work items are (problem, block of kTokens tokens, block of kRows output
 // rows), shared by the threads of one parallel region (linearGroup runs many
 // problems, e.g. every routed expert, in one region). An item walks k in
-// chunks of kChunk. Up to kDirectTokens tokens, the register tile reads
-// 16-bit weights straight from memory and converts them in registers (the
-// decode GEMV reads each weight element once); for more, each chunk of the
-// kRows rows is converted to f32 once into a per-thread L1 buffer and swept
-// by every token of the block (whose x chunks stay in L2).
+// chunks of kChunk (cut at scale-group ends for int8/int4). Up to
+// kDirectTokens tokens, the register tile reads 16-bit or quantized weights
+// straight from memory and converts (and scales) them in registers: the
+// decode GEMV reads each weight byte once and dequantization costs no memory
+// traffic. For more tokens, each chunk of the kRows rows is converted to f32
+// once into a per-thread L1 buffer and swept by every token of the block
+// (whose x chunks stay in L2). For int8/int4 both paths sum x * q over a
+// chunk (q converted exactly) and add that sum times the row's scale to the
+// accumulator: one multiply-add per chunk instead of a multiply per element,
+// the same operations either way, so they agree bit for bit.
 //
 // The tile comes in two builds chosen at run time: AVX2+FMA (8-lane
 // accumulators, explicit intrinsics) and a portable one for any x86-64.
@@ -19,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/Kernels.h"
+#include "kernels/cpu/WeightDetail.h"
 #include "kernels/cpu/Vector.h"
 
 #include <immintrin.h>
@@ -28,10 +34,6 @@
 #include <vector>
 
 namespace moe::cpu {
-namespace detail {
-void toF32(Weight w, size_t first, size_t count, float *dst); // Weight.cpp
-} // namespace detail
-
 namespace {
 
 // Output rows per tile: each x vector loaded feeds kRows multiply-adds.
@@ -56,9 +58,11 @@ constexpr int64_t kLanes = 8;
 constexpr int64_t kParallelWork = 1 << 16;
 
 // Adds x_t . r_i over len elements for tokens x rows into the accumulators
-// acc[(t * kRows + i) * kLanes ...]; the rows r are of type `type`.
+// acc[(t * kRows + i) * kLanes ...]; the rows r are of type `type`. With a
+// scale (quantized rows: len never crosses a scale group) the sum is
+// multiplied by scale[i] before it is added.
 using TileFn = void (*)(const float *x, int64_t ldx, int64_t tokens, const void *const r[kRows],
-                        WeightType type, int64_t len, float *acc);
+                        WeightType type, const float *scale, int64_t len, float *acc);
 using ConvertFn = void (*)(Weight w, int64_t first, int64_t count, float *dst);
 
 // --- portable build ---
@@ -66,7 +70,7 @@ using ConvertFn = void (*)(Weight w, int64_t first, int64_t count, float *dst);
 // acc[(t * kRows + i) * kLanes] += dot(x_t, r[i]) over len elements; the
 // rows are f32 (converted first).
 void tilePortable(const float *x, int64_t ldx, int64_t tokens, const void *const r[kRows],
-                  WeightType, int64_t len, float *acc) {
+                  WeightType, const float *scale, int64_t len, float *acc) {
   const auto *r0 = static_cast<const float *>(r[0]), *r1 = static_cast<const float *>(r[1]),
              *r2 = static_cast<const float *>(r[2]), *r3 = static_cast<const float *>(r[3]);
   for (int64_t t = 0; t < tokens; ++t) {
@@ -81,15 +85,26 @@ void tilePortable(const float *x, int64_t ldx, int64_t tokens, const void *const
       a3 += xi * r3[i];
     }
     float *a = acc + t * kRows * kLanes;
-    a[0] += a0;
-    a[kLanes] += a1;
-    a[2 * kLanes] += a2;
-    a[3 * kLanes] += a3;
+    if (scale) {
+      a[0] += a0 * scale[0];
+      a[kLanes] += a1 * scale[1];
+      a[2 * kLanes] += a2 * scale[2];
+      a[3 * kLanes] += a3 * scale[3];
+    } else {
+      a[0] += a0;
+      a[kLanes] += a1;
+      a[2 * kLanes] += a2;
+      a[3 * kLanes] += a3;
+    }
   }
 }
 
+// Quantized weights convert to their integers: the tile applies the scale.
 void convertPortable(Weight w, int64_t first, int64_t count, float *dst) {
-  detail::toF32(w, size_t(first), size_t(count), dst);
+  if (w.quantized())
+    detail::integersToF32(w, size_t(first), size_t(count), dst);
+  else
+    detail::toF32(w, size_t(first), size_t(count), dst);
 }
 
 // --- AVX2 + FMA build ---
@@ -99,20 +114,36 @@ __attribute__((target("avx2"))) __m256i tailMask(int64_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), lane);
 }
 
-// Eight weight elements of type W at p as f32; the masked form reads only
-// the first n (the rest are 0.0).
+
+// Eight weight elements of type W at p as f32, before any scale; the masked
+// form reads only the first n (the rest are 0.0).
 template <WeightType W> __attribute__((target("avx2,f16c"))) __m256 load8(const void *p) {
-  if constexpr (W == WeightType::F32)
+  if constexpr (W == WeightType::F32) {
     return _mm256_loadu_ps(static_cast<const float *>(p));
-  const __m128i h = _mm_loadu_si128(static_cast<const __m128i *>(p));
-  if constexpr (W == WeightType::BF16) // bf16 is the high half of an f32
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  return _mm256_cvtph_ps(h);
+  } else if constexpr (W == WeightType::I8) {
+    const __m128i b = _mm_loadl_epi64(static_cast<const __m128i *>(p));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+  } else if constexpr (W == WeightType::I4) { // nibble j of the 32-bit word is element j
+    uint32_t word;
+    std::memcpy(&word, p, 4);
+    const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    const __m256i nibble =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(word)), shifts),
+                         _mm256_set1_epi32(0xf));
+    const __m256i eight = _mm256_set1_epi32(8); // (n ^ 8) - 8 sign-extends
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_xor_si256(nibble, eight), eight));
+  } else {
+    const __m128i h = _mm_loadu_si128(static_cast<const __m128i *>(p));
+    if constexpr (W == WeightType::BF16) // bf16 is the high half of an f32
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    else
+      return _mm256_cvtph_ps(h);
+  }
 }
 template <WeightType W>
 __attribute__((target("avx2,f16c"))) __m256 load8(const void *p, int64_t n) {
   alignas(32) uint8_t tmp[32] = {};
-  std::memcpy(tmp, p, size_t(n) * (W == WeightType::F32 ? 4 : 2));
+  std::memcpy(tmp, p, detail::bytesOf(W, size_t(n)));
   return load8<W>(tmp);
 }
 
@@ -120,21 +151,26 @@ __attribute__((target("avx2,f16c"))) __m256 load8(const void *p, int64_t n) {
 // over len elements; r_i are rows of type W.
 template <int T, WeightType W>
 __attribute__((target("avx2,fma,f16c"))) void tileAvx2T(const float *x, int64_t ldx,
-                                                        const void *const r[kRows], int64_t len,
+                                                        const void *const r[kRows],
+                                                        const float *scale, int64_t len,
                                                         float *acc) {
-  constexpr int64_t bytes = W == WeightType::F32 ? 4 : 2;
   const char *rows[kRows];
   for (int i = 0; i < kRows; ++i)
     rows[i] = static_cast<const char *>(r[i]);
+  auto load = [&](int i, int64_t p, int64_t n) __attribute__((target("avx2,fma,f16c"))) {
+    const char *at = rows[i] + detail::bytesOf(W, size_t(p));
+    return n == kLanes ? load8<W>(at) : load8<W>(at, n);
+  };
+  // Scaled sums start from zero and are added (times the scale) at the end.
   __m256 a[T][kRows];
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < kRows; ++i)
-      a[t][i] = _mm256_loadu_ps(acc + (t * kRows + i) * kLanes);
+      a[t][i] = scale ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + (t * kRows + i) * kLanes);
   int64_t p = 0;
   for (; p + kLanes <= len; p += kLanes) {
     __m256 w[kRows];
     for (int i = 0; i < kRows; ++i)
-      w[i] = load8<W>(rows[i] + p * bytes);
+      w[i] = load(i, p, kLanes);
     for (int t = 0; t < T; ++t) {
       const __m256 xv = _mm256_loadu_ps(x + t * ldx + p);
       for (int i = 0; i < kRows; ++i)
@@ -144,7 +180,7 @@ __attribute__((target("avx2,fma,f16c"))) void tileAvx2T(const float *x, int64_t 
   if (p < len) { // missing lanes are 0.0 in both operands
     __m256 w[kRows];
     for (int i = 0; i < kRows; ++i)
-      w[i] = load8<W>(rows[i] + p * bytes, len - p);
+      w[i] = load(i, p, len - p);
     for (int t = 0; t < T; ++t) {
       const __m256 xv = _mm256_maskload_ps(x + t * ldx + p, tailMask(len - p));
       for (int i = 0; i < kRows; ++i)
@@ -152,32 +188,40 @@ __attribute__((target("avx2,fma,f16c"))) void tileAvx2T(const float *x, int64_t 
     }
   }
   for (int t = 0; t < T; ++t)
-    for (int i = 0; i < kRows; ++i)
-      _mm256_storeu_ps(acc + (t * kRows + i) * kLanes, a[t][i]);
+    for (int i = 0; i < kRows; ++i) {
+      float *out = acc + (t * kRows + i) * kLanes;
+      _mm256_storeu_ps(out, scale ? _mm256_fmadd_ps(a[t][i], _mm256_set1_ps(scale[i]),
+                                                    _mm256_loadu_ps(out))
+                                  : a[t][i]);
+    }
 }
 
 template <WeightType W>
 void tileAvx2Typed(const float *x, int64_t ldx, int64_t tokens, const void *const r[kRows],
-                   int64_t len, float *acc) {
+                   const float *scale, int64_t len, float *acc) {
   constexpr int64_t step = W == WeightType::F32 ? kTileTokens : kTileTokens16;
   int64_t t = 0;
   for (; t + step <= tokens; t += step)
-    tileAvx2T<step, W>(x + t * ldx, ldx, r, len, acc + t * kRows * kLanes);
+    tileAvx2T<step, W>(x + t * ldx, ldx, r, scale, len, acc + t * kRows * kLanes);
   if (tokens - t == 2)
-    tileAvx2T<2, W>(x + t * ldx, ldx, r, len, acc + t * kRows * kLanes);
+    tileAvx2T<2, W>(x + t * ldx, ldx, r, scale, len, acc + t * kRows * kLanes);
   else if (tokens - t == 1)
-    tileAvx2T<1, W>(x + t * ldx, ldx, r, len, acc + t * kRows * kLanes);
+    tileAvx2T<1, W>(x + t * ldx, ldx, r, scale, len, acc + t * kRows * kLanes);
 }
 
 void tileAvx2(const float *x, int64_t ldx, int64_t tokens, const void *const r[kRows],
-              WeightType type, int64_t len, float *acc) {
+              WeightType type, const float *scale, int64_t len, float *acc) {
   switch (type) {
   case WeightType::F32:
-    return tileAvx2Typed<WeightType::F32>(x, ldx, tokens, r, len, acc);
+    return tileAvx2Typed<WeightType::F32>(x, ldx, tokens, r, scale, len, acc);
   case WeightType::BF16:
-    return tileAvx2Typed<WeightType::BF16>(x, ldx, tokens, r, len, acc);
+    return tileAvx2Typed<WeightType::BF16>(x, ldx, tokens, r, scale, len, acc);
   case WeightType::F16:
-    return tileAvx2Typed<WeightType::F16>(x, ldx, tokens, r, len, acc);
+    return tileAvx2Typed<WeightType::F16>(x, ldx, tokens, r, scale, len, acc);
+  case WeightType::I8:
+    return tileAvx2Typed<WeightType::I8>(x, ldx, tokens, r, scale, len, acc);
+  case WeightType::I4:
+    return tileAvx2Typed<WeightType::I4>(x, ldx, tokens, r, scale, len, acc);
   }
 }
 
@@ -196,7 +240,7 @@ __attribute__((target("avx2,f16c"))) void convertAvx2(Weight w, int64_t first, i
       _mm256_storeu_ps(
           dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i))));
   }
-  detail::toF32(w, size_t(first + i), size_t(count - i), dst + i);
+  convertPortable(w, first + i, count - i, dst + i);
 }
 
 // Requests elements [first, first + count) of a 16-bit weight. Converting a
@@ -204,8 +248,9 @@ __attribute__((target("avx2,f16c"))) void convertAvx2(Weight w, int64_t first, i
 // memory busy; prefetching the next chunk of every row of the block while
 // converting this one made a bf16 GEMV about 1.4x faster on a 2-core VM.
 void prefetch(Weight w, int64_t first, int64_t count) {
-  const char *p = static_cast<const char *>(w.data) + first * 2;
-  for (int64_t byte = 0; byte < count * 2; byte += 64)
+  const char *p = static_cast<const char *>(w.data) + detail::bytesOf(w.type, size_t(first));
+  const int64_t bytes = int64_t(detail::bytesOf(w.type, size_t(count)));
+  for (int64_t byte = 0; byte < bytes; byte += 64)
     __builtin_prefetch(p + byte);
 }
 
@@ -262,15 +307,20 @@ void linearGroup(const LinearProblem *problems, size_t count) {
       const Prepared &q = prep[pi];
       const int64_t k = p.k, n = p.n;
       const Weight w = p.w;
-      const size_t bytes = w.type == WeightType::F32 ? 4 : 2;
+      const int64_t groups = w.quantized() ? (w.cols + w.group - 1) / w.group : 0;
       const WeightType rowType = q.direct ? w.type : WeightType::F32;
       const int64_t t0 = (item - q.firstItem) / q.rowBlocks * kTokens;
       const int64_t n0 = (item - q.firstItem) % q.rowBlocks * kRows;
       const int64_t blockTokens = std::min(kTokens, p.tokens - t0), rows = std::min(kRows, n - n0);
       std::fill_n(acc.begin(), blockTokens * kRows * kLanes, 0.0f);
-      for (int64_t k0 = 0; k0 < k; k0 += kChunk) {
-        const int64_t len = std::min(kChunk, k - k0);
+      for (int64_t k0 = 0, len; k0 < k; k0 += len) {
+        len = std::min(kChunk, k - k0);
+        if (w.quantized()) // one scale per row across the chunk
+          len = std::min(len, w.group - k0 % w.group);
         const void *r[kRows];
+        float scale[kRows];
+        for (int64_t i = 0; i < kRows && w.quantized(); ++i)
+          scale[i] = w.scales[(n0 + std::min(i, rows - 1)) * groups + k0 / w.group];
         for (int64_t i = 0; i < kRows; ++i) {
           // A short last block repeats its last row; those sums are dropped.
           const int64_t row = std::min(i, rows - 1);
@@ -283,14 +333,15 @@ void linearGroup(const LinearProblem *problems, size_t count) {
             prefetch(w, k0 + kChunk < k ? first + kChunk : first - k0 + kRows * k,
                      std::min(kChunk, k0 + kChunk < k ? k - k0 - kChunk : k));
           if (q.direct) {
-            r[i] = static_cast<const char *>(w.data) + size_t(first) * bytes;
+            r[i] = static_cast<const char *>(w.data) + detail::bytesOf(w.type, size_t(first));
             continue;
           }
           if (i == row)
             convert(w, first, len, buf.data() + i * kChunk);
           r[i] = buf.data() + row * kChunk;
         }
-        tile(p.x + t0 * k + k0, k, blockTokens, r, rowType, len, acc.data());
+        tile(p.x + t0 * k + k0, k, blockTokens, r, rowType, w.quantized() ? scale : nullptr, len,
+             acc.data());
       }
       for (int64_t t = 0; t < blockTokens; ++t)
         for (int64_t i = 0; i < rows; ++i)

@@ -21,17 +21,26 @@
 #include <string>
 #include <vector>
 
-namespace moe::cpu {
-// Names the parameter in test names and failure messages.
-void PrintTo(WeightType type, std::ostream *os) {
-  const char *names[] = {"F32", "BF16", "F16"};
-  *os << names[static_cast<int>(type)];
-}
-} // namespace moe::cpu
-
 using namespace moe::cpu;
 
 namespace {
+
+/// A weight format under test: the element type and, for I8/I4, the
+/// elements per scale along a row (0: one scale per row).
+struct Format {
+  WeightType type = WeightType::F32;
+  int64_t group = 0;
+  Format(WeightType t = WeightType::F32, int64_t g = 0) : type(t), group(g) {}
+  bool quantized() const { return type == WeightType::I8 || type == WeightType::I4; }
+};
+
+// Names the parameter in test names and failure messages.
+void PrintTo(const Format &f, std::ostream *os) {
+  const char *names[] = {"F32", "BF16", "F16", "I8", "I4"};
+  *os << names[static_cast<int>(f.type)];
+  if (f.group)
+    *os << "g" << f.group;
+}
 
 double decodeF16(uint16_t b) {
   const int e = (b >> 10) & 31, m = b & 1023;
@@ -49,17 +58,29 @@ double decodeBf16(uint16_t b) {
   return sign * (e == 0 ? std::ldexp(m, -133) : std::ldexp(128 + m, e - 134));
 }
 
-/// Weight data in its stored form plus its exact values in double.
+/// Weight data in its stored form plus its exact values in double (for
+/// I8/I4: q * scale rounded to f32, the dequantize-then-f32 reference).
 struct TestWeight {
   WeightType type = WeightType::F32;
   std::vector<float> f32;
   std::vector<uint16_t> half;
+  std::vector<uint8_t> bytes; // I8, or I4 two per byte
+  std::vector<float> scales;
+  int64_t cols = 0, group = 0;
   std::vector<double> ref;
 
   Weight weight() const {
-    return {type == WeightType::F32 ? static_cast<const void *>(f32.data())
-                                    : half.data(),
-            type};
+    Weight w;
+    w.type = type;
+    w.data = type == WeightType::F32 ? static_cast<const void *>(f32.data())
+             : Format(type).quantized() ? static_cast<const void *>(bytes.data())
+                                         : half.data();
+    if (Format(type).quantized()) {
+      w.scales = scales.data();
+      w.cols = cols;
+      w.group = group;
+    }
+    return w;
   }
 };
 
@@ -76,12 +97,46 @@ std::vector<double> toDouble(const std::vector<float> &v) {
   return {v.begin(), v.end()};
 }
 
+/// Symmetric quantization of rows of `cols` values, one scale per `group`
+/// (0: per row): scale = max |v| / qmax, q = round(v / scale).
+void quantize(TestWeight &w, const std::vector<float> &values, int64_t cols, int64_t group) {
+  const int qmax = w.type == WeightType::I8 ? 127 : 7;
+  w.cols = cols;
+  w.group = group ? group : cols;
+  const int64_t rows = int64_t(values.size()) / cols;
+  w.bytes.assign(w.type == WeightType::I8 ? values.size() : values.size() / 2, 0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c0 = 0; c0 < cols; c0 += w.group) {
+      const int64_t c1 = std::min(cols, c0 + w.group);
+      float absmax = 0.0f;
+      for (int64_t c = c0; c < c1; ++c)
+        absmax = std::max(absmax, std::abs(values[r * cols + c]));
+      const float scale = absmax > 0.0f ? absmax / float(qmax) : 1.0f;
+      w.scales.push_back(scale);
+      for (int64_t c = c0; c < c1; ++c) {
+        const size_t i = size_t(r * cols + c);
+        const int q = int(std::lround(values[i] / scale));
+        if (w.type == WeightType::I8)
+          w.bytes[i] = uint8_t(int8_t(q));
+        else
+          w.bytes[i / 2] |= uint8_t((q & 0xf) << (i % 2 ? 4 : 0));
+        w.ref.push_back(double(float(q) * scale));
+      }
+    }
+}
+
 /// Random weights: f32 and bf16 about uniform in (-scale, scale); f16 with
-/// random sign and mantissa and magnitudes in [2^-7, 2), whatever `scale`.
-TestWeight randomWeight(WeightType type, size_t count, std::mt19937 &rng,
-                        float scale = 1.0f) {
+/// random sign and mantissa and magnitudes in [2^-7, 2), whatever `scale`;
+/// I8/I4 quantize uniform values in rows of `cols` (0: one row).
+TestWeight randomWeight(Format format, size_t count, std::mt19937 &rng,
+                        float scale = 1.0f, int64_t cols = 0) {
+  const WeightType type = format.type;
   TestWeight w;
   w.type = type;
+  if (format.quantized()) {
+    quantize(w, randomFloats(rng, count, scale), cols ? cols : int64_t(count), format.group);
+    return w;
+  }
   if (type == WeightType::F32) {
     w.f32 = randomFloats(rng, count, scale);
     w.ref = toDouble(w.f32);
@@ -101,19 +156,22 @@ TestWeight randomWeight(WeightType type, size_t count, std::mt19937 &rng,
 
 /// [experts, rows, cols] gate and up stacked per expert into [experts,
 /// 2 * rows, cols], gate rows first.
-TestWeight fuse(const TestWeight &gate, const TestWeight &up, int64_t experts,
-                size_t block) {
+TestWeight fuse(const TestWeight &gate, const TestWeight &up, int64_t experts) {
   TestWeight f;
   f.type = gate.type;
+  f.cols = gate.cols;
+  f.group = gate.group;
+  // Each stored array holds the same number of entries per expert.
   auto append = [&](auto &dst, const auto &src, int64_t e) {
-    if (!src.empty())
-      dst.insert(dst.end(), src.begin() + e * block,
-                 src.begin() + (e + 1) * block);
+    const size_t block = src.size() / size_t(experts);
+    dst.insert(dst.end(), src.begin() + e * block, src.begin() + (e + 1) * block);
   };
   for (int64_t e = 0; e < experts; ++e)
     for (const TestWeight *src : {&gate, &up}) {
       append(f.f32, src->f32, e);
       append(f.half, src->half, e);
+      append(f.bytes, src->bytes, e);
+      append(f.scales, src->scales, e);
       append(f.ref, src->ref, e);
     }
   return f;
@@ -129,20 +187,34 @@ void expectNear(const float *got, const std::vector<double> &want,
         << "at " << i << ": got " << got[i] << ", want " << want[i];
 }
 
-std::string typeName(const testing::TestParamInfo<WeightType> &info) {
+std::string typeName(const testing::TestParamInfo<Format> &info) {
   std::ostringstream os;
   PrintTo(info.param, &os);
   return os.str();
 }
 
-class Typed : public testing::TestWithParam<WeightType> {
+/// Float formats: every weight a kernel takes.
+class Typed : public testing::TestWithParam<Format> {
 protected:
   std::mt19937 rng{1234};
 };
+/// Float and quantized formats: the weights of matrix products and tables.
+class Quantizable : public Typed {
+protected:
+  /// A bias or other vector beside the weight: float even for I8/I4.
+  Format vectorFormat() const { return GetParam().quantized() ? Format() : GetParam(); }
+  /// I4 packs rows of an even number of elements.
+  bool fits(int64_t cols) const { return GetParam().type != WeightType::I4 || cols % 2 == 0; }
+};
 
 INSTANTIATE_TEST_SUITE_P(Weights, Typed,
-                         testing::Values(WeightType::F32, WeightType::BF16,
-                                         WeightType::F16),
+                         testing::Values(Format(WeightType::F32), Format(WeightType::BF16),
+                                         Format(WeightType::F16)),
+                         typeName);
+INSTANTIATE_TEST_SUITE_P(Weights, Quantizable,
+                         testing::Values(Format(WeightType::F32), Format(WeightType::BF16),
+                                         Format(WeightType::F16), Format(WeightType::I8),
+                                         Format(WeightType::I8, 64), Format(WeightType::I4, 32)),
                          typeName);
 
 // --- Weight ---
@@ -183,18 +255,18 @@ TEST(Weight, F16Landmarks) {
     EXPECT_EQ(Weight({bits, WeightType::F16}).at(i), want[i]);
 }
 
-TEST_P(Typed, Offset) {
-  const TestWeight w = randomWeight(GetParam(), 10, rng);
-  for (size_t i = 0; i < 7; ++i)
-    EXPECT_EQ(w.weight().offset(3).at(i), w.weight().at(3 + i));
-  EXPECT_EQ(w.weight().offset(5).at(0), w.ref[5]);
+TEST_P(Quantizable, Offset) { // rows of 2: whole rows for I8/I4
+  const TestWeight w = randomWeight(GetParam(), 10, rng, 1.0f, 2);
+  for (size_t i = 0; i < 6; ++i)
+    EXPECT_EQ(w.weight().offset(4).at(i), w.weight().at(4 + i));
+  EXPECT_EQ(w.weight().offset(6).at(0), w.ref[6]);
 }
 
 // --- Elementwise ---
 
-TEST_P(Typed, Embedding) {
-  const int64_t vocab = 11, hidden = 33;
-  const TestWeight table = randomWeight(GetParam(), vocab * hidden, rng);
+TEST_P(Quantizable, Embedding) {
+  const int64_t vocab = 11, hidden = 34;
+  const TestWeight table = randomWeight(GetParam(), vocab * hidden, rng, 1.0f, hidden);
   const std::vector<int32_t> ids = {3, 0, 10, 3, 7, 1, 10};
   std::vector<float> out(ids.size() * hidden);
   embedding(ids.data(), ids.size(), table.weight(), hidden, out.data());
@@ -310,19 +382,21 @@ TEST_P(Typed, SigmoidGate) {
 
 // --- Linear ---
 
-TEST_P(Typed, Linear) {
+TEST_P(Quantizable, Linear) {
   // k above 512 spans several conversion chunks, the last one partial.
   const std::pair<int64_t, int64_t> shapes[] = {{1, 1},   {13, 5},  {33, 17},
                                                 {64, 37}, {100, 8}, {1100, 9}};
   for (int64_t tokens : {1, 7, 33, 70}) // 70: more than one token block
     for (auto [k, n] : shapes)
       for (bool withBias : {false, true}) {
+        if (!fits(k))
+          continue;
         SCOPED_TRACE(testing::Message()
                      << tokens << " tokens, k " << k << ", n " << n << ", bias "
                      << withBias);
         const std::vector<float> x = randomFloats(rng, tokens * k);
-        const TestWeight w = randomWeight(GetParam(), n * k, rng);
-        const TestWeight bias = randomWeight(GetParam(), n, rng);
+        const TestWeight w = randomWeight(GetParam(), n * k, rng, 1.0f, k);
+        const TestWeight bias = randomWeight(vectorFormat(), n, rng);
         std::vector<double> want(tokens * n), magnitude(tokens * n);
         for (int64_t t = 0; t < tokens; ++t)
           for (int64_t o = 0; o < n; ++o) {
@@ -346,9 +420,9 @@ TEST_P(Typed, Linear) {
 // A token's result does not depend on the tokens batched with it, on the
 // kernel path the batch size picks, or on the thread count: the serving
 // engine's outputs equal solo runs because of this.
-TEST_P(Typed, LinearBatchInvariant) {
+TEST_P(Quantizable, LinearBatchInvariant) {
   const int64_t k = 1100, n = 19; // k: three chunks, the last partial
-  const TestWeight w = randomWeight(GetParam(), n * k, rng);
+  const TestWeight w = randomWeight(GetParam(), n * k, rng, 1.0f, k);
   const std::vector<float> x = randomFloats(rng, 70 * k);
   std::vector<float> alone(70 * n);
   for (int64_t t = 0; t < 70; ++t)
@@ -448,8 +522,8 @@ void expectRouting(const std::vector<float> &weights,
         << "at " << i;
 }
 
-TEST_P(Typed, RouterRandom) {
-  const int64_t hidden = 33;
+TEST_P(Quantizable, RouterRandom) {
+  const int64_t hidden = 34;
   struct Case {
     TopkMethod method;
     int64_t experts, k, groups, keptGroups;
@@ -479,9 +553,9 @@ TEST_P(Typed, RouterRandom) {
             p.routedScalingFactor = factor;
             const std::vector<float> x = randomFloats(rng, tokens * hidden);
             const TestWeight w =
-                randomWeight(GetParam(), c.experts * hidden, rng, 0.5f);
+                randomWeight(GetParam(), c.experts * hidden, rng, 0.5f, hidden);
             const TestWeight bias =
-                randomWeight(GetParam(), c.experts, rng, 0.2f);
+                randomWeight(vectorFormat(), c.experts, rng, 0.2f);
             const Weight b = bias.weight();
             const bool noAux = c.method == TopkMethod::NoAuxTc;
             std::vector<float> weights(tokens * c.k);
@@ -605,17 +679,17 @@ TEST(Router, NoAuxTcMaskedExpertBeatsNegativeChoice) {
 
 // --- Experts ---
 
-TEST_P(Typed, Experts) {
-  const int64_t hidden = 19, inter = 13, numExperts = 8;
+TEST_P(Quantizable, Experts) {
+  const int64_t hidden = 20, inter = 14, numExperts = 8;
   // Experts 2 and 5 never get a token.
   const std::vector<int32_t> used = {0, 1, 3, 4, 6, 7};
   const TestWeight gate =
-      randomWeight(GetParam(), numExperts * inter * hidden, rng, 0.5f);
+      randomWeight(GetParam(), numExperts * inter * hidden, rng, 0.5f, hidden);
   const TestWeight up =
-      randomWeight(GetParam(), numExperts * inter * hidden, rng, 0.5f);
+      randomWeight(GetParam(), numExperts * inter * hidden, rng, 0.5f, hidden);
   const TestWeight down =
-      randomWeight(GetParam(), numExperts * hidden * inter, rng, 0.5f);
-  const TestWeight gateUp = fuse(gate, up, numExperts, inter * hidden);
+      randomWeight(GetParam(), numExperts * hidden * inter, rng, 0.5f, inter);
+  const TestWeight gateUp = fuse(gate, up, numExperts);
   const Weight fused = gateUp.weight();
   const ExpertWeights separate{gate.weight(), up.weight(), down.weight()};
   const ExpertWeights together{{}, {}, down.weight(), &fused};

@@ -1,0 +1,39 @@
+//===- WeightDetail.h - weight helpers shared by the kernels ----*- C++ -*-===//
+//
+// Not part of the public kernel contract (Kernels.h): bulk conversion of a
+// weight's elements to f32 and the byte size of a run of elements.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_KERNELS_CPU_WEIGHTDETAIL_H
+#define MOE_KERNELS_CPU_WEIGHTDETAIL_H
+
+#include "kernels/cpu/Kernels.h"
+
+namespace moe::cpu::detail {
+
+/// dst[i] = w.at(first + i) for i < count.
+void toF32(Weight w, size_t first, size_t count, float *dst);
+
+/// I8/I4: dst[i] = the integer of element first + i, without its scale.
+void integersToF32(Weight w, size_t first, size_t count, float *dst);
+
+/// Bytes taken by `elements` elements of `type` (even for I4). Inline: the
+/// kernels' inner loops address weights with it.
+constexpr size_t bytesOf(WeightType type, size_t elements) {
+  switch (type) {
+  case WeightType::F32:
+    return elements * 4;
+  case WeightType::BF16:
+  case WeightType::F16:
+    return elements * 2;
+  case WeightType::I8:
+    return elements;
+  case WeightType::I4:
+    return elements / 2;
+  }
+  return 0;
+}
+
+} // namespace moe::cpu::detail
+
+#endif
