@@ -63,9 +63,41 @@ size_t dtypeSize(plan::DType dtype) {
   switch (dtype) {
   case plan::DType::F32: case plan::DType::I32: return 4;
   case plan::DType::BF16: case plan::DType::F16: return 2;
-  case plan::DType::F8E4M3: case plan::DType::I8: return 1;
+  case plan::DType::F8E4M3: case plan::DType::I8: case plan::DType::I4: return 1;
   }
   return 0;
+}
+
+// An I8/I4 weight's scales: an F32 weight [rows, ceil(cols / group)] where
+// cols is the last dimension; any other tensor has no group.
+static Status checkQuantization(const plan::Plan &p, uint32_t id, const std::string &where) {
+  const plan::Tensor *t = p.tensors()->Get(id);
+  const bool quantized = t->storage() == plan::Storage::Weight &&
+                         (t->dtype() == plan::DType::I8 || t->dtype() == plan::DType::I4);
+  if (!quantized)
+    return t->group() == 0 ? Status::ok()
+                           : Status::error(where + " has a quantization group but is not an "
+                                                   "I8 or I4 weight");
+  const auto &shape = *t->shape();
+  const int64_t cols = shape.Get(shape.size() - 1);
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < shape.size(); ++d)
+    rows *= shape.Get(d);
+  if (t->group() < 1 || t->group() > cols)
+    return Status::error(where + " has quantization group " + std::to_string(t->group()) +
+                         "; it must be in [1, " + str(cols) + "] (its row length)");
+  if (t->dtype() == plan::DType::I4 && (cols % 2 || t->group() % 2))
+    return Status::error(where + " is I4 with an odd row length or group");
+  if (t->scales() >= p.tensors()->size())
+    return Status::error(where + " names scales tensor " + str(t->scales()) +
+                         ", but the plan has " + str(p.tensors()->size()));
+  const plan::Tensor *s = p.tensors()->Get(t->scales());
+  const int64_t groups = (cols + t->group() - 1) / t->group();
+  if (s->storage() != plan::Storage::Weight || s->dtype() != plan::DType::F32 ||
+      s->shape()->size() != 2 || s->shape()->Get(0) != rows || s->shape()->Get(1) != groups)
+    return Status::error(where + " needs F32 weight scales [" + str(rows) + ", " + str(groups) +
+                         "]; tensor " + str(t->scales()) + " is not that");
+  return Status::ok();
 }
 
 const char *dtypeName(plan::DType dtype) {
@@ -172,7 +204,9 @@ Status LoadedPlan::check() const {
       if (numel > (uint64_t(1) << 48))
         return Status::error(where + " is too large");
     }
-    uint64_t bytes = numel * elem;
+    uint64_t bytes = t->dtype() == plan::DType::I4 ? (numel + 1) / 2 : numel * elem;
+    if (t->dtype() == plan::DType::I4 && t->storage() != plan::Storage::Weight)
+      return Status::error(where + " is I4, which only weights can be");
     switch (t->storage()) {
     case plan::Storage::Weight:
       if (t->shape()->Get(0) == -1)
@@ -209,6 +243,10 @@ Status LoadedPlan::check() const {
       return Status::error(where + " has unknown storage " + str(uint8_t(t->storage())));
     }
   }
+  for (uint32_t id = 0; id < numTensors; ++id)
+    if (Status s = checkQuantization(p, id, "tensor " + str(id) + " ('" + tensorName(id) + "')");
+        !s)
+      return s;
   for (const auto *file : *p.weight_files())
     if (!file->path() || file->path()->size() == 0 ||
         std::strchr(file->path()->c_str(), '/'))

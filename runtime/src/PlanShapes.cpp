@@ -86,14 +86,23 @@ private:
       return bad(id, role, std::string(dtypeName(dtype)) + " " + shapeText(dims) + " in Arena");
     return Status::ok();
   }
-  /// A weight of f32, bf16 or f16 with exactly `dims`.
-  Status weight(uint32_t id, const std::string &role, const std::vector<int64_t> &dims) const {
+  /// A weight of f32, bf16 or f16 (or, for a matrix the kernels multiply or
+  /// look rows up in, quantized I8/I4) with exactly `dims`.
+  Status weight(uint32_t id, const std::string &role, const std::vector<int64_t> &dims,
+                bool quantizable = false) const {
     const plan::Tensor &t = tensor(id);
     bool floating = t.dtype() == plan::DType::F32 || t.dtype() == plan::DType::BF16 ||
                     t.dtype() == plan::DType::F16;
-    if (t.storage() != plan::Storage::Weight || !floating || shape(id) != dims)
-      return bad(id, role, "an F32, BF16 or F16 weight " + shapeText(dims));
+    bool quantized = t.dtype() == plan::DType::I8 || t.dtype() == plan::DType::I4;
+    if (t.storage() != plan::Storage::Weight || !(floating || (quantizable && quantized)) ||
+        shape(id) != dims)
+      return bad(id, role,
+                 std::string(quantizable ? "an F32, BF16, F16, I8 or I4" : "an F32, BF16 or F16") +
+                     " weight " + shapeText(dims));
     return Status::ok();
+  }
+  Status matrix(uint32_t id, const std::string &role, const std::vector<int64_t> &dims) const {
+    return weight(id, role, dims, true);
   }
   Status input(uint32_t id, const std::string &role) const {
     const plan::Tensor &t = tensor(id);
@@ -131,7 +140,7 @@ private:
     case plan::OpCode::Embedding:
       c = dim(in(1), -1);
       return all({need(in(0) == tokens_, "its ids must be the plan's tokens input"),
-                  weight(in(1), "table", {p_.config()->vocab_size(), c}),
+                  matrix(in(1), "table", {p_.config()->vocab_size(), c}),
                   act(out(0), "output", {kTokens, c})});
     case plan::OpCode::RmsNorm:
       if (!(st = rows(in(0), "input", c)))
@@ -146,7 +155,7 @@ private:
       if (!(st = rows(in(0), "input", k)))
         return st;
       int64_t n = dim(in(1), 0);
-      return all({weight(in(1), "weight", {n, k}),
+      return all({matrix(in(1), "weight", {n, k}),
                   numIn() > 2 ? weight(in(2), "bias", {n}) : Status::ok(),
                   act(out(0), "output", {kTokens, n})});
     }
@@ -187,7 +196,7 @@ private:
       int64_t e = r->num_experts(), topK = r->top_k();
       if (!(st = rows(in(0), "input", c)))
         return st;
-      return all({weight(in(1), "weight", {e, c}),
+      return all({matrix(in(1), "weight", {e, c}),
                   numIn() > 2 ? weight(in(2), "bias", {e}) : Status::ok(),
                   act(out(0), "weights", {kTokens, topK}),
                   act(out(1), "indices", {kTokens, topK}, plan::DType::I32)});
@@ -205,10 +214,10 @@ private:
       int64_t topK = router->params_as_RouterParams()->top_k();
       bool fused = x->fused_gate_up();
       return all({act(in(1), "routing weights", {kTokens, topK}),
-                  fused ? weight(in(3), "gate_up", {e, 2 * inter, c})
-                        : all({weight(in(3), "gate", {e, inter, c}),
-                               weight(in(4), "up", {e, inter, c})}),
-                  weight(in(fused ? 4 : 5), "down", {e, c, inter}),
+                  fused ? matrix(in(3), "gate_up", {e, 2 * inter, c})
+                        : all({matrix(in(3), "gate", {e, inter, c}),
+                               matrix(in(4), "up", {e, inter, c})}),
+                  matrix(in(fused ? 4 : 5), "down", {e, c, inter}),
                   act(out(0), "output", {kTokens, c})});
     }
     }

@@ -16,17 +16,6 @@ namespace moe::rt {
 
 namespace {
 
-/// The weight dtype an instruction's kernel must handle: that of its first
-/// weight input, F32 when it has none.
-plan::DType weightTypeOf(const plan::Plan &p, const plan::Instruction &inst) {
-  for (uint32_t id : *inst.inputs()) {
-    const plan::Tensor *t = p.tensors()->Get(id);
-    if (t->storage() == plan::Storage::Weight)
-      return t->dtype();
-  }
-  return plan::DType::F32;
-}
-
 /// N of "model.layers.N..." in an instruction's location, else -1.
 int decoderLayerOf(const plan::Instruction &inst) {
   if (!inst.location())
@@ -60,12 +49,14 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
   const plan::Plan &p = loaded.plan();
   std::unique_ptr<Session> s(new Session(loaded, device));
   for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions()) {
-    plan::DType w = weightTypeOf(p, *inst);
-    if (!device.supports(inst->op(), w))
-      return Status::error(std::string(plan::EnumNameOpCode(inst->op())) + " with " +
-                           dtypeName(w) + " weights is not supported by the " +
-                           device.name() + " backend (at " +
-                           (inst->location() ? inst->location()->str() : "?") + ")");
+    for (uint32_t id : *inst->inputs()) {
+      const plan::Tensor *t = p.tensors()->Get(id);
+      if (t->storage() == plan::Storage::Weight && !device.supports(inst->op(), t->dtype()))
+        return Status::error(std::string(plan::EnumNameOpCode(inst->op())) + " with " +
+                             dtypeName(t->dtype()) + " weights is not supported by the " +
+                             device.name() + " backend (at " +
+                             (inst->location() ? inst->location()->str() : "?") + ")");
+    }
   }
   const plan::KvCacheSpec &kv = *p.kv_cache();
   s->maxContext_ = options.maxContext > 0 ? options.maxContext : kv.max_context();
@@ -258,6 +249,10 @@ Status Session::forward(const Batch &batch, float *logits) {
     switch (t->storage()) {
     case plan::Storage::Weight:
       v.data = const_cast<void *>(plan_.weightData(id));
+      if (t->group() > 0) {
+        v.scales = static_cast<const float *>(plan_.weightData(t->scales()));
+        v.group = t->group();
+      }
       break;
     case plan::Storage::Arena:
       v.data = static_cast<uint8_t *>(arena_.get()) + t->offset();

@@ -2,7 +2,8 @@
 //
 // Streams run their work synchronously on the calling thread (kernels use
 // OpenMP inside), so events are trivially complete. Kernels come from
-// kernels/cpu; weights may be f32, bf16 or f16.
+// kernels/cpu; weights may be f32, bf16 or f16, and those of matrix
+// products and the embedding table also int8 or int4.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/Hal.h"
@@ -26,10 +27,21 @@ bool isFloatWeight(plan::DType t) {
 }
 
 k::Weight weightOf(const TensorView &v) {
-  k::WeightType type = v.dtype == plan::DType::BF16  ? k::WeightType::BF16
-                       : v.dtype == plan::DType::F16 ? k::WeightType::F16
-                                                     : k::WeightType::F32;
-  return {v.data, type};
+  k::Weight w;
+  w.data = v.data;
+  switch (v.dtype) {
+  case plan::DType::BF16: w.type = k::WeightType::BF16; break;
+  case plan::DType::F16: w.type = k::WeightType::F16; break;
+  case plan::DType::I8: w.type = k::WeightType::I8; break;
+  case plan::DType::I4: w.type = k::WeightType::I4; break;
+  default: w.type = k::WeightType::F32; break;
+  }
+  if (w.quantized()) {
+    w.scales = v.scales;
+    w.cols = v.cols();
+    w.group = v.group;
+  }
+  return w;
 }
 
 float *f32(const TensorView &v) { return static_cast<float *>(v.data); }
@@ -183,8 +195,11 @@ public:
   uint64_t memoryBytes() const override {
     return uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGE_SIZE));
   }
-  bool supports(plan::OpCode, plan::DType weightType) const override {
-    return isFloatWeight(weightType);
+  bool supports(plan::OpCode op, plan::DType weightType) const override {
+    const bool matrixOp = op == plan::OpCode::Embedding || op == plan::OpCode::Linear ||
+                          op == plan::OpCode::Router || op == plan::OpCode::Experts;
+    return isFloatWeight(weightType) ||
+           (matrixOp && (weightType == plan::DType::I8 || weightType == plan::DType::I4));
   }
   Expected<std::shared_ptr<void>> allocate(size_t bytes) override {
     void *p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);

@@ -35,6 +35,11 @@ struct Spec {
   std::string weightFile = "weights-0.bin";
   int64_t outCols = 4;
   bool attentionParams = false;
+  // A quantized table: `group` > 0 adds tensor 4, f32 scales of `scalesShape`
+  // read from the start of the weight file.
+  int32_t group = 0;
+  uint32_t scales = 4;
+  std::vector<int64_t> scalesShape = {4, 1};
 };
 
 const float kTable[16] = {0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23, 30, 31, 32, 33};
@@ -60,9 +65,17 @@ protected:
         fb::CreateTensorDirect(b, "positions", fb::DType::I32, &tokenShape,
                                fb::Storage::Input),
         fb::CreateTensorDirect(b, "table", s.tableType, &s.tableShape, fb::Storage::Weight, 0,
-                               s.tableOffset, s.tableSize, checksum64(kTable, 64)),
+                               s.tableOffset, s.tableSize, checksum64(kTable, 64), s.scales,
+                               s.group),
         fb::CreateTensorDirect(b, "out", fb::DType::F32, &outShape, fb::Storage::Arena, 0,
                                s.outOffset, uint64_t(s.maxTokens * s.outCols) * 4)};
+    if (s.group) {
+      uint64_t bytes = 4;
+      for (int64_t d : s.scalesShape)
+        bytes *= uint64_t(d);
+      tensors.push_back(fb::CreateTensorDirect(b, "scales", fb::DType::F32, &s.scalesShape,
+                                               fb::Storage::Weight, 0, 0, bytes));
+    }
     flatbuffers::Offset<void> params;
     fb::OpParams type = fb::OpParams::NONE;
     if (s.attentionParams) {
@@ -129,6 +142,54 @@ TEST_F(PlanLoaderTest, ValidPlanRuns) {
   positions[1] = 8;
   bad = (*session)->forward(tokens, positions, 2, out);
   EXPECT_EQ(bad.message(), "position 8 out of the context [0, 8)");
+}
+
+/// The table as I8 with a scale per row: kTable's first 16 bytes are the
+/// integers, its first 4 floats (0, 1, 2, 3) the scales.
+Spec int8Table() {
+  Spec s;
+  s.tableType = fb::DType::I8;
+  s.tableSize = 16;
+  s.group = 4;
+  return s;
+}
+
+TEST_F(PlanLoaderTest, QuantizedTableRuns) {
+  write(int8Table());
+  auto loaded = LoadedPlan::open(dir_.string());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  auto device = createCpuDevice();
+  auto session = Session::create(**loaded, *device);
+  ASSERT_TRUE(session) << session.status().message();
+  int32_t tokens[2] = {3, 1}, positions[2] = {0, 1};
+  float out[8];
+  ASSERT_TRUE((*session)->forward(tokens, positions, 2, out));
+  const auto *q = reinterpret_cast<const int8_t *>(kTable);
+  for (int t = 0; t < 2; ++t)
+    for (int c = 0; c < 4; ++c)
+      EXPECT_EQ(out[t * 4 + c], float(q[tokens[t] * 4 + c]) * kTable[tokens[t]]);
+}
+
+TEST_F(PlanLoaderTest, RejectsQuantizedWeightWithoutItsScales) {
+  Spec s = int8Table();
+  s.scales = 7;
+  EXPECT_ERROR(s, "tensor 2 ('table') names scales tensor 7, but the plan has 5");
+  s = int8Table();
+  s.scalesShape = {2, 1};
+  EXPECT_ERROR(s, "tensor 2 ('table') needs F32 weight scales [4, 1]; tensor 4 is not that");
+  s = int8Table();
+  s.group = 5;
+  EXPECT_ERROR(s, "tensor 2 ('table') has quantization group 5; it must be in [1, 4]");
+  s = int8Table();
+  s.tableType = fb::DType::I4;
+  s.tableShape = {4, 3};
+  s.tableSize = 6;
+  s.group = 2;
+  s.scalesShape = {4, 2};
+  EXPECT_ERROR(s, "tensor 2 ('table') is I4 with an odd row length or group");
+  s = Spec();
+  s.group = 4;
+  EXPECT_ERROR(s, "tensor 2 ('table') has a quantization group but is not an I8 or I4 weight");
 }
 
 TEST_F(PlanLoaderTest, RejectsTensorIndexOutOfRange) {
