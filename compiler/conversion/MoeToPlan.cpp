@@ -27,6 +27,20 @@ MemRefType memrefOf(Type tensor) {
   return MemRefType::get(t.getShape(), t.getElementType());
 }
 
+// How the plan stores a weight: its precision's element type, else the
+// checkpoint's.
+MemRefType storageOf(mm::WeightOp w) {
+  auto type = cast<RankedTensorType>(w.getType());
+  Builder b(w.getContext());
+  Type elem = type.getElementType();
+  if (auto p = w.getPrecision())
+    elem = *p == "f32"    ? b.getF32Type()
+           : *p == "bf16" ? b.getBF16Type()
+           : *p == "int8" ? Type(b.getIntegerType(8))
+                          : Type(b.getIntegerType(4));
+  return MemRefType::get(type.getShape(), elem);
+}
+
 class Lowering {
 public:
   Lowering(ModuleOp module, func::FuncOp forward, int64_t maxContext)
@@ -56,9 +70,9 @@ private:
     return TypeSwitch<Operation *, LogicalResult>(&op)
         .Case([&](mm::WeightOp w) {
           map_.map(w.getResult(),
-                   b_.create<plan::WeightOp>(loc_, memrefOf(w.getType()),
-                                             w.getNameAttr(), w.getConcatAttr(),
-                                             w.getScaleAttr(), w.getBlockAttr()));
+                   b_.create<plan::WeightOp>(loc_, storageOf(w), w.getNameAttr(),
+                                             w.getConcatAttr(), w.getScaleAttr(),
+                                             w.getBlockAttr(), w.getGroupAttr()));
           return success();
         })
         .Case([&](mm::EmbeddingOp e) {

@@ -259,7 +259,7 @@ private:
         r.scale ? b_.getDenseI64ArrayAttr(source_.blockSize())
                 : DenseI64ArrayAttr();
     return b_.create<WeightOp>(loc_, type, b_.getStringAttr(name), ArrayAttr(), scale,
-                               block);
+                               block, StringAttr(), IntegerAttr());
   }
 
   /// One tensor per expert, `pattern` with `{e}` for the expert id; all must

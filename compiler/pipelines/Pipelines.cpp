@@ -18,18 +18,26 @@ struct DefaultPipelineOptions
                              llvm::cl::init(4096)};
   Option<bool> fuse{*this, "fuse", llvm::cl::desc("run moe-fuse-experts first"),
                     llvm::cl::init(true)};
+  Option<std::string> precision{*this, "precision",
+                                llvm::cl::desc("moe-assign-precision policy"),
+                                llvm::cl::init("keep")};
 };
 } // namespace
 
 void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &options) {
   if (options.fuse)
     pm.addPass(createFuseExpertsPass());
+  if (options.precision != "keep")
+    pm.addPass(createAssignPrecisionPass(AssignPrecisionPassOptions{options.precision}));
   pm.addPass(createMoeToPlanPass(MoeToPlanPassOptions{options.maxContext}));
   pm.addPass(createPlanMemoryPass(PlanMemoryPassOptions{options.maxBatchTokens}));
 }
 
 std::string defaultPipelineText(const PipelineOptions &options) {
   return std::string("builtin.module(") + (options.fuse ? "moe-fuse-experts, " : "") +
+         (options.precision != "keep"
+              ? "moe-assign-precision{policy=" + options.precision + "}, "
+              : std::string()) +
          "moe-to-plan{max-context=" + std::to_string(options.maxContext) +
          "}, moe-plan-memory{max-batch-tokens=" + std::to_string(options.maxBatchTokens) +
          "})";
@@ -38,9 +46,10 @@ std::string defaultPipelineText(const PipelineOptions &options) {
 void registerPipelines() {
   mlir::PassPipelineRegistration<DefaultPipelineOptions>(
       "moe-default-pipeline",
-      "moe module -> planned plan module (moe-fuse-experts, moe-to-plan, moe-plan-memory)",
+      "moe module -> planned plan module (moe-fuse-experts, moe-assign-precision, "
+      "moe-to-plan, moe-plan-memory)",
       [](mlir::OpPassManager &pm, const DefaultPipelineOptions &o) {
-        buildDefaultPipeline(pm, {o.maxBatchTokens, o.maxContext, o.fuse});
+        buildDefaultPipeline(pm, {o.maxBatchTokens, o.maxContext, o.fuse, o.precision});
       });
 }
 

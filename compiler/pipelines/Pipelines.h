@@ -13,10 +13,12 @@ struct PipelineOptions {
   int64_t maxBatchTokens = 256;
   int64_t maxContext = 4096;
   bool fuse = true; ///< run moe-fuse-experts first
+  std::string precision = "keep"; ///< moe-assign-precision's policy
 };
 
 /// moe module -> planned plan module: moe-fuse-experts (unless off),
-/// moe-to-plan, moe-plan-memory.
+/// moe-assign-precision (unless the policy is keep), moe-to-plan,
+/// moe-plan-memory.
 void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 /// The textual form of that pipeline (recorded in plan provenance).
 std::string defaultPipelineText(const PipelineOptions &options);

@@ -46,6 +46,8 @@ fb::DType dtypeOf(Operation *op, Type t) {
   if (t.isF16()) return fb::DType::F16;
   if (t.isFloat8E4M3FN()) return fb::DType::F8E4M3;
   if (t.isInteger(32)) return fb::DType::I32;
+  if (t.isInteger(8)) return fb::DType::I8;
+  if (t.isInteger(4)) return fb::DType::I4;
   std::string s;
   llvm::raw_string_ostream os(s);
   os << t;
@@ -160,27 +162,47 @@ private:
     if (auto concat = w.getConcat())
       for (mlir::Attribute a : *concat)
         names.push_back(cast<StringAttr>(a).getValue().str());
-    std::vector<const TensorInfo *> parts;
+    Pending pending;
+    Encoding &e = pending.encoding;
+    e.dtype = dtype;
+    e.cols = type.getShape().back();
+    e.group = w.getGroup() ? int64_t(*w.getGroup()) : 0;
+    const uint64_t rows = uint64_t(type.getNumElements() / e.cols);
     bool perExpert = name.find("{e}") != std::string::npos;
     int64_t count = perExpert ? type.getDimSize(0) : 1;
-    uint64_t expertBytes = elementBytes(dtype);
-    for (int64_t i = perExpert ? 1 : 0; i < type.getRank(); ++i)
-      expertBytes *= uint64_t(type.getDimSize(i));
-    uint64_t partBytes = expertBytes / names.size();
-    for (int64_t e = 0; e < count; ++e)
+    const uint64_t partElements = uint64_t(type.getNumElements()) / uint64_t(count) / names.size();
+    for (int64_t ex = 0; ex < count; ++ex)
       for (const std::string &pattern : names) {
-        std::string part = mlir::moe::WeightOp::expand(pattern, e);
+        std::string part = mlir::moe::WeightOp::expand(pattern, ex);
         const TensorInfo *info = catalog_.find(part);
         if (!info)
           fail(w, catalog_.source() + ": tensor '" + part + "' is missing");
-        if (info->size != partBytes || info->dtype != safetensorsDtype(dtype))
+        uint64_t numel = 1;
+        for (int64_t d : info->shape)
+          numel *= uint64_t(d);
+        // Stored as in the checkpoint, or converted from a dtype we decode.
+        pending.convert |= info->dtype != safetensorsDtype(dtype);
+        if (numel != partElements || info->size != numel * dtypeSize(info->dtype) ||
+            (info->dtype != safetensorsDtype(dtype) && !canDecode(info->dtype)))
           fail(w, info->file + ": tensor '" + part + "' is " + info->dtype + " " +
                       shapeString(info->shape) + ", which does not match the IR");
-        parts.push_back(info);
+        pending.parts.push_back(info);
       }
-    uint32_t t = addTensor(w, w, name, fb::Storage::Weight, 0, expertBytes * count);
-    pending_.push_back({t, parts});
-    totalWeightBytes_ += expertBytes * count;
+    const uint64_t bytes = e.bytes(rows);
+    pending.tensor = addTensor(w, w, name, fb::Storage::Weight, 0, bytes);
+    totalWeightBytes_ += bytes;
+    if (e.quantized()) {
+      // The scales: a second weight tensor the quantized one names.
+      TensorDesc scales{name + ".scales", fb::DType::F32,
+                        {int64_t(rows), e.groups()}, fb::Storage::Weight, 0,
+                        rows * uint64_t(e.groups()) * 4, 0};
+      pending.scales = uint32_t(tensors_.size());
+      tensors_.push_back(scales);
+      tensors_[pending.tensor].scales = pending.scales;
+      tensors_[pending.tensor].group = int32_t(e.group);
+      totalWeightBytes_ += scales.size;
+    }
+    pending_.push_back(std::move(pending));
   }
 
   // Attribute readers: the conversion always sets these; hand-written IR may not.
@@ -298,10 +320,19 @@ private:
   void packWeights() {
     std::string file = std::string(rt::kWeightFilePrefix) + "0.bin";
     WeightPacker packer((fs::path(options_.outputDir) / file).string(), totalWeightBytes_);
-    for (auto &[tensor, parts] : pending_) {
-      WeightPacker::Packed p = packer.append(parts);
+    auto place = [&](uint32_t tensor, const WeightPacker::Packed &p) {
       tensors_[tensor].offset = p.offset;
       tensors_[tensor].checksum = p.checksum;
+    };
+    for (const Pending &w : pending_) {
+      if (!w.convert && !w.encoding.quantized()) {
+        place(w.tensor, packer.append(w.parts));
+        continue;
+      }
+      std::vector<float> scales;
+      place(w.tensor, packer.appendEncoded(w.parts, w.encoding, scales));
+      if (w.encoding.quantized())
+        place(w.scales, packer.appendBytes(scales.data(), scales.size() * sizeof(float)));
     }
     weightFileSize_ = packer.finish();
     weightFile_ = file;
@@ -330,7 +361,7 @@ private:
     for (const TensorDesc &t : tensors_)
       tensors.push_back(fb::CreateTensorDirect(b_, t.name.c_str(), t.dtype, &t.shape,
                                                t.storage, 0, t.offset, t.size,
-                                               t.checksum));
+                                               t.checksum, t.scales, t.group));
     std::vector<flatbuffers::Offset<fb::KvLayer>> layers;
     for (auto &[layer, spec] : kvLayers_) {
       if (layer != int64_t(layers.size()))
@@ -399,12 +430,21 @@ private:
     std::vector<int64_t> shape;
     fb::Storage storage;
     uint64_t offset, size, checksum;
+    uint32_t scales = 0; ///< I8/I4: the tensor of its scales
+    int32_t group = 0;
+  };
+  /// A weight to pack: its checkpoint parts in order, and how to store them.
+  struct Pending {
+    uint32_t tensor = 0, scales = 0;
+    std::vector<const TensorInfo *> parts;
+    Encoding encoding;
+    bool convert = false; ///< the checkpoint's dtype differs from the plan's
   };
   std::vector<TensorDesc> tensors_;
   std::vector<uint32_t> inputs_, outputs_;
   std::vector<flatbuffers::Offset<fb::Instruction>> instructions_;
   std::map<int64_t, std::tuple<fb::KvKind, int32_t, int32_t>> kvLayers_;
-  std::vector<std::pair<uint32_t, std::vector<const TensorInfo *>>> pending_;
+  std::vector<Pending> pending_;
   uint64_t totalWeightBytes_ = 0, weightFileSize_ = 0;
   std::string weightFile_;
 };

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
 #include <map>
 
 namespace moe {
@@ -28,44 +29,101 @@ WeightPacker::~WeightPacker() {
     std::fclose(out_);
 }
 
-WeightPacker::Packed WeightPacker::append(const std::vector<const TensorInfo *> &parts) {
+void WeightPacker::begin(Packed &packed) {
   static const char zeros[rt::kWeightAlignment] = {};
   uint64_t pad = (rt::kWeightAlignment - written_ % rt::kWeightAlignment) %
                  rt::kWeightAlignment;
   if (pad && std::fwrite(zeros, 1, pad, out_) != pad)
     throw InputError(path_ + ": write failed (" + std::strerror(errno) + ")");
   written_ += pad;
-  Packed packed;
   packed.offset = written_;
-  rt::Checksum64 sum;
-  for (const TensorInfo *part : parts) {
-    int fd = ::open(part->file.c_str(), O_RDONLY);
-    if (fd < 0)
-      throw InputError(part->file + ": cannot open (" + std::strerror(errno) + ")");
-    uint64_t done = 0;
-    while (done < part->size) {
-      size_t chunk = static_cast<size_t>(std::min<uint64_t>(buffer_.size(),
-                                                            part->size - done));
-      ssize_t got = ::pread(fd, buffer_.data(), chunk, off_t(part->offset + done));
-      if (got <= 0) {
-        ::close(fd);
-        throw InputError(part->file + ": short read at byte " +
-                         std::to_string(part->offset + done) + " (file truncated?)");
-      }
-      sum.update(buffer_.data(), size_t(got));
-      if (std::fwrite(buffer_.data(), 1, size_t(got), out_) != size_t(got)) {
-        ::close(fd);
-        throw InputError(path_ + ": write failed (" + std::strerror(errno) + ")");
-      }
-      done += uint64_t(got);
-      written_ += uint64_t(got);
-      progress(false);
-    }
-    ::close(fd);
-  }
+}
+
+void WeightPacker::write(const char *data, size_t bytes, rt::Checksum64 &sum) {
+  sum.update(data, bytes);
+  if (std::fwrite(data, 1, bytes, out_) != bytes)
+    throw InputError(path_ + ": write failed (" + std::strerror(errno) + ")");
+  written_ += bytes;
+  progress(false);
+}
+
+void WeightPacker::end(Packed &packed, const rt::Checksum64 &sum) {
   packed.size = written_ - packed.offset;
   packed.checksum = sum.value();
   ++tensors_;
+}
+
+// Calls `consume(data, bytes)` for consecutive pieces of a part, each a
+// multiple of `unit` bytes (except a short file, which throws).
+template <typename Consume>
+void WeightPacker::read(const TensorInfo &part, size_t unit, Consume consume) {
+  int fd = ::open(part.file.c_str(), O_RDONLY);
+  if (fd < 0)
+    throw InputError(part.file + ": cannot open (" + std::strerror(errno) + ")");
+  const size_t piece = std::max(unit, buffer_.size() / unit * unit);
+  if (buffer_.size() < piece)
+    buffer_.resize(piece);
+  uint64_t done = 0;
+  while (done < part.size) {
+    size_t want = size_t(std::min<uint64_t>(piece, part.size - done)), got = 0;
+    while (got < want) {
+      ssize_t n = ::pread(fd, buffer_.data() + got, want - got, off_t(part.offset + done + got));
+      if (n <= 0) {
+        ::close(fd);
+        throw InputError(part.file + ": short read at byte " +
+                         std::to_string(part.offset + done + got) + " (file truncated?)");
+      }
+      got += size_t(n);
+    }
+    try {
+      consume(buffer_.data(), want);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    done += want;
+  }
+  ::close(fd);
+}
+
+WeightPacker::Packed WeightPacker::append(const std::vector<const TensorInfo *> &parts) {
+  Packed packed;
+  begin(packed);
+  rt::Checksum64 sum;
+  for (const TensorInfo *part : parts)
+    read(*part, 1, [&](const char *data, size_t bytes) { write(data, bytes, sum); });
+  end(packed, sum);
+  return packed;
+}
+
+WeightPacker::Packed WeightPacker::appendEncoded(const std::vector<const TensorInfo *> &parts,
+                                                 const Encoding &e, std::vector<float> &scales) {
+  Packed packed;
+  begin(packed);
+  rt::Checksum64 sum;
+  std::vector<float> rows;
+  std::vector<char> encoded;
+  for (const TensorInfo *part : parts) {
+    const size_t rowBytes = size_t(e.cols) * dtypeSize(part->dtype);
+    read(*part, rowBytes, [&](const char *data, size_t bytes) {
+      const int64_t count = int64_t(bytes / rowBytes);
+      rows.resize(size_t(count * e.cols));
+      decodeElements(part->dtype, data, uint64_t(count * e.cols), rows.data());
+      encoded.clear();
+      encodeRows(e, rows.data(), count, encoded, scales);
+      write(encoded.data(), encoded.size(), sum);
+    });
+  }
+  end(packed, sum);
+  return packed;
+}
+
+WeightPacker::Packed WeightPacker::appendBytes(const void *data, size_t bytes) {
+  Packed packed;
+  begin(packed);
+  rt::Checksum64 sum;
+  write(static_cast<const char *>(data), bytes, sum);
+  end(packed, sum);
   return packed;
 }
 

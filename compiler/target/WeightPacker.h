@@ -10,6 +10,8 @@
 #define MOE_COMPILER_TARGET_WEIGHTPACKER_H
 
 #include "compiler/import/Safetensors.h"
+#include "compiler/target/WeightEncoding.h"
+#include "moe/runtime/Checksum.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -30,10 +32,20 @@ public:
   /// Appends the concatenation of `parts` (e.g. the per-expert tensors of
   /// one stacked weight) as one tensor. Throws InputError on I/O failure.
   Packed append(const std::vector<const TensorInfo *> &parts);
+  /// As append, converting rows of `e.cols` elements to `e` (parts of a
+  /// dtype canDecode accepts); I8/I4 scales are appended to `scales`.
+  Packed appendEncoded(const std::vector<const TensorInfo *> &parts, const Encoding &e,
+                       std::vector<float> &scales);
+  /// Appends `bytes` bytes (e.g. the scales of an encoded weight).
+  Packed appendBytes(const void *data, size_t bytes);
   /// Flushes and closes; returns the file size. Throws InputError.
   uint64_t finish();
 
 private:
+  void begin(Packed &packed); // pads to the alignment; the tensor starts here
+  void write(const char *data, size_t bytes, rt::Checksum64 &sum);
+  void end(Packed &packed, const rt::Checksum64 &sum);
+  template <typename Consume> void read(const TensorInfo &part, size_t unit, Consume consume);
   void progress(bool last);
 
   std::string path_;

@@ -35,15 +35,16 @@ struct ConcatGateUp : OpRewritePattern<mm::ExpertsOp> {
     if (!gate || !up || !gate.isPerExpert() || !up.isPerExpert())
       return rewriter.notifyMatchFailure(op, "gate/up are not plain per-expert weights");
     auto type = cast<RankedTensorType>(gate.getType());
-    if (type != up.getType())
-      return rewriter.notifyMatchFailure(op, "gate and up differ in type");
+    if (type != up.getType() || gate.getPrecisionAttr() != up.getPrecisionAttr() ||
+        gate.getGroupAttr() != up.getGroupAttr())
+      return rewriter.notifyMatchFailure(op, "gate and up differ in type or precision");
     SmallVector<int64_t> shape(type.getShape());
     shape[1] *= 2;
     rewriter.setInsertionPoint(op);
     auto gateUp = rewriter.create<mm::WeightOp>(
         gate.getLoc(), RankedTensorType::get(shape, type.getElementType()),
         gate.getNameAttr(), rewriter.getStrArrayAttr({up.getName()}), StringAttr(),
-        DenseI64ArrayAttr());
+        DenseI64ArrayAttr(), gate.getPrecisionAttr(), gate.getGroupAttr());
     rewriter.replaceOpWithNewOp<mm::ExpertsOp>(
         op, op.getType(), op.getInput(), op.getRoutingWeights(), op.getRoutingIndices(),
         ValueRange{gateUp, op.getDown()});

@@ -39,6 +39,45 @@ def FuseExpertsPass : Pass<"moe-fuse-experts", "mlir::ModuleOp"> {
   }];
 }
 
+def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
+  let summary = "Choose how the plan stores each weight (f32, bf16, int8, int4)";
+  let description = [{
+    Sets `precision` (and for int8/int4 `group`) on every `moe.weight` the
+    policy changes; the plan writer converts while packing. Components, from
+    how a weight is used: `embedding` (table), `lm_head`, `router`,
+    `experts` (routed), `shared_expert`, `dense_mlp` (SwiGLU MLP layers),
+    `attention` (the `moe.linear` projections). Those are matrices the
+    runtime multiplies by (or looks rows up in) and may be quantized; any
+    other weight (norms, biases, the shared-expert gate vector, MLA's kv_b)
+    is a `vector` and stays float. A weight used by two components (tied
+    embedding and LM head) gets the more precise of their choices.
+
+    Policies:
+    - `keep` (default): the checkpoint's dtypes.
+    - `fp32`, `bf16`: every weight in that type.
+    - `int8`: every matrix int8, symmetric, one f32 scale per output row.
+    - `int4`: every matrix int4, symmetric, one f32 scale per `int4-group`
+      elements of a row (the whole row when it is shorter); a matrix with an
+      odd row length gets int8.
+    Block-scaled fp8 checkpoint weights keep their precision.
+
+    ```mlir
+    %w = moe.weight "model.layers.0.self_attn.q_proj.weight" : tensor<64x64xbf16>
+    ```
+    becomes with `policy=int8`
+    ```mlir
+    %w = moe.weight "model.layers.0.self_attn.q_proj.weight" precision "int8" group 64
+           : tensor<64x64xbf16>
+    ```
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", "\"keep\"",
+           "keep, fp32, bf16, int8 or int4">,
+    Option<"int4Group", "int4-group", "int64_t", "128",
+           "int4: elements per scale along a row">
+  ];
+}
+
 def PlanMemoryPass : Pass<"moe-plan-memory", "mlir::ModuleOp"> {
   let summary = "Assign arena offsets to plan buffers from their lifetimes";
   let description = [{

@@ -175,6 +175,43 @@ SmallVector<int64_t> WeightOp::getScaleShape() {
   return shape;
 }
 
+bool WeightOp::isQuantized() {
+  return getPrecision() && (*getPrecision() == "int8" || *getPrecision() == "int4");
+}
+
+LogicalResult WeightOp::verifyPrecision() {
+  StringRef name = getName();
+  auto type = cast<RankedTensorType>(getResult().getType());
+  if (!getPrecision()) {
+    if (getGroup())
+      return emitOpError() << "weight '" << name << "' has a 'group' but no precision";
+    return success();
+  }
+  StringRef p = *getPrecision();
+  if (p != "f32" && p != "bf16" && p != "int8" && p != "int4")
+    return emitOpError() << "weight '" << name << "' has precision \"" << p
+                         << "\"; expected f32, bf16, int8 or int4";
+  if (getScale())
+    return emitOpError() << "block-scaled weight '" << name
+                         << "' keeps its checkpoint precision";
+  if (isQuantized() != getGroup().has_value())
+    return emitOpError() << "weight '" << name
+                         << "' needs a 'group' exactly when its precision is int8 or int4";
+  if (!isQuantized())
+    return success();
+  int64_t cols = type.getShape().back(), group = *getGroup();
+  if (type.getRank() < 2)
+    return emitOpError() << "only matrices are quantized; weight '" << name << "' is " << type;
+  if (group < 1 || group > cols)
+    return emitOpError() << "group " << group << " of weight '" << name
+                         << "' must be in [1, " << cols << "] (its row length)";
+  if (p == "int4" && (cols % 2 || group % 2))
+    return emitOpError() << "int4 weight '" << name
+                         << "' needs an even row length and group, got " << type << " and group "
+                         << group;
+  return success();
+}
+
 LogicalResult WeightOp::verify() {
   StringRef name = getName();
   auto type = cast<RankedTensorType>(getResult().getType());
@@ -219,6 +256,8 @@ LogicalResult WeightOp::verify() {
   if (isFp8 && !getScale())
     return emitOpError() << "f8E4M3FN weight '" << name
                          << "' needs a block scale ('scale' and 'block')";
+  if (failed(verifyPrecision()))
+    return failure();
   if (!getScale())
     return success();
   if (!isFp8)

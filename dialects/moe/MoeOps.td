@@ -35,6 +35,11 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
     expert's gate and up projections this way, and the weight packer writes
     them side by side, so the fused weight is never materialised in memory.
 
+    `precision` (set by `moe-assign-precision`) is how the plan stores the
+    weight when it differs from the checkpoint: "f32", "bf16", or symmetric
+    "int8"/"int4" with one f32 scale per `group` elements of each row (the
+    last dimension); the plan writer converts while packing.
+
     ```mlir
     %0 = moe.weight "model.embed_tokens.weight" : tensor<32000x4096xbf16>
     %1 = moe.weight "model.layers.0.block_sparse_moe.experts.{e}.w1.weight"
@@ -45,19 +50,28 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
     %3 = moe.weight "model.layers.0.mlp.experts.{e}.gate_proj.weight"
            concat ["model.layers.0.mlp.experts.{e}.up_proj.weight"]
            : tensor<64x2816x2048xbf16>
+    %4 = moe.weight "model.layers.0.mlp.experts.{e}.down_proj.weight"
+           precision "int4" group 128 : tensor<64x2048x1408xbf16>
     ```
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$concat,
                        OptionalAttr<StrAttr>:$scale,
-                       OptionalAttr<DenseI64ArrayAttr>:$block);
+                       OptionalAttr<DenseI64ArrayAttr>:$block,
+                       OptionalAttr<StrAttr>:$precision,
+                       OptionalAttr<I64Attr>:$group);
   let results = (outs Moe_Tensor:$result);
   let assemblyFormat = [{
-    $name (`concat` $concat^)? (`scale` $scale^ `block` $block)? attr-dict `:` type($result)
+    $name (`concat` $concat^)? (`scale` $scale^ `block` $block)?
+    (`precision` $precision^)? (`group` $group^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// True when the name stands for one checkpoint tensor per expert.
     bool isPerExpert();
+    /// True when `precision` is int8 or int4.
+    bool isQuantized();
+    /// The checks of `precision` and `group`.
+    ::mlir::LogicalResult verifyPrecision();
     /// Checkpoint name of expert `e`'s tensor (or the name itself when the
     /// weight is not per expert); `pattern` is the name or the scale name.
     static std::string expand(llvm::StringRef pattern, int64_t e);

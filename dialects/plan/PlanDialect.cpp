@@ -49,6 +49,17 @@ LogicalResult WeightOp::verify() {
                      (*getBlock())[1] <= 0))
     return emitOpError() << "block of weight '" << getName()
                          << "' must be two positive sizes";
+  auto type = cast<MemRefType>(getType());
+  Type elem = type.getElementType();
+  bool quantized = elem.isInteger(8) || elem.isInteger(4);
+  if (quantized != getGroup().has_value())
+    return emitOpError() << "weight '" << getName()
+                         << "' needs a 'group' exactly when it is i8 or i4, got " << type;
+  if (quantized && (type.getRank() < 2 || *getGroup() < 1 ||
+                    uint64_t(*getGroup()) > uint64_t(type.getShape().back()) ||
+                    (elem.isInteger(4) && (type.getShape().back() % 2 || *getGroup() % 2))))
+    return emitOpError() << "weight '" << getName() << "' of " << type << " cannot have group "
+                         << *getGroup();
   return success();
 }
 

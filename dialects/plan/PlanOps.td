@@ -10,18 +10,23 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
   let description = [{
     As `moe.weight`: `{e}` in the name stands for one tensor per expert,
     stacked along dimension 0; `concat` names tensors whose rows follow the
-    first's (per expert).
+    first's (per expert). The element type is how the plan stores it, which
+    the plan writer converts to from the checkpoint's; i8 and i4 are
+    symmetric integers with one f32 scale per `group` elements of each row.
 
     ```mlir
     %0 = plan.weight "model.embed_tokens.weight" : memref<96x32xbf16>
+    %1 = plan.weight "model.layers.0.self_attn.q_proj.weight" group 32 : memref<32x32xi8>
     ```
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$concat,
                        OptionalAttr<StrAttr>:$scale,
-                       OptionalAttr<DenseI64ArrayAttr>:$block);
+                       OptionalAttr<DenseI64ArrayAttr>:$block,
+                       OptionalAttr<I64Attr>:$group);
   let results = (outs AnyStaticShapeMemRef:$result);
   let assemblyFormat = [{
-    $name (`concat` $concat^)? (`scale` $scale^ `block` $block)? attr-dict `:` type($result)
+    $name (`concat` $concat^)? (`scale` $scale^ `block` $block)? (`group` $group^)?
+    attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }

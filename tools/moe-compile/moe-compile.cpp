@@ -26,6 +26,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -53,6 +54,11 @@ static cl::opt<std::string> kvDtype(
 static cl::opt<bool> fusion(
     "fusion", cl::desc("run moe-fuse-experts (default true; --fusion=false to compare)"),
     cl::init(true), cl::cat(category));
+static cl::opt<std::string> precision(
+    "precision",
+    cl::desc("how the plan stores weights: keep (the checkpoint's dtypes, default), fp32, "
+             "bf16, int8 (per output row scales), int4 (scales per 128 elements of a row)"),
+    cl::init("keep"), cl::cat(category));
 static cl::opt<std::string> emit("emit", cl::desc("mlir: print the IR, write no plan"),
                                  cl::init("plan"), cl::cat(category));
 
@@ -74,6 +80,10 @@ int main(int argc, char **argv) {
   std::optional<moe::plan::DType> kvType = moe::rt::parseKvDtype(kvDtype);
   if (!kvType)
     return fail("--kv-dtype must be f32, bf16, int8 or fp8, got '" + kvDtype + "'");
+  const std::string policies[] = {"keep", "fp32", "bf16", "int8", "int4"};
+  if (std::find(std::begin(policies), std::end(policies), precision.getValue()) ==
+      std::end(policies))
+    return fail("--precision must be keep, fp32, bf16, int8 or int4, got '" + precision + "'");
   if (maxBatchTokens < 1 || maxContext < 1)
     return fail("--max-batch-tokens and --max-context must be positive");
   auto start = std::chrono::steady_clock::now();
@@ -86,7 +96,7 @@ int main(int argc, char **argv) {
   if (!module)
     return fail(error);
 
-  moe::PipelineOptions options{maxBatchTokens, maxContext, fusion};
+  moe::PipelineOptions options{maxBatchTokens, maxContext, fusion, precision};
   std::string text = pipeline.empty() ? moe::defaultPipelineText(options) : pipeline;
   auto parsed = mlir::parsePassPipeline(text, llvm::errs());
   if (mlir::failed(parsed))

@@ -1,6 +1,7 @@
 //===- moe-plan.cpp - inspect and verify compiled plans -------------------===//
 //
 //   moe-plan show <plan-dir>     readable summary
+//   moe-plan weights <plan-dir>  each weight: precision, shape, bytes
 //   moe-plan json <plan-dir>     the whole plan as JSON (for FileCheck)
 //   moe-plan verify <plan-dir>   structure, semantics and every weight checksum
 //
@@ -17,6 +18,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <vector>
 
 using namespace moe::rt;
 namespace fb = moe::plan;
@@ -26,6 +28,8 @@ namespace {
 const char *kHelp = R"(moe-plan: inspect and verify compiled MoE plans
 
 usage: moe-plan show <plan-dir>     readable summary
+       moe-plan weights <plan-dir>  each weight: how it is stored (precision and
+                                    scale group), shape and bytes with its scales
        moe-plan json <plan-dir>     the plan as JSON
        moe-plan verify <plan-dir>   check the plan and every weight checksum
 )";
@@ -35,6 +39,42 @@ int fail(const std::string &message) {
   return 1;
 }
 
+
+/// The tensors that hold the scales of an I8/I4 weight.
+std::vector<bool> scaleTensors(const fb::Plan &p) {
+  std::vector<bool> scales(p.tensors()->size());
+  for (const fb::Tensor *t : *p.tensors())
+    if (t->group() > 0)
+      scales[t->scales()] = true;
+  return scales;
+}
+
+std::string shapeText(const fb::Tensor &t) {
+  std::string s = "[";
+  for (size_t i = 0; i < t.shape()->size(); ++i)
+    s += (i ? ", " : "") + std::to_string(t.shape()->Get(i));
+  return s + "]";
+}
+
+int weights(const LoadedPlan &loaded) {
+  const fb::Plan &p = loaded.plan();
+  std::vector<bool> scales = scaleTensors(p);
+  std::printf("%-60s %-10s %-20s %s\n", "weight", "stored as", "shape", "bytes");
+  for (uint32_t id = 0; id < p.tensors()->size(); ++id) {
+    const fb::Tensor &t = *p.tensors()->Get(id);
+    if (t.storage() != fb::Storage::Weight || scales[id])
+      continue;
+    std::string stored = dtypeName(t.dtype());
+    uint64_t bytes = t.size();
+    if (t.group() > 0) {
+      stored += " g" + std::to_string(t.group());
+      bytes += p.tensors()->Get(t.scales())->size();
+    }
+    std::printf("%-60s %-10s %-20s %s\n", t.name()->c_str(), stored.c_str(), shapeText(t).c_str(),
+                moe::rt::formatBytes(bytes).c_str());
+  }
+  return 0;
+}
 
 int show(const LoadedPlan &loaded) {
   const fb::Plan &p = loaded.plan();
@@ -49,10 +89,12 @@ int show(const LoadedPlan &loaded) {
                 pv->compiler_version()->c_str(), pv->checkpoint()->c_str(),
                 pv->checkpoint_hash()->c_str(), pv->pipeline()->c_str());
   std::map<std::string, std::pair<int, uint64_t>> weights;
+  std::vector<bool> scales = scaleTensors(p);
   int buffers = 0;
-  for (const fb::Tensor *t : *p.tensors()) {
+  for (uint32_t id = 0; id < p.tensors()->size(); ++id) {
+    const fb::Tensor *t = p.tensors()->Get(id);
     if (t->storage() == fb::Storage::Weight) {
-      auto &w = weights[dtypeName(t->dtype())];
+      auto &w = weights[scales[id] ? "scales" : dtypeName(t->dtype())];
       ++w.first;
       w.second += t->size();
     } else if (t->storage() == fb::Storage::Arena) {
@@ -121,8 +163,8 @@ int main(int argc, char **argv) {
   if (argc != 3)
     return fail("expected a command and a plan directory (see --help)");
   std::string command = argv[1], dir = argv[2];
-  if (command != "show" && command != "json" && command != "verify")
-    return fail("unknown command '" + command + "' (show, json or verify)");
+  if (command != "show" && command != "weights" && command != "json" && command != "verify")
+    return fail("unknown command '" + command + "' (show, weights, json or verify)");
   LoadOptions options;
   options.verifyWeights = command == "verify";
   auto loaded = LoadedPlan::open(dir, options);
@@ -132,6 +174,8 @@ int main(int argc, char **argv) {
     return show(**loaded);
   if (command == "json")
     return json(**loaded, dir);
+  if (command == "weights")
+    return weights(**loaded);
   uint64_t weights = 0;
   for (const fb::Tensor *t : *(*loaded)->plan().tensors())
     weights += t->storage() == fb::Storage::Weight;

@@ -1,0 +1,102 @@
+//===- WeightEncoding.cpp - convert checkpoint rows to plan storage -------===//
+#include "compiler/target/WeightEncoding.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace moe {
+
+namespace {
+
+float fromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+float f16ToF32(uint16_t h) {
+  const int exponent = (h >> 10) & 31, mantissa = h & 1023;
+  const float sign = h & 0x8000 ? -1.0f : 1.0f;
+  if (exponent == 31)
+    return mantissa ? NAN : sign * INFINITY;
+  return sign * (exponent == 0 ? std::ldexp(float(mantissa), -24)
+                               : std::ldexp(float(1024 + mantissa), exponent - 25));
+}
+
+// Round to nearest even; NaN stays a (quiet) NaN.
+uint16_t f32ToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f))
+    return uint16_t((u >> 16) | 0x40);
+  return uint16_t((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+} // namespace
+
+uint64_t Encoding::bytes(uint64_t rows) const {
+  const uint64_t n = rows * uint64_t(cols);
+  switch (dtype) {
+  case plan::DType::BF16: return n * 2;
+  case plan::DType::I8: return n;
+  case plan::DType::I4: return n / 2;
+  default: return n * 4;
+  }
+}
+
+bool canDecode(const std::string &dtype) {
+  return dtype == "F32" || dtype == "BF16" || dtype == "F16";
+}
+
+void decodeElements(const std::string &dtype, const char *src, uint64_t count, float *dst) {
+  if (dtype == "F32") {
+    std::memcpy(dst, src, count * 4);
+    return;
+  }
+  for (uint64_t i = 0; i < count; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    dst[i] = dtype == "BF16" ? fromBits(uint32_t(h) << 16) : f16ToF32(h);
+  }
+}
+
+void encodeRows(const Encoding &e, const float *src, int64_t rows, std::vector<char> &out,
+                std::vector<float> &scales) {
+  const size_t start = out.size();
+  out.resize(start + e.bytes(uint64_t(rows)));
+  char *dst = out.data() + start;
+  const int64_t n = rows * e.cols;
+  if (e.dtype == plan::DType::F32) {
+    std::memcpy(dst, src, size_t(n) * 4);
+    return;
+  }
+  if (e.dtype == plan::DType::BF16) {
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t h = f32ToBf16(src[i]);
+      std::memcpy(dst + 2 * i, &h, 2);
+    }
+    return;
+  }
+  const float qmax = e.dtype == plan::DType::I8 ? 127.0f : 7.0f;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c0 = 0; c0 < e.cols; c0 += e.group) {
+      const int64_t c1 = std::min(e.cols, c0 + e.group);
+      const float *v = src + r * e.cols;
+      float absmax = 0.0f;
+      for (int64_t c = c0; c < c1; ++c)
+        absmax = std::max(absmax, std::abs(v[c]));
+      const float scale = absmax / qmax;
+      scales.push_back(scale);
+      for (int64_t c = c0; c < c1; ++c) {
+        const float q = scale > 0.0f ? std::clamp(std::round(v[c] / scale), -qmax, qmax) : 0.0f;
+        const int64_t i = r * e.cols + c;
+        if (e.dtype == plan::DType::I8)
+          dst[i] = char(int8_t(q));
+        else // two per byte, low nibble first
+          dst[i / 2] = char(uint8_t(dst[i / 2]) | uint8_t((int(q) & 0xf) << (i % 2 ? 4 : 0)));
+      }
+    }
+}
+
+} // namespace moe

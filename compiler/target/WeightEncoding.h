@@ -1,0 +1,46 @@
+//===- WeightEncoding.h - convert checkpoint rows to plan storage -*- C++ -*-===//
+//
+// The conversions moe-compile applies while packing a weight whose plan
+// precision differs from the checkpoint's (moe-assign-precision): f32/bf16/
+// f16 rows in, f32, bf16 (round to nearest even) or symmetric int8/int4 with
+// f32 scales out. Deterministic: the same rows give the same bytes. Plain C++.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_COMPILER_TARGET_WEIGHTENCODING_H
+#define MOE_COMPILER_TARGET_WEIGHTENCODING_H
+
+#include "moe/runtime/PlanFormat.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moe {
+
+/// How a weight is stored in the plan.
+struct Encoding {
+  plan::DType dtype = plan::DType::F32; ///< F32, BF16, I8 or I4
+  int64_t cols = 0;                     ///< row length (the last dimension)
+  int64_t group = 0;                    ///< I8/I4: elements per scale along a row
+  bool quantized() const { return dtype == plan::DType::I8 || dtype == plan::DType::I4; }
+  /// Bytes of `rows` encoded rows.
+  uint64_t bytes(uint64_t rows) const;
+  /// Scales per row (I8/I4).
+  int64_t groups() const { return (cols + group - 1) / group; }
+};
+
+/// True for the checkpoint dtypes decodeRows reads: "F32", "BF16", "F16".
+bool canDecode(const std::string &safetensorsDtype);
+
+/// `count` elements of safetensors dtype `dtype` at src as f32.
+void decodeElements(const std::string &dtype, const char *src, uint64_t count, float *dst);
+
+/// Appends `rows` rows of f32 values encoded as `e` to `out`, and for I8/I4
+/// each row's scales (max |v| / 127 or / 7 per group; q = round(v / scale))
+/// to `scales`.
+void encodeRows(const Encoding &e, const float *src, int64_t rows, std::vector<char> &out,
+                std::vector<float> &scales);
+
+} // namespace moe
+
+#endif
