@@ -894,3 +894,67 @@ func.func @add_rms_norm_weight(%a: tensor<?x8xf32>) {
   %s, %n = moe.add_rms_norm %a, %a, %w eps 1.0e-6 : (tensor<?x8xf32>, tensor<?x8xf32>, tensor<4xbf16>) -> (tensor<?x8xf32>, tensor<?x8xf32>)
   return
 }
+
+// -----
+
+func.func @precision_unknown() {
+  // expected-error @+1 {{weight 'w' has precision "int3"; expected f32, bf16, int8 or int4}}
+  %0 = moe.weight "w" precision "int3" : tensor<4x4xbf16>
+  return
+}
+
+// -----
+
+func.func @precision_group_without_precision() {
+  // expected-error @+1 {{weight 'w' has a 'group' but no precision}}
+  %0 = moe.weight "w" group 4 : tensor<4x4xbf16>
+  return
+}
+
+// -----
+
+func.func @precision_int8_without_group() {
+  // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8 or int4}}
+  %0 = moe.weight "w" precision "int8" : tensor<4x4xbf16>
+  return
+}
+
+// -----
+
+func.func @precision_float_with_group() {
+  // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8 or int4}}
+  %0 = moe.weight "w" precision "bf16" group 4 : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @precision_vector() {
+  // expected-error @+1 {{only matrices are quantized; weight 'w' is 'tensor<4xbf16>'}}
+  %0 = moe.weight "w" precision "int8" group 4 : tensor<4xbf16>
+  return
+}
+
+// -----
+
+func.func @precision_group_too_large() {
+  // expected-error @+1 {{group 8 of weight 'w' must be in [1, 4] (its row length)}}
+  %0 = moe.weight "w" precision "int8" group 8 : tensor<4x4xbf16>
+  return
+}
+
+// -----
+
+func.func @precision_int4_odd_rows() {
+  // expected-error @+1 {{int4 weight 'w' needs an even row length and group, got 'tensor<4x5xbf16>' and group 5}}
+  %0 = moe.weight "w" precision "int4" group 5 : tensor<4x5xbf16>
+  return
+}
+
+// -----
+
+func.func @precision_block_scaled() {
+  // expected-error @+1 {{block-scaled weight 'w' keeps its checkpoint precision}}
+  %0 = moe.weight "w" scale "s" block [128, 128] precision "int8" group 4 : tensor<4x4xf8E4M3FN>
+  return
+}

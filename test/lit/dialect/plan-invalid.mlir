@@ -185,3 +185,27 @@ func.func @weight_concat_empty() {
   %w = plan.weight "w" concat [] : memref<4x4xbf16>
   return
 }
+
+// -----
+
+func.func @weight_i8_without_group() {
+  // expected-error @+1 {{'plan.weight' op weight 'w' needs a 'group' exactly when it is i8 or i4, got 'memref<4x4xi8>'}}
+  %w = plan.weight "w" : memref<4x4xi8>
+  return
+}
+
+// -----
+
+func.func @weight_float_with_group() {
+  // expected-error @+1 {{'plan.weight' op weight 'w' needs a 'group' exactly when it is i8 or i4, got 'memref<4x4xbf16>'}}
+  %w = plan.weight "w" group 4 : memref<4x4xbf16>
+  return
+}
+
+// -----
+
+func.func @weight_i4_odd_group() {
+  // expected-error @+1 {{'plan.weight' op weight 'w' of 'memref<4x4xi4>' cannot have group 3}}
+  %w = plan.weight "w" group 3 : memref<4x4xi4>
+  return
+}
