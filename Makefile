@@ -5,7 +5,7 @@ JOBS ?= 2
 LIT ?= /usr/lib/llvm-19/build/utils/lit/lit.py
 PYTHON ?= python3
 
-.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-roofline fuzz test-asan clean
+.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-roofline bench-quantization fuzz test-asan clean
 
 all: build
 
@@ -56,6 +56,11 @@ bench-serving: build
 
 bench-roofline: build
 	@tools/bench-roofline.sh $(BUILD)/bin
+
+# Precision policies: bytes, KL/top-1/bits per byte vs f32 and decode speed on
+# the trained example; int8/int4 vs bf16 decode on the medium model.
+bench-quantization: build
+	@tools/bench-quantization.sh $(BUILD)/bin
 
 # Every lit test and GoogleTest against an ASan + UBSan build (build-asan/).
 test-asan: setup
