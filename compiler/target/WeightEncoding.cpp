@@ -1,39 +1,12 @@
 //===- WeightEncoding.cpp - convert checkpoint rows to plan storage -------===//
 #include "compiler/target/WeightEncoding.h"
+#include "kernels/cpu/Numeric.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 namespace moe {
-
-namespace {
-
-float fromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-float f16ToF32(uint16_t h) {
-  const int exponent = (h >> 10) & 31, mantissa = h & 1023;
-  const float sign = h & 0x8000 ? -1.0f : 1.0f;
-  if (exponent == 31)
-    return mantissa ? NAN : sign * INFINITY;
-  return sign * (exponent == 0 ? std::ldexp(float(mantissa), -24)
-                               : std::ldexp(float(1024 + mantissa), exponent - 25));
-}
-
-// Round to nearest even; NaN stays a (quiet) NaN.
-uint16_t f32ToBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if (std::isnan(f))
-    return uint16_t((u >> 16) | 0x40);
-  return uint16_t((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-
-} // namespace
 
 uint64_t Encoding::bytes(uint64_t rows) const {
   const uint64_t n = rows * uint64_t(cols);
@@ -57,7 +30,7 @@ void decodeElements(const std::string &dtype, const char *src, uint64_t count, f
   for (uint64_t i = 0; i < count; ++i) {
     uint16_t h;
     std::memcpy(&h, src + 2 * i, 2);
-    dst[i] = dtype == "BF16" ? fromBits(uint32_t(h) << 16) : f16ToF32(h);
+    dst[i] = dtype == "BF16" ? cpu::bf16ToF32(h) : cpu::f16ToF32(h);
   }
 }
 
@@ -73,7 +46,7 @@ void encodeRows(const Encoding &e, const float *src, int64_t rows, std::vector<c
   }
   if (e.dtype == plan::DType::BF16) {
     for (int64_t i = 0; i < n; ++i) {
-      const uint16_t h = f32ToBf16(src[i]);
+      const uint16_t h = cpu::f32ToBf16(src[i]);
       std::memcpy(dst + 2 * i, &h, 2);
     }
     return;

@@ -1,6 +1,7 @@
 //===- Weight.cpp - weight element access and conversion to f32 -----------===//
 
 #include "kernels/cpu/Kernels.h"
+#include "kernels/cpu/Numeric.h"
 #include "kernels/cpu/WeightDetail.h"
 
 #include <cstring>
@@ -8,42 +9,6 @@
 namespace moe::cpu {
 namespace {
 
-float fromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-uint32_t toBits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-// bf16 is the high half of an f32.
-float bf16ToF32(uint16_t h) { return fromBits(uint32_t(h) << 16); }
-
-// IEEE half -> f32: all three cases computed, then picked by bit masks, so
-// that the row loop below vectorizes (GCC will not if-convert a conditional
-// float subtraction). Subnormals are built as 2^-14 * (1.m) - 2^-14, exactly,
-// rather than by scaling an f32 denormal, which would read as zero under
-// denormals-are-zero.
-float f16ToF32(uint16_t h) {
-  const uint32_t magnitude = uint32_t(h & 0x7fff) << 13; // exponent+mantissa
-  const uint32_t exponent = magnitude & 0x0f800000;
-  const float normal = fromBits(magnitude + (112u << 23)); // rebias 15 -> 127
-  const float subnormal = fromBits(magnitude + (113u << 23)) - 0x1p-14f;
-  const uint32_t infNan = magnitude + (224u << 23); // exponent 31 -> 255
-  const uint32_t isSubnormal = -uint32_t(exponent == 0);
-  const uint32_t isInfNan = -uint32_t(exponent == 0x0f800000);
-  uint32_t bits =
-      (toBits(subnormal) & isSubnormal) | (toBits(normal) & ~isSubnormal);
-  bits = (infNan & isInfNan) | (bits & ~isInfNan);
-  return fromBits(bits | uint32_t(h & 0x8000) << 16);
-}
-
-// Element i of a quantized weight: its integer times the scale of its row
-// and group.
 // The integer of element i of a quantized weight.
 int integer(const Weight &w, size_t i) {
   if (w.type == WeightType::I8)

@@ -1,0 +1,66 @@
+//===- Numeric.h - scalar conversions between f32 and storage types -*- C++ -*-===//
+//
+// One definition of each 16- and 8-bit float format, shared by the kernels
+// (weights, KV cache) and by moe-compile's weight encoder. Inline: the
+// kernels' row loops vectorize through them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_KERNELS_CPU_NUMERIC_H
+#define MOE_KERNELS_CPU_NUMERIC_H
+
+#include <cstdint>
+#include <cstring>
+
+namespace moe::cpu {
+
+inline float floatFromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+inline uint32_t bitsOfFloat(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+/// bf16 is the high half of an f32.
+inline float bf16ToF32(uint16_t h) { return floatFromBits(uint32_t(h) << 16); }
+
+/// f32 -> bf16, round to nearest even (NaN stays NaN).
+inline uint16_t f32ToBf16(float f) {
+  uint32_t u = bitsOfFloat(f);
+  if ((u & 0x7fffffff) > 0x7f800000)
+    return uint16_t((u >> 16) | 0x40);
+  u += 0x7fff + ((u >> 16) & 1);
+  return uint16_t(u >> 16);
+}
+
+/// IEEE half -> f32: all three cases computed, then picked by bit masks, so
+/// that row loops vectorize (GCC will not if-convert a conditional float
+/// subtraction). Subnormals are built as 2^-14 * (1.m) - 2^-14, exactly,
+/// rather than by scaling an f32 denormal, which would read as zero under
+/// denormals-are-zero.
+inline float f16ToF32(uint16_t h) {
+  const uint32_t magnitude = uint32_t(h & 0x7fff) << 13; // exponent+mantissa
+  const uint32_t exponent = magnitude & 0x0f800000;
+  const float normal = floatFromBits(magnitude + (112u << 23)); // rebias 15 -> 127
+  const float subnormal = floatFromBits(magnitude + (113u << 23)) - 0x1p-14f;
+  const uint32_t infNan = magnitude + (224u << 23); // exponent 31 -> 255
+  const uint32_t isSubnormal = -uint32_t(exponent == 0);
+  const uint32_t isInfNan = -uint32_t(exponent == 0x0f800000);
+  uint32_t bits = (bitsOfFloat(subnormal) & isSubnormal) | (bitsOfFloat(normal) & ~isSubnormal);
+  bits = (infNan & isInfNan) | (bits & ~isInfNan);
+  return floatFromBits(bits | uint32_t(h & 0x8000) << 16);
+}
+
+/// f32 -> fp8 e4m3 (OCP "FN": no infinities, max 448), round to nearest even;
+/// larger magnitudes saturate to 448.
+uint8_t f32ToFp8(float f);
+/// fp8 e4m3 -> f32 (a table of all 256 values).
+float fp8ToF32(uint8_t b);
+
+} // namespace moe::cpu
+
+#endif
