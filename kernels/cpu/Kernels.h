@@ -1,7 +1,7 @@
 //===- Kernels.h - CPU kernels of the moe runtime ---------------*- C++ -*-===//
 //
 // Plain functions over row-major buffers. Activations are f32; weights are
-// f32, bf16, f16 or symmetric int8/int4 with f32 scales (converted to f32 on
+// f32, bf16, f16, or int8/int4/fp8 e4m3 with f32 scales (converted to f32 on
 // the fly, never copied whole). Each kernel is unit-tested against a naive
 // reference in test/unit/kernels. Semantics follow the Hugging Face
 // transformers modeling files.
@@ -15,21 +15,30 @@
 
 namespace moe::cpu {
 
-enum class WeightType : uint8_t { F32, BF16, F16, I8, I4 };
+enum class WeightType : uint8_t { F32, BF16, F16, I8, I4, F8 };
 
 /// A read-only weight buffer (row-major) and its element type.
 ///
-/// I8 and I4 are quantized along rows of `cols` elements: element (r, c) is
-/// q(r, c) * scales[r * ceil(cols / group) + c / group] in f32, one scale per
-/// `group` consecutive elements of a row (group = cols: one per row). I4
-/// packs two elements per byte, the lower index in the low nibble, each a
-/// two's complement value in [-8, 7]; cols and group are then even.
+/// I8, I4 and F8 (e4m3) are scaled in blocks of `rowGroup` rows by `group`
+/// elements of rows of `cols`: element (r, c) is q(r, c) * scales[scaleIndex(r,
+/// c)] in f32. I8/I4 have rowGroup 1 (group = cols: one scale per row); F8
+/// has square blocks (DeepSeek-V3: 128 x 128). I4 packs two elements per
+/// byte, the lower index in the low nibble, each a two's complement value in
+/// [-8, 7]; cols and group are then even. `rowOffset` is where row 0 of this
+/// view falls in its block (a stacked expert may start mid-block).
 struct Weight {
   const void *data = nullptr;
   WeightType type = WeightType::F32;
-  const float *scales = nullptr; ///< I8/I4 only
-  int64_t cols = 0, group = 0;   ///< I8/I4 only
-  bool quantized() const { return type == WeightType::I8 || type == WeightType::I4; }
+  const float *scales = nullptr;    ///< scaled types only
+  int64_t cols = 0, group = 0;      ///< scaled types only
+  int64_t rowGroup = 1, rowOffset = 0;
+  bool quantized() const {
+    return type == WeightType::I8 || type == WeightType::I4 || type == WeightType::F8;
+  }
+  /// Index in `scales` of element (row, col).
+  int64_t scaleIndex(int64_t row, int64_t col) const {
+    return (rowOffset + row) / rowGroup * ((cols + group - 1) / group) + col / group;
+  }
   /// Element i as f32.
   float at(size_t i) const;
   /// The weight that starts `elements` elements further on (e.g. expert e of

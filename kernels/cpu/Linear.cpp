@@ -102,7 +102,7 @@ void tilePortable(const float *x, int64_t ldx, int64_t tokens, const void *const
 // Quantized weights convert to their integers: the tile applies the scale.
 void convertPortable(Weight w, int64_t first, int64_t count, float *dst) {
   if (w.quantized())
-    detail::integersToF32(w, size_t(first), size_t(count), dst);
+    detail::unscaledToF32(w, size_t(first), size_t(count), dst);
   else
     detail::toF32(w, size_t(first), size_t(count), dst);
 }
@@ -123,6 +123,15 @@ template <WeightType W> __attribute__((target("avx2,f16c"))) __m256 load8(const 
   } else if constexpr (W == WeightType::I8) {
     const __m128i b = _mm_loadl_epi64(static_cast<const __m128i *>(p));
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+  } else if constexpr (W == WeightType::F8) {
+    // e4m3 -> f32 exactly: the 7 magnitude bits placed under the f32
+    // exponent field read as 2^-120 times the value (subnormals included),
+    // so one multiply by 2^120 rebiases; the sign bit moves to bit 31.
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(static_cast<const __m128i *>(p)));
+    const __m256i magnitude = _mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7f)), 20);
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x80)), 24);
+    return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(magnitude, sign)),
+                         _mm256_set1_ps(0x1p120f));
   } else if constexpr (W == WeightType::I4) { // nibble j of the 32-bit word is element j
     uint32_t word;
     std::memcpy(&word, p, 4);
@@ -222,6 +231,8 @@ void tileAvx2(const float *x, int64_t ldx, int64_t tokens, const void *const r[k
     return tileAvx2Typed<WeightType::I8>(x, ldx, tokens, r, scale, len, acc);
   case WeightType::I4:
     return tileAvx2Typed<WeightType::I4>(x, ldx, tokens, r, scale, len, acc);
+  case WeightType::F8:
+    return tileAvx2Typed<WeightType::F8>(x, ldx, tokens, r, scale, len, acc);
   }
 }
 
@@ -307,7 +318,6 @@ void linearGroup(const LinearProblem *problems, size_t count) {
       const Prepared &q = prep[pi];
       const int64_t k = p.k, n = p.n;
       const Weight w = p.w;
-      const int64_t groups = w.quantized() ? (w.cols + w.group - 1) / w.group : 0;
       const WeightType rowType = q.direct ? w.type : WeightType::F32;
       const int64_t t0 = (item - q.firstItem) / q.rowBlocks * kTokens;
       const int64_t n0 = (item - q.firstItem) % q.rowBlocks * kRows;
@@ -320,7 +330,7 @@ void linearGroup(const LinearProblem *problems, size_t count) {
         const void *r[kRows];
         float scale[kRows];
         for (int64_t i = 0; i < kRows && w.quantized(); ++i)
-          scale[i] = w.scales[(n0 + std::min(i, rows - 1)) * groups + k0 / w.group];
+          scale[i] = w.scales[w.scaleIndex(n0 + std::min(i, rows - 1), k0)];
         for (int64_t i = 0; i < kRows; ++i) {
           // A short last block repeats its last row; those sums are dropped.
           const int64_t row = std::min(i, rows - 1);

@@ -9,18 +9,20 @@
 namespace moe::cpu {
 namespace {
 
-// The integer of element i of a quantized weight.
-int integer(const Weight &w, size_t i) {
+// Element i of a scaled weight before its scale: the integer, or the fp8 value.
+float unscaled(const Weight &w, size_t i) {
+  const auto *bytes = static_cast<const uint8_t *>(w.data);
   if (w.type == WeightType::I8)
-    return static_cast<const int8_t *>(w.data)[i];
-  const uint8_t byte = static_cast<const uint8_t *>(w.data)[i / 2];
-  return ((i % 2 ? byte >> 4 : byte & 0xf) ^ 8) - 8; // sign-extend the nibble
+    return float(int8_t(bytes[i]));
+  if (w.type == WeightType::F8)
+    return fp8ToF32(bytes[i]);
+  const uint8_t byte = bytes[i / 2];
+  return float(((i % 2 ? byte >> 4 : byte & 0xf) ^ 8) - 8); // sign-extend the nibble
 }
 
 float dequantize(const Weight &w, size_t i) {
-  const size_t cols = size_t(w.cols), group = size_t(w.group);
-  const size_t row = i / cols, col = i % cols;
-  return float(integer(w, i)) * w.scales[row * ((cols + group - 1) / group) + col / group];
+  const int64_t cols = w.cols;
+  return unscaled(w, i) * w.scales[w.scaleIndex(int64_t(i) / cols, int64_t(i) % cols)];
 }
 
 } // namespace
@@ -35,6 +37,7 @@ float Weight::at(size_t i) const {
     return f16ToF32(static_cast<const uint16_t *>(data)[i]);
   case WeightType::I8:
   case WeightType::I4:
+  case WeightType::F8:
     return dequantize(*this, i);
   }
   return 0.0f;
@@ -43,16 +46,19 @@ float Weight::at(size_t i) const {
 Weight Weight::offset(size_t elements) const {
   Weight w = *this;
   w.data = static_cast<const char *>(data) + detail::bytesOf(type, elements);
-  if (quantized())
-    w.scales += elements / size_t(cols) * size_t((cols + group - 1) / group);
+  if (quantized()) {
+    const int64_t rows = rowOffset + int64_t(elements) / cols;
+    w.scales += rows / rowGroup * ((cols + group - 1) / group);
+    w.rowOffset = rows % rowGroup;
+  }
   return w;
 }
 
 namespace detail {
 
-void integersToF32(Weight w, size_t first, size_t count, float *dst) {
+void unscaledToF32(Weight w, size_t first, size_t count, float *dst) {
   for (size_t i = 0; i < count; ++i)
-    dst[i] = float(integer(w, first + i));
+    dst[i] = unscaled(w, first + i);
 }
 
 // Kept in this file so the loops inline the converters.
@@ -73,6 +79,7 @@ void toF32(Weight w, size_t first, size_t count, float *dst) {
     return;
   case WeightType::I8:
   case WeightType::I4:
+  case WeightType::F8:
     for (size_t i = 0; i < count; ++i)
       dst[i] = dequantize(w, first + i);
     return;

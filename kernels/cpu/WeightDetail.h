@@ -14,8 +14,9 @@ namespace moe::cpu::detail {
 /// dst[i] = w.at(first + i) for i < count.
 void toF32(Weight w, size_t first, size_t count, float *dst);
 
-/// I8/I4: dst[i] = the integer of element first + i, without its scale.
-void integersToF32(Weight w, size_t first, size_t count, float *dst);
+/// Scaled types: dst[i] = element first + i without its scale (the integer,
+/// or the fp8 value).
+void unscaledToF32(Weight w, size_t first, size_t count, float *dst);
 
 /// Bytes taken by `elements` elements of `type` (even for I4). Inline: the
 /// kernels' inner loops address weights with it.
@@ -27,6 +28,7 @@ constexpr size_t bytesOf(WeightType type, size_t elements) {
   case WeightType::F16:
     return elements * 2;
   case WeightType::I8:
+  case WeightType::F8:
     return elements;
   case WeightType::I4:
     return elements / 2;

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/Kernels.h"
+#include "kernels/cpu/Numeric.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -31,12 +32,12 @@ struct Format {
   WeightType type = WeightType::F32;
   int64_t group = 0;
   Format(WeightType t = WeightType::F32, int64_t g = 0) : type(t), group(g) {}
-  bool quantized() const { return type == WeightType::I8 || type == WeightType::I4; }
+  bool quantized() const { return Weight{nullptr, type}.quantized(); }
 };
 
 // Names the parameter in test names and failure messages.
 void PrintTo(const Format &f, std::ostream *os) {
-  const char *names[] = {"F32", "BF16", "F16", "I8", "I4"};
+  const char *names[] = {"F32", "BF16", "F16", "I8", "I4", "F8"};
   *os << names[static_cast<int>(f.type)];
   if (f.group)
     *os << "g" << f.group;
@@ -64,9 +65,9 @@ struct TestWeight {
   WeightType type = WeightType::F32;
   std::vector<float> f32;
   std::vector<uint16_t> half;
-  std::vector<uint8_t> bytes; // I8, or I4 two per byte
+  std::vector<uint8_t> bytes; // I8 and F8, or I4 two per byte
   std::vector<float> scales;
-  int64_t cols = 0, group = 0;
+  int64_t cols = 0, group = 0, rowGroup = 1;
   std::vector<double> ref;
 
   Weight weight() const {
@@ -79,6 +80,7 @@ struct TestWeight {
       w.scales = scales.data();
       w.cols = cols;
       w.group = group;
+      w.rowGroup = rowGroup;
     }
     return w;
   }
@@ -97,31 +99,42 @@ std::vector<double> toDouble(const std::vector<float> &v) {
   return {v.begin(), v.end()};
 }
 
-/// Symmetric quantization of rows of `cols` values, one scale per `group`
-/// (0: per row): scale = max |v| / qmax, q = round(v / scale).
+/// Symmetric quantization of rows of `cols` values in blocks of rowGroup
+/// rows x `group` (0: a whole row) elements, rowGroup 1 for I8/I4 and `group`
+/// for F8: scale = max |v| / qmax (127, 7, 448), q = round(v / scale).
 void quantize(TestWeight &w, const std::vector<float> &values, int64_t cols, int64_t group) {
-  const int qmax = w.type == WeightType::I8 ? 127 : 7;
+  const float qmax = w.type == WeightType::I8 ? 127.0f : w.type == WeightType::I4 ? 7.0f : 448.0f;
   w.cols = cols;
   w.group = group ? group : cols;
+  w.rowGroup = w.type == WeightType::F8 ? w.group : 1;
   const int64_t rows = int64_t(values.size()) / cols;
-  w.bytes.assign(w.type == WeightType::I8 ? values.size() : values.size() / 2, 0);
-  for (int64_t r = 0; r < rows; ++r)
+  w.bytes.assign(w.type == WeightType::I4 ? values.size() / 2 : values.size(), 0);
+  w.ref.assign(values.size(), 0.0);
+  for (int64_t r0 = 0; r0 < rows; r0 += w.rowGroup)
     for (int64_t c0 = 0; c0 < cols; c0 += w.group) {
-      const int64_t c1 = std::min(cols, c0 + w.group);
+      const int64_t r1 = std::min(rows, r0 + w.rowGroup), c1 = std::min(cols, c0 + w.group);
       float absmax = 0.0f;
-      for (int64_t c = c0; c < c1; ++c)
-        absmax = std::max(absmax, std::abs(values[r * cols + c]));
-      const float scale = absmax > 0.0f ? absmax / float(qmax) : 1.0f;
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c)
+          absmax = std::max(absmax, std::abs(values[r * cols + c]));
+      const float scale = absmax > 0.0f ? absmax / qmax : 1.0f;
       w.scales.push_back(scale);
-      for (int64_t c = c0; c < c1; ++c) {
-        const size_t i = size_t(r * cols + c);
-        const int q = int(std::lround(values[i] / scale));
-        if (w.type == WeightType::I8)
-          w.bytes[i] = uint8_t(int8_t(q));
-        else
-          w.bytes[i / 2] |= uint8_t((q & 0xf) << (i % 2 ? 4 : 0));
-        w.ref.push_back(double(float(q) * scale));
-      }
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) {
+          const size_t i = size_t(r * cols + c);
+          float q;
+          if (w.type == WeightType::F8) {
+            w.bytes[i] = f32ToFp8(values[i] / scale);
+            q = fp8ToF32(w.bytes[i]);
+          } else {
+            q = float(std::lround(values[i] / scale));
+            if (w.type == WeightType::I8)
+              w.bytes[i] = uint8_t(int8_t(q));
+            else
+              w.bytes[i / 2] |= uint8_t((int(q) & 0xf) << (i % 2 ? 4 : 0));
+          }
+          w.ref[i] = double(q * scale);
+        }
     }
 }
 
@@ -161,6 +174,7 @@ TestWeight fuse(const TestWeight &gate, const TestWeight &up, int64_t experts) {
   f.type = gate.type;
   f.cols = gate.cols;
   f.group = gate.group;
+  f.rowGroup = gate.rowGroup;
   // Each stored array holds the same number of entries per expert.
   auto append = [&](auto &dst, const auto &src, int64_t e) {
     const size_t block = src.size() / size_t(experts);
@@ -214,7 +228,8 @@ INSTANTIATE_TEST_SUITE_P(Weights, Typed,
 INSTANTIATE_TEST_SUITE_P(Weights, Quantizable,
                          testing::Values(Format(WeightType::F32), Format(WeightType::BF16),
                                          Format(WeightType::F16), Format(WeightType::I8),
-                                         Format(WeightType::I8, 64), Format(WeightType::I4, 32)),
+                                         Format(WeightType::I8, 64), Format(WeightType::I4, 32),
+                                         Format(WeightType::F8, 14)),
                          typeName);
 
 // --- Weight ---
@@ -238,6 +253,28 @@ void checkAllPatterns(WeightType type, double (*decode)(uint16_t)) {
       ASSERT_EQ(got, want) << "pattern " << i;
       ASSERT_EQ(std::signbit(got), std::signbit(want)) << "pattern " << i;
     }
+  }
+}
+
+// Every fp8 e4m3 byte through the linear tile (the AVX2 decode) and at(),
+// against the format's definition: sign, 4 exponent bits (bias 7, 0 =
+// subnormal), 3 mantissa bits; 0x7f/0xff read as 480 (no NaN in weights).
+TEST(Weight, Fp8AllPatterns) {
+  std::vector<uint8_t> all(256);
+  std::iota(all.begin(), all.end(), 0);
+  const float one = 1.0f;
+  Weight w{all.data(), WeightType::F8, &one, 256, 256, 256, 0};
+  for (int b = 0; b < 256; ++b) {
+    const int e = (b >> 3) & 15, m = b & 7;
+    const double want = (b & 0x80 ? -1 : 1) * (e ? std::ldexp(8 + m, e - 10) : std::ldexp(m, -9));
+    std::vector<float> x(256, 0.0f);
+    x[size_t(b)] = 1.0f;
+    float out = 0.0f;
+    linear(x.data(), 1, 256, w, 1, nullptr, &out);
+    ASSERT_EQ(out, want) << "byte " << b;
+    ASSERT_EQ(w.at(size_t(b)), want) << "byte " << b;
+    if ((b & 0x7f) != 0x7f) // the encoder saturates at 448
+      ASSERT_EQ(fp8ToF32(f32ToFp8(float(want))), want) << "byte " << b;
   }
 }
 
