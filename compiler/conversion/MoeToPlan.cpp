@@ -37,7 +37,8 @@ MemRefType storageOf(mm::WeightOp w) {
     elem = *p == "f32"    ? b.getF32Type()
            : *p == "bf16" ? b.getBF16Type()
            : *p == "int8" ? Type(b.getIntegerType(8))
-                          : Type(b.getIntegerType(4));
+           : *p == "int4" ? Type(b.getIntegerType(4))
+                          : Type(b.getFloat8E4M3FNType());
   return MemRefType::get(type.getShape(), elem);
 }
 

@@ -153,9 +153,6 @@ private:
     std::string name = w.getName().str();
     auto type = cast<MemRefType>(w.getType());
     fb::DType dtype = dtypeOf(w, type.getElementType());
-    if (dtype == fb::DType::F8E4M3)
-      fail(w, "weight '" + name + "' is f8E4M3FN; the runtime executes f32, bf16 "
-              "and f16 weights only so far");
     // Per expert (or once), each named tensor in turn: `concat` names
     // follow the first's rows.
     std::vector<std::string> names = {name};
@@ -167,6 +164,8 @@ private:
     e.dtype = dtype;
     e.cols = type.getShape().back();
     e.group = w.getGroup() ? int64_t(*w.getGroup()) : 0;
+    if (dtype == fb::DType::F8E4M3 && !w.getScale())
+      e.rowGroup = e.group; // encoded fp8: square blocks
     const uint64_t rows = uint64_t(type.getNumElements() / e.cols);
     bool perExpert = name.find("{e}") != std::string::npos;
     int64_t count = perExpert ? type.getDimSize(0) : 1;
@@ -187,19 +186,36 @@ private:
           fail(w, info->file + ": tensor '" + part + "' is " + info->dtype + " " +
                       shapeString(info->shape) + ", which does not match the IR");
         pending.parts.push_back(info);
+        if (w.getScale())
+          pending.checkpointScales.push_back(checkpointScale(w, ex, *info));
       }
+    if (w.getScale()) { // fp8 as stored, with its block scales stacked
+      e.rowGroup = (*w.getBlock())[0];
+      e.group = (*w.getBlock())[1];
+      // Each checkpoint matrix has its own block grid; stacked, they form
+      // the plan's one grid only when every matrix fills whole blocks.
+      const TensorInfo &first = *pending.parts.front();
+      const int64_t matrixRows = first.shape.size() >= 2 ? first.shape[first.shape.size() - 2] : 1;
+      const uint64_t matrices = pending.parts.size() * (partElements / uint64_t(matrixRows * e.cols));
+      if (matrices > 1 && matrixRows % e.rowGroup)
+        fail(w, "weight '" + name + "' stacks tensors of " + std::to_string(matrixRows) +
+                    " rows, not a multiple of its scale block's " + std::to_string(e.rowGroup) +
+                    " rows, so their block scales do not stack");
+    }
     const uint64_t bytes = e.bytes(rows);
     pending.tensor = addTensor(w, w, name, fb::Storage::Weight, 0, bytes);
     totalWeightBytes_ += bytes;
     if (e.quantized()) {
       // The scales: a second weight tensor the quantized one names.
+      const uint64_t blockRows = (rows + uint64_t(e.rowGroup) - 1) / uint64_t(e.rowGroup);
       TensorDesc scales{name + ".scales", fb::DType::F32,
-                        {int64_t(rows), e.groups()}, fb::Storage::Weight, 0,
-                        rows * uint64_t(e.groups()) * 4, 0};
+                        {int64_t(blockRows), e.groups()}, fb::Storage::Weight, 0,
+                        blockRows * uint64_t(e.groups()) * 4, 0};
       pending.scales = uint32_t(tensors_.size());
       tensors_.push_back(scales);
       tensors_[pending.tensor].scales = pending.scales;
       tensors_[pending.tensor].group = int32_t(e.group);
+      tensors_[pending.tensor].rowGroup = int32_t(e.rowGroup);
       totalWeightBytes_ += scales.size;
     }
     pending_.push_back(std::move(pending));
@@ -325,6 +341,14 @@ private:
       tensors_[tensor].checksum = p.checksum;
     };
     for (const Pending &w : pending_) {
+      if (!w.checkpointScales.empty()) { // fp8 data as stored, then its scales
+        place(w.tensor, packer.append(w.parts));
+        std::vector<float> scales;
+        for (const TensorInfo *s : w.checkpointScales)
+          packer.decode(*s, scales);
+        place(w.scales, packer.appendBytes(scales.data(), scales.size() * sizeof(float)));
+        continue;
+      }
       if (!w.convert && !w.encoding.quantized()) {
         place(w.tensor, packer.append(w.parts));
         continue;
@@ -361,7 +385,7 @@ private:
     for (const TensorDesc &t : tensors_)
       tensors.push_back(fb::CreateTensorDirect(b_, t.name.c_str(), t.dtype, &t.shape,
                                                t.storage, 0, t.offset, t.size,
-                                               t.checksum, t.scales, t.group));
+                                               t.checksum, t.scales, t.group, t.rowGroup));
     std::vector<flatbuffers::Offset<fb::KvLayer>> layers;
     for (auto &[layer, spec] : kvLayers_) {
       if (layer != int64_t(layers.size()))
@@ -430,8 +454,8 @@ private:
     std::vector<int64_t> shape;
     fb::Storage storage;
     uint64_t offset, size, checksum;
-    uint32_t scales = 0; ///< I8/I4: the tensor of its scales
-    int32_t group = 0;
+    uint32_t scales = 0; ///< scaled types: the tensor of its scales
+    int32_t group = 0, rowGroup = 1;
   };
   /// A weight to pack: its checkpoint parts in order, and how to store them.
   struct Pending {
@@ -439,7 +463,29 @@ private:
     std::vector<const TensorInfo *> parts;
     Encoding encoding;
     bool convert = false; ///< the checkpoint's dtype differs from the plan's
+    /// fp8 checkpoint weights: each part's block scale tensor, in order.
+    std::vector<const TensorInfo *> checkpointScales;
   };
+
+  /// The block-scale tensor of part `expert` (`data`) of an fp8 checkpoint
+  /// weight: a grid of blocks per matrix (the last two dimensions).
+  const TensorInfo *checkpointScale(pl::WeightOp w, int64_t expert, const TensorInfo &data) {
+    std::string name = mlir::moe::WeightOp::expand(w.getScale()->str(), expert);
+    const TensorInfo *info = catalog_.find(name);
+    if (!info)
+      fail(w, catalog_.source() + ": scale tensor '" + name + "' is missing");
+    ArrayRef<int64_t> block = *w.getBlock();
+    std::vector<int64_t> want = data.shape;
+    if (want.size() < 2)
+      want.insert(want.begin(), 1);
+    int64_t &rows = want[want.size() - 2], &cols = want.back();
+    rows = (rows + block[0] - 1) / block[0];
+    cols = (cols + block[1] - 1) / block[1];
+    if (info->shape != want || !canDecode(info->dtype))
+      fail(w, info->file + ": scale tensor '" + name + "' is " + info->dtype + " " +
+                  shapeString(info->shape) + "; expected F32 " + shapeString(want));
+    return info;
+  }
   std::vector<TensorDesc> tensors_;
   std::vector<uint32_t> inputs_, outputs_;
   std::vector<flatbuffers::Offset<fb::Instruction>> instructions_;

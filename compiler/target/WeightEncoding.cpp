@@ -12,7 +12,7 @@ uint64_t Encoding::bytes(uint64_t rows) const {
   const uint64_t n = rows * uint64_t(cols);
   switch (dtype) {
   case plan::DType::BF16: return n * 2;
-  case plan::DType::I8: return n;
+  case plan::DType::I8: case plan::DType::F8E4M3: return n;
   case plan::DType::I4: return n / 2;
   default: return n * 4;
   }
@@ -51,24 +51,32 @@ void encodeRows(const Encoding &e, const float *src, int64_t rows, std::vector<c
     }
     return;
   }
-  const float qmax = e.dtype == plan::DType::I8 ? 127.0f : 7.0f;
-  for (int64_t r = 0; r < rows; ++r)
+  // Blocks of rowGroup rows x group elements, each scaled to the format's
+  // largest magnitude.
+  const float qmax = e.dtype == plan::DType::I8 ? 127.0f : e.dtype == plan::DType::I4 ? 7.0f : 448.0f;
+  for (int64_t r0 = 0; r0 < rows; r0 += e.rowGroup)
     for (int64_t c0 = 0; c0 < e.cols; c0 += e.group) {
-      const int64_t c1 = std::min(e.cols, c0 + e.group);
-      const float *v = src + r * e.cols;
+      const int64_t r1 = std::min(rows, r0 + e.rowGroup), c1 = std::min(e.cols, c0 + e.group);
       float absmax = 0.0f;
-      for (int64_t c = c0; c < c1; ++c)
-        absmax = std::max(absmax, std::abs(v[c]));
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c)
+          absmax = std::max(absmax, std::abs(src[r * e.cols + c]));
       const float scale = absmax / qmax;
       scales.push_back(scale);
-      for (int64_t c = c0; c < c1; ++c) {
-        const float q = scale > 0.0f ? std::clamp(std::round(v[c] / scale), -qmax, qmax) : 0.0f;
-        const int64_t i = r * e.cols + c;
-        if (e.dtype == plan::DType::I8)
-          dst[i] = char(int8_t(q));
-        else // two per byte, low nibble first
-          dst[i / 2] = char(uint8_t(dst[i / 2]) | uint8_t((int(q) & 0xf) << (i % 2 ? 4 : 0)));
-      }
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) {
+          const int64_t i = r * e.cols + c;
+          const float v = scale > 0.0f ? src[i] / scale : 0.0f;
+          if (e.dtype == plan::DType::F8E4M3) {
+            dst[i] = char(cpu::f32ToFp8(v));
+            continue;
+          }
+          const float q = std::clamp(std::round(v), -qmax, qmax);
+          if (e.dtype == plan::DType::I8)
+            dst[i] = char(int8_t(q));
+          else // two per byte, low nibble first
+            dst[i / 2] = char(uint8_t(dst[i / 2]) | uint8_t((int(q) & 0xf) << (i % 2 ? 4 : 0)));
+        }
     }
 }
 

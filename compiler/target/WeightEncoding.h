@@ -2,8 +2,9 @@
 //
 // The conversions moe-compile applies while packing a weight whose plan
 // precision differs from the checkpoint's (moe-assign-precision): f32/bf16/
-// f16 rows in, f32, bf16 (round to nearest even) or symmetric int8/int4 with
-// f32 scales out. Deterministic: the same rows give the same bytes. Plain C++.
+// f16 rows in, f32, bf16 (round to nearest even), symmetric int8/int4 or fp8
+// e4m3 (blocks of rows) with f32 scales out. Deterministic: the same rows
+// give the same bytes. Plain C++.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_COMPILER_TARGET_WEIGHTENCODING_H
@@ -19,10 +20,13 @@ namespace moe {
 
 /// How a weight is stored in the plan.
 struct Encoding {
-  plan::DType dtype = plan::DType::F32; ///< F32, BF16, I8 or I4
+  plan::DType dtype = plan::DType::F32; ///< F32, BF16, I8, I4 or F8E4M3
   int64_t cols = 0;                     ///< row length (the last dimension)
-  int64_t group = 0;                    ///< I8/I4: elements per scale along a row
-  bool quantized() const { return dtype == plan::DType::I8 || dtype == plan::DType::I4; }
+  int64_t group = 0;                    ///< scaled: elements per scale along a row
+  int64_t rowGroup = 1;                 ///< scaled: rows per scale (F8E4M3: = group)
+  bool quantized() const {
+    return dtype == plan::DType::I8 || dtype == plan::DType::I4 || dtype == plan::DType::F8E4M3;
+  }
   /// Bytes of `rows` encoded rows.
   uint64_t bytes(uint64_t rows) const;
   /// Scales per row (I8/I4).
@@ -35,9 +39,10 @@ bool canDecode(const std::string &safetensorsDtype);
 /// `count` elements of safetensors dtype `dtype` at src as f32.
 void decodeElements(const std::string &dtype, const char *src, uint64_t count, float *dst);
 
-/// Appends `rows` rows of f32 values encoded as `e` to `out`, and for I8/I4
-/// each row's scales (max |v| / 127 or / 7 per group; q = round(v / scale))
-/// to `scales`.
+/// Appends `rows` rows of f32 values encoded as `e` to `out`, and for scaled
+/// types each block's scale (max |v| / 127, 7 or 448; q = round(v / scale),
+/// fp8 rounded to nearest even) to `scales`, block rows first. `rows` is a
+/// multiple of e.rowGroup except in a weight's last call.
 void encodeRows(const Encoding &e, const float *src, int64_t rows, std::vector<char> &out,
                 std::vector<float> &scales);
 

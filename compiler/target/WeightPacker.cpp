@@ -101,21 +101,40 @@ WeightPacker::Packed WeightPacker::appendEncoded(const std::vector<const TensorI
   Packed packed;
   begin(packed);
   rt::Checksum64 sum;
+  // Rows wait in `rows` until a whole block of e.rowGroup has come (blocks
+  // may span parts, e.g. two experts).
   std::vector<float> rows;
   std::vector<char> encoded;
+  auto flush = [&](int64_t count) {
+    encoded.clear();
+    encodeRows(e, rows.data(), count, encoded, scales);
+    write(encoded.data(), encoded.size(), sum);
+    rows.erase(rows.begin(), rows.begin() + count * e.cols);
+  };
   for (const TensorInfo *part : parts) {
     const size_t rowBytes = size_t(e.cols) * dtypeSize(part->dtype);
     read(*part, rowBytes, [&](const char *data, size_t bytes) {
-      const int64_t count = int64_t(bytes / rowBytes);
-      rows.resize(size_t(count * e.cols));
-      decodeElements(part->dtype, data, uint64_t(count * e.cols), rows.data());
-      encoded.clear();
-      encodeRows(e, rows.data(), count, encoded, scales);
-      write(encoded.data(), encoded.size(), sum);
+      const size_t have = rows.size(), count = bytes / rowBytes;
+      rows.resize(have + count * size_t(e.cols));
+      decodeElements(part->dtype, data, uint64_t(count) * uint64_t(e.cols), rows.data() + have);
+      const int64_t ready = int64_t(rows.size()) / e.cols / e.rowGroup * e.rowGroup;
+      if (ready > 0)
+        flush(ready);
     });
   }
+  if (!rows.empty())
+    flush(int64_t(rows.size()) / e.cols);
   end(packed, sum);
   return packed;
+}
+
+void WeightPacker::decode(const TensorInfo &part, std::vector<float> &out) {
+  const size_t unit = dtypeSize(part.dtype);
+  read(part, unit, [&](const char *data, size_t bytes) {
+    const size_t have = out.size();
+    out.resize(have + bytes / unit);
+    decodeElements(part.dtype, data, bytes / unit, out.data() + have);
+  });
 }
 
 WeightPacker::Packed WeightPacker::appendBytes(const void *data, size_t bytes) {

@@ -36,6 +36,9 @@ public:
   /// dtype canDecode accepts); I8/I4 scales are appended to `scales`.
   Packed appendEncoded(const std::vector<const TensorInfo *> &parts, const Encoding &e,
                        std::vector<float> &scales);
+  /// Appends the elements of `part` (a dtype canDecode accepts) as f32 to
+  /// `out` (e.g. an fp8 checkpoint's block scales).
+  void decode(const TensorInfo &part, std::vector<float> &out);
   /// Appends `bytes` bytes (e.g. the scales of an encoded weight).
   Packed appendBytes(const void *data, size_t bytes);
   /// Flushes and closes; returns the file size. Throws InputError.

@@ -9,8 +9,11 @@
 #include "dialects/moe/MoeOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <array>
+#include <iterator>
 #include <optional>
 
 namespace moe {
@@ -24,6 +27,8 @@ namespace mm = mlir::moe;
 namespace {
 
 enum class Component { Embedding, LmHead, Router, Experts, SharedExpert, DenseMlp, Attention, Vector };
+constexpr const char *kComponents[] = {"embedding", "lm_head",   "router",    "experts",
+                                       "shared_expert", "dense_mlp", "attention", "vector"};
 
 // The component of one use of a weight.
 Component componentOf(OpOperand &use) {
@@ -49,50 +54,79 @@ Component componentOf(OpOperand &use) {
       .Case([&](mm::LinearOp op) {
         return v == op.getWeight() ? Component::Attention : Component::Vector;
       })
+      .Case([&](mm::MlaAttentionOp op) {
+        return v == op.getKvB() ? Component::Attention : Component::Vector;
+      })
       .Default([](Operation *) { return Component::Vector; });
 }
 
 // Most precise first: a weight shared by two components takes the smaller.
-enum class Precision { F32, Bf16, Int8, Int4 };
+enum class Precision { F32, Bf16, Int8, Fp8, Int4 };
+constexpr const char *kPrecisions[] = {"f32", "bf16", "int8", "fp8", "int4"};
 
-const char *name(Precision p) {
-  switch (p) {
-  case Precision::F32: return "f32";
-  case Precision::Bf16: return "bf16";
-  case Precision::Int8: return "int8";
-  case Precision::Int4: return "int4";
-  }
-  return "";
+std::optional<Precision> parsePrecision(StringRef name) {
+  for (size_t i = 0; i < std::size(kPrecisions); ++i)
+    if (name == kPrecisions[i])
+      return Precision(i);
+  return std::nullopt;
 }
 
-// What `policy` does with a component; nullopt keeps the checkpoint's.
-std::optional<Precision> choose(StringRef policy, Component c) {
-  if (policy == "fp32")
-    return Precision::F32;
-  if (policy == "bf16")
-    return Precision::Bf16;
-  if (c == Component::Vector)
-    return std::nullopt;
-  if (policy == "int8")
-    return Precision::Int8;
-  if (policy == "int4")
-    return Precision::Int4;
-  return std::nullopt;
+// Per component: the precision to store, or nullopt to keep the checkpoint's.
+using Table = std::array<std::optional<Precision>, std::size(kComponents)>;
+
+// A policy's table; false for an unknown policy.
+bool policyTable(StringRef policy, Table &t) {
+  t.fill(std::nullopt);
+  auto matrices = [&](Precision p) {
+    for (size_t c = 0; c + 1 < t.size(); ++c) // all but Vector
+      t[c] = p;
+  };
+  if (policy == "fp32" || policy == "bf16") {
+    t.fill(policy == "fp32" ? Precision::F32 : Precision::Bf16);
+  } else if (auto p = parsePrecision(policy); p && policy != "f32") {
+    matrices(*p); // int8, fp8, int4
+  } else if (policy == "seed") {
+    // A fixed mixed table (what MoE deployments commonly ship): the router
+    // at full precision, experts in 8 bits, the LM head in bf16.
+    t[size_t(Component::Router)] = Precision::F32;
+    t[size_t(Component::SharedExpert)] = Precision::Int8;
+    t[size_t(Component::Experts)] = Precision::Fp8;
+    t[size_t(Component::Embedding)] = Precision::Int8;
+    t[size_t(Component::LmHead)] = Precision::Bf16;
+  } else if (policy != "keep") {
+    return false;
+  }
+  return true;
 }
 
 struct AssignPrecisionPass : ::moe::impl::AssignPrecisionPassBase<AssignPrecisionPass> {
   using AssignPrecisionPassBase::AssignPrecisionPassBase;
 
   void runOnOperation() override {
-    StringRef p = policy;
-    if (p != "keep" && p != "fp32" && p != "bf16" && p != "int8" && p != "int4") {
-      getOperation().emitError() << "unknown precision policy '" << p
-                                 << "'; expected keep, fp32, bf16, int8 or int4";
+    if (!policyTable(policy, table_)) {
+      getOperation().emitError() << "unknown precision policy '" << policy
+                                 << "'; expected keep, fp32, bf16, int8, fp8, int4 or seed";
       return signalPassFailure();
     }
-    if (int4Group < 2 || int4Group % 2) {
-      getOperation().emitError() << "int4-group must be even and at least 2, got "
-                                 << int64_t(int4Group);
+    for (const std::string &entry : overrides) {
+      auto [component, precision] = StringRef(entry).split('=');
+      const auto *c = llvm::find(kComponents, component);
+      std::optional<Precision> p = parsePrecision(precision);
+      if (c == std::end(kComponents) || c + 1 == std::end(kComponents) ||
+          (!p && precision != "keep")) {
+        getOperation().emitError()
+            << "override '" << entry
+            << "' is not <component>=<precision>: components embedding, lm_head, router, "
+               "experts, shared_expert, dense_mlp, attention; precisions keep, f32, bf16, "
+               "int8, fp8, int4";
+        return signalPassFailure();
+      }
+      table_[size_t(c - std::begin(kComponents))] = p;
+    }
+    if (int4Group < 2 || int4Group % 2 || fp8Block < 1) {
+      getOperation().emitError() << "int4-group must be even and at least 2 (got "
+                                 << int64_t(int4Group) << ") and fp8-block positive (got "
+                                 << int64_t(fp8Block) << ")";
       return signalPassFailure();
     }
     getOperation().walk([&](mm::WeightOp w) { assign(w); });
@@ -103,22 +137,27 @@ struct AssignPrecisionPass : ::moe::impl::AssignPrecisionPassBase<AssignPrecisio
       return;
     std::optional<Precision> chosen;
     for (OpOperand &use : w->getUses()) {
-      std::optional<Precision> p = choose(policy, componentOf(use));
+      std::optional<Precision> p = table_[size_t(componentOf(use))];
       if (!p)
         return; // some use keeps the checkpoint's precision
       chosen = chosen ? std::min(*chosen, *p) : *p;
     }
     auto type = cast<RankedTensorType>(w.getType());
     const int64_t cols = type.getShape().back();
+    const int64_t rows = type.getNumElements() / cols;
     if (*chosen == Precision::Int4 && cols % 2)
       chosen = Precision::Int8; // int4 packs rows of an even length
     OpBuilder b(w);
-    w.setPrecisionAttr(b.getStringAttr(name(*chosen)));
+    w.setPrecisionAttr(b.getStringAttr(kPrecisions[size_t(*chosen)]));
     if (*chosen == Precision::Int8)
       w.setGroupAttr(b.getI64IntegerAttr(cols));
     else if (*chosen == Precision::Int4)
       w.setGroupAttr(b.getI64IntegerAttr(std::min<int64_t>(int4Group, cols)));
+    else if (*chosen == Precision::Fp8) // square blocks that fit the matrix
+      w.setGroupAttr(b.getI64IntegerAttr(std::min<int64_t>({int64_t(fp8Block), cols, rows})));
   }
+
+  Table table_;
 };
 
 } // namespace

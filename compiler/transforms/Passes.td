@@ -46,10 +46,10 @@ def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
     policy changes; the plan writer converts while packing. Components, from
     how a weight is used: `embedding` (table), `lm_head`, `router`,
     `experts` (routed), `shared_expert`, `dense_mlp` (SwiGLU MLP layers),
-    `attention` (the `moe.linear` projections). Those are matrices the
-    runtime multiplies by (or looks rows up in) and may be quantized; any
-    other weight (norms, biases, the shared-expert gate vector, MLA's kv_b)
-    is a `vector` and stays float. A weight used by two components (tied
+    `attention` (the `moe.linear` projections and MLA's `kv_b`). Those are
+    matrices the runtime multiplies by (or looks rows up in) and may be
+    quantized; any other weight (norms, biases, the shared-expert gate
+    vector) is a `vector` and stays float. A weight used by two components (tied
     embedding and LM head) gets the more precise of their choices.
 
     Policies:
@@ -59,6 +59,13 @@ def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
     - `int4`: every matrix int4, symmetric, one f32 scale per `int4-group`
       elements of a row (the whole row when it is shorter); a matrix with an
       odd row length gets int8.
+    - `fp8`: every matrix fp8 e4m3, one f32 scale per `fp8-block` square block
+      (smaller when the matrix is).
+    - `seed`: router f32, shared experts int8, routed experts fp8, embedding
+      int8, LM head bf16; the rest as stored.
+    `overrides` (`component=precision`, precision one of keep, f32, bf16,
+    int8, fp8, int4) change single components on top of the policy: what
+    `moe-compile --precision=auto` passes after its calibration search.
     Block-scaled fp8 checkpoint weights keep their precision.
 
     ```mlir
@@ -72,9 +79,13 @@ def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"policy", "policy", "std::string", "\"keep\"",
-           "keep, fp32, bf16, int8 or int4">,
+           "keep, fp32, bf16, int8, fp8, int4 or seed">,
+    ListOption<"overrides", "overrides", "std::string",
+               "component=precision entries applied on top of the policy">,
     Option<"int4Group", "int4-group", "int64_t", "128",
-           "int4: elements per scale along a row">
+           "int4: elements per scale along a row">,
+    Option<"fp8Block", "fp8-block", "int64_t", "128",
+           "fp8: rows and columns per scale block">
   ];
 }
 

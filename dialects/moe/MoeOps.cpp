@@ -176,7 +176,8 @@ SmallVector<int64_t> WeightOp::getScaleShape() {
 }
 
 bool WeightOp::isQuantized() {
-  return getPrecision() && (*getPrecision() == "int8" || *getPrecision() == "int4");
+  return getPrecision() &&
+         (*getPrecision() == "int8" || *getPrecision() == "int4" || *getPrecision() == "fp8");
 }
 
 LogicalResult WeightOp::verifyPrecision() {
@@ -188,15 +189,15 @@ LogicalResult WeightOp::verifyPrecision() {
     return success();
   }
   StringRef p = *getPrecision();
-  if (p != "f32" && p != "bf16" && p != "int8" && p != "int4")
+  if (p != "f32" && p != "bf16" && p != "int8" && p != "int4" && p != "fp8")
     return emitOpError() << "weight '" << name << "' has precision \"" << p
-                         << "\"; expected f32, bf16, int8 or int4";
+                         << "\"; expected f32, bf16, int8, int4 or fp8";
   if (getScale())
     return emitOpError() << "block-scaled weight '" << name
                          << "' keeps its checkpoint precision";
   if (isQuantized() != getGroup().has_value())
     return emitOpError() << "weight '" << name
-                         << "' needs a 'group' exactly when its precision is int8 or int4";
+                         << "' needs a 'group' exactly when its precision is int8, int4 or fp8";
   if (!isQuantized())
     return success();
   int64_t cols = type.getShape().back(), group = *getGroup();

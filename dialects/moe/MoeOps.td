@@ -36,9 +36,10 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
     them side by side, so the fused weight is never materialised in memory.
 
     `precision` (set by `moe-assign-precision`) is how the plan stores the
-    weight when it differs from the checkpoint: "f32", "bf16", or symmetric
+    weight when it differs from the checkpoint: "f32", "bf16", symmetric
     "int8"/"int4" with one f32 scale per `group` elements of each row (the
-    last dimension); the plan writer converts while packing.
+    last dimension), or "fp8" (e4m3) with one f32 scale per `group` x `group`
+    block; the plan writer converts while packing.
 
     ```mlir
     %0 = moe.weight "model.embed_tokens.weight" : tensor<32000x4096xbf16>
@@ -68,7 +69,7 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
   let extraClassDeclaration = [{
     /// True when the name stands for one checkpoint tensor per expert.
     bool isPerExpert();
-    /// True when `precision` is int8 or int4.
+    /// True when `precision` is int8, int4 or fp8.
     bool isQuantized();
     /// The checks of `precision` and `group`.
     ::mlir::LogicalResult verifyPrecision();

@@ -51,10 +51,14 @@ LogicalResult WeightOp::verify() {
                          << "' must be two positive sizes";
   auto type = cast<MemRefType>(getType());
   Type elem = type.getElementType();
-  bool quantized = elem.isInteger(8) || elem.isInteger(4);
+  // fp8 from the checkpoint carries its own block scales ('scale').
+  bool quantized = elem.isInteger(8) || elem.isInteger(4) ||
+                   (elem.isFloat8E4M3FN() && !getScale());
   if (quantized != getGroup().has_value())
     return emitOpError() << "weight '" << getName()
-                         << "' needs a 'group' exactly when it is i8 or i4, got " << type;
+                         << "' needs a 'group' exactly when it is i8, i4 or (without a checkpoint "
+                            "scale) f8E4M3FN, got "
+                         << type;
   if (quantized && (type.getRank() < 2 || *getGroup() < 1 ||
                     uint64_t(*getGroup()) > uint64_t(type.getShape().back()) ||
                     (elem.isInteger(4) && (type.getShape().back() % 2 || *getGroup() % 2))))

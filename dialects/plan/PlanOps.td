@@ -12,7 +12,8 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
     stacked along dimension 0; `concat` names tensors whose rows follow the
     first's (per expert). The element type is how the plan stores it, which
     the plan writer converts to from the checkpoint's; i8 and i4 are
-    symmetric integers with one f32 scale per `group` elements of each row.
+    symmetric integers with one f32 scale per `group` elements of each row,
+    f8E4M3FN without `scale` has one per `group` x `group` block.
 
     ```mlir
     %0 = plan.weight "model.embed_tokens.weight" : memref<96x32xbf16>

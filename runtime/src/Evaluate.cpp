@@ -20,10 +20,9 @@ std::pair<double, int64_t> logSumExp(const float *row, int64_t vocab) {
 
 } // namespace
 
-Expected<TextScore> scoreText(Session &session, const ByteTokenizer &tokenizer,
-                              const std::string &text, int64_t context, Session *reference) {
-  if (text.empty())
-    return Status::error("nothing to evaluate: the text is empty");
+Expected<TextScore> scoreTokens(Session &session, const std::vector<int32_t> &tokens,
+                                int64_t context, Session *reference,
+                                std::optional<int32_t> start) {
   int64_t maxContext = session.maxContext(), chunk = session.maxBatchTokens();
   const int64_t vocab = session.vocabSize();
   if (reference) {
@@ -37,17 +36,25 @@ Expected<TextScore> scoreText(Session &session, const ByteTokenizer &tokenizer,
   if (context < 2 || context > maxContext)
     return Status::error("evaluation window " + std::to_string(context) +
                          " must lie in [2, " + std::to_string(maxContext) + "]");
-  std::vector<int32_t> bytes = tokenizer.encode(text), window, positions;
+  if (tokens.size() < (start ? 1u : 2u))
+    return Status::error("nothing to evaluate: " + std::to_string(tokens.size()) +
+                         " tokens, and every prediction needs one before it");
+  std::vector<int32_t> window, positions;
   std::vector<float> logits(size_t(chunk * vocab)), refLogits(reference ? logits.size() : 0);
   double nll = 0, refNll = 0, kl = 0;
-  uint64_t agree = 0;
-  for (size_t start = 0; start < bytes.size(); start += size_t(context - 1)) {
-    size_t n = std::min(bytes.size() - start, size_t(context - 1));
-    window.assign(1, tokenizer.startId());
-    window.insert(window.end(), bytes.begin() + long(start), bytes.begin() + long(start + n));
-    for (int64_t from = 0; from < int64_t(n); from += chunk) {
+  uint64_t agree = 0, predicted = 0;
+  // Each window predicts all but its first token: with a start token the
+  // windows follow each other; without, each begins at the last token the
+  // previous one predicted.
+  for (size_t at = 0; at + (start ? 0 : 1) < tokens.size();) {
+    const size_t take = std::min(tokens.size() - at, size_t(start ? context - 1 : context));
+    window.assign(start ? 1 : 0, start.value_or(0));
+    window.insert(window.end(), tokens.begin() + long(at), tokens.begin() + long(at + take));
+    at += start ? take : take - 1;
+    const int64_t n = int64_t(window.size()) - 1;
+    for (int64_t from = 0; from < n; from += chunk) {
       // Rows from..from+m-1 predict tokens from+1..from+m of the window.
-      int64_t m = std::min<int64_t>(chunk, int64_t(n) - from);
+      int64_t m = std::min<int64_t>(chunk, n - from);
       positions.resize(size_t(m));
       for (int64_t i = 0; i < m; ++i)
         positions[size_t(i)] = int32_t(from + i);
@@ -64,6 +71,7 @@ Expected<TextScore> scoreText(Session &session, const ByteTokenizer &tokenizer,
         int32_t next = window[size_t(from + i + 1)];
         auto [lse, best] = logSumExp(row, vocab);
         nll += lse - double(row[next]);
+        ++predicted;
         if (!reference)
           continue;
         const float *ref = refLogits.data() + i * vocab;
@@ -78,13 +86,20 @@ Expected<TextScore> scoreText(Session &session, const ByteTokenizer &tokenizer,
     }
   }
   TextScore s;
-  s.bytes = bytes.size();
-  s.bitsPerByte = nll / std::log(2.0) / double(s.bytes);
-  s.perplexity = std::exp(nll / double(s.bytes));
+  s.bytes = predicted;
+  s.bitsPerByte = nll / std::log(2.0) / double(predicted);
+  s.perplexity = std::exp(nll / double(predicted));
   if (reference)
-    s.comparison = Comparison{refNll / std::log(2.0) / double(s.bytes), kl / double(s.bytes),
-                              double(agree) / double(s.bytes)};
+    s.comparison = Comparison{refNll / std::log(2.0) / double(predicted),
+                              kl / double(predicted), double(agree) / double(predicted)};
   return s;
+}
+
+Expected<TextScore> scoreText(Session &session, const ByteTokenizer &tokenizer,
+                              const std::string &text, int64_t context, Session *reference) {
+  if (text.empty())
+    return Status::error("nothing to evaluate: the text is empty");
+  return scoreTokens(session, tokenizer.encode(text), context, reference, tokenizer.startId());
 }
 
 std::string expertLoadJson(const plan::Plan &plan, const std::vector<ExpertLoad> &load) {

@@ -68,16 +68,18 @@ size_t dtypeSize(plan::DType dtype) {
   return 0;
 }
 
-// An I8/I4 weight's scales: an F32 weight [rows, ceil(cols / group)] where
-// cols is the last dimension; any other tensor has no group.
+// A scaled (I8/I4/F8E4M3) weight's scales: an F32 weight
+// [ceil(rows / row_group), ceil(cols / group)] where cols is the last
+// dimension; I8/I4 have row_group 1; any other tensor has no group.
 static Status checkQuantization(const plan::Plan &p, uint32_t id, const std::string &where) {
   const plan::Tensor *t = p.tensors()->Get(id);
   const bool quantized = t->storage() == plan::Storage::Weight &&
-                         (t->dtype() == plan::DType::I8 || t->dtype() == plan::DType::I4);
+                         (t->dtype() == plan::DType::I8 || t->dtype() == plan::DType::I4 ||
+                          t->dtype() == plan::DType::F8E4M3);
   if (!quantized)
     return t->group() == 0 ? Status::ok()
                            : Status::error(where + " has a quantization group but is not an "
-                                                   "I8 or I4 weight");
+                                                   "I8, I4 or F8E4M3 weight");
   const auto &shape = *t->shape();
   const int64_t cols = shape.Get(shape.size() - 1);
   int64_t rows = 1;
@@ -88,15 +90,21 @@ static Status checkQuantization(const plan::Plan &p, uint32_t id, const std::str
                          "; it must be in [1, " + str(cols) + "] (its row length)");
   if (t->dtype() == plan::DType::I4 && (cols % 2 || t->group() % 2))
     return Status::error(where + " is I4 with an odd row length or group");
+  const int64_t rowGroup = t->row_group();
+  if (rowGroup < 1 || rowGroup > rows || (rowGroup != 1 && t->dtype() != plan::DType::F8E4M3))
+    return Status::error(where + " has row group " + std::to_string(rowGroup) +
+                         "; it must be 1 (I8, I4) or in [1, " + str(rows) + "] (F8E4M3)");
   if (t->scales() >= p.tensors()->size())
     return Status::error(where + " names scales tensor " + str(t->scales()) +
                          ", but the plan has " + str(p.tensors()->size()));
   const plan::Tensor *s = p.tensors()->Get(t->scales());
   const int64_t groups = (cols + t->group() - 1) / t->group();
+  const int64_t blockRows = (rows + rowGroup - 1) / rowGroup;
   if (s->storage() != plan::Storage::Weight || s->dtype() != plan::DType::F32 ||
-      s->shape()->size() != 2 || s->shape()->Get(0) != rows || s->shape()->Get(1) != groups)
-    return Status::error(where + " needs F32 weight scales [" + str(rows) + ", " + str(groups) +
-                         "]; tensor " + str(t->scales()) + " is not that");
+      s->shape()->size() != 2 || s->shape()->Get(0) != blockRows ||
+      s->shape()->Get(1) != groups)
+    return Status::error(where + " needs F32 weight scales [" + str(blockRows) + ", " +
+                         str(groups) + "]; tensor " + str(t->scales()) + " is not that");
   return Status::ok();
 }
 

@@ -93,11 +93,12 @@ private:
     const plan::Tensor &t = tensor(id);
     bool floating = t.dtype() == plan::DType::F32 || t.dtype() == plan::DType::BF16 ||
                     t.dtype() == plan::DType::F16;
-    bool quantized = t.dtype() == plan::DType::I8 || t.dtype() == plan::DType::I4;
+    bool quantized = t.group() > 0; // I8, I4 or F8E4M3 with scales (checked by the loader)
     if (t.storage() != plan::Storage::Weight || !(floating || (quantizable && quantized)) ||
         shape(id) != dims)
       return bad(id, role,
-                 std::string(quantizable ? "an F32, BF16, F16, I8 or I4" : "an F32, BF16 or F16") +
+                 std::string(quantizable ? "an F32, BF16 or F16 (or scaled I8, I4, F8E4M3)"
+                                         : "an F32, BF16 or F16") +
                      " weight " + shapeText(dims));
     return Status::ok();
   }
@@ -187,7 +188,7 @@ private:
               rope = m->qk_rope_head_dim(), v = m->v_head_dim();
       return all({act(in(0), "query", {kTokens, h * (nope + rope)}),
                   act(in(1), "compressed kv", {kTokens, rank + rope}),
-                  weight(in(2), "kv norm", {rank}), weight(in(3), "kv_b", {h * (nope + v), rank}),
+                  weight(in(2), "kv norm", {rank}), matrix(in(3), "kv_b", {h * (nope + v), rank}),
                   need(in(4) == positions_, "its positions must be the plan's positions input"),
                   act(out(0), "output", {kTokens, h * v}), kvWidths(m->layer(), rank, rope)});
     }

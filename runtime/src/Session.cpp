@@ -252,6 +252,7 @@ Status Session::forward(const Batch &batch, float *logits) {
       if (t->group() > 0) {
         v.scales = static_cast<const float *>(plan_.weightData(t->scales()));
         v.group = t->group();
+        v.rowGroup = t->row_group();
       }
       break;
     case plan::Storage::Arena:

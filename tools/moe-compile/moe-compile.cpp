@@ -57,7 +57,9 @@ static cl::opt<bool> fusion(
 static cl::opt<std::string> precision(
     "precision",
     cl::desc("how the plan stores weights: keep (the checkpoint's dtypes, default), fp32, "
-             "bf16, int8 (per output row scales), int4 (scales per 128 elements of a row)"),
+             "bf16, int8 (per output row scales), int4 (scales per 128 elements of a row), "
+             "fp8 (e4m3, 128x128 block scales), seed (router f32, shared experts int8, "
+             "routed experts fp8, embedding int8, LM head bf16)"),
     cl::init("keep"), cl::cat(category));
 static cl::opt<std::string> emit("emit", cl::desc("mlir: print the IR, write no plan"),
                                  cl::init("plan"), cl::cat(category));
@@ -80,10 +82,11 @@ int main(int argc, char **argv) {
   std::optional<moe::plan::DType> kvType = moe::rt::parseKvDtype(kvDtype);
   if (!kvType)
     return fail("--kv-dtype must be f32, bf16, int8 or fp8, got '" + kvDtype + "'");
-  const std::string policies[] = {"keep", "fp32", "bf16", "int8", "int4"};
+  const std::string policies[] = {"keep", "fp32", "bf16", "int8", "int4", "fp8", "seed"};
   if (std::find(std::begin(policies), std::end(policies), precision.getValue()) ==
       std::end(policies))
-    return fail("--precision must be keep, fp32, bf16, int8 or int4, got '" + precision + "'");
+    return fail("--precision must be keep, fp32, bf16, int8, int4, fp8 or seed, got '" +
+                precision + "'");
   if (maxBatchTokens < 1 || maxContext < 1)
     return fail("--max-batch-tokens and --max-context must be positive");
   auto start = std::chrono::steady_clock::now();

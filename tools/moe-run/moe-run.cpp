@@ -36,7 +36,9 @@ usage: moe-run <plan-dir> (--prompt-tokens 1,2,3 | --prompt TEXT | --eval-file F
                          in windows of the plan's context (byte-level models)
   --compare-to PLAN      with --eval-file: also run PLAN (e.g. an fp32 or f32-KV
                          plan) on the same windows; report KL(PLAN || this) per
-                         byte, top-1 agreement and PLAN's bits per byte
+                         byte, top-1 agreement and PLAN's bits per byte; with
+                         --prompt-tokens: the same per token of the prompt
+                         (each predicted from those before it; no generation)
   --max-new-tokens N     tokens to generate (default 16)
   --temperature T        0 = greedy (default); > 0 samples
   --top-p P              nucleus sampling mass (default 1.0)
@@ -97,8 +99,9 @@ int main(int argc, char **argv) {
                           {"json", "verify-weights", "recompute", "expert-histogram"});
     if (args.positional.size() != 1)
       return fail("expected one plan directory (see --help)");
-    if (args.has("compare-to") && !args.has("eval-file"))
-      return fail("--compare-to needs --eval-file (it compares predictions over a text)");
+    if (args.has("compare-to") && !args.has("eval-file") && !args.has("prompt-tokens"))
+      return fail("--compare-to needs --eval-file or --prompt-tokens (it compares predictions "
+                  "over a text or a token sequence)");
     int inputs = args.has("prompt-tokens") + args.has("prompt") + args.has("eval-file");
     if (inputs != 1)
       return fail("give exactly one of --prompt-tokens, --prompt and --eval-file (see --help)");
@@ -153,11 +156,19 @@ int main(int argc, char **argv) {
         return fail(t.status().message());
       tokenizer = *t;
     }
-    if (args.has("eval-file")) {
-      std::ifstream in(args.str("eval-file"), std::ios::binary);
-      if (!in)
-        return fail(args.str("eval-file") + ": cannot open");
-      std::string text((std::istreambuf_iterator<char>(in)), {});
+    if (args.has("eval-file") || args.has("compare-to")) {
+      // A text (per byte) or, with --prompt-tokens, the prompt's tokens
+      // (per token, each predicted from those before it).
+      const bool text = args.has("eval-file");
+      const std::string source = text ? args.str("eval-file") : "prompt";
+      const char *unit = text ? "byte" : "token";
+      std::string bytes;
+      if (text) {
+        std::ifstream in(source, std::ios::binary);
+        if (!in)
+          return fail(source + ": cannot open");
+        bytes.assign(std::istreambuf_iterator<char>(in), {});
+      }
       // The reference plan, on windows both plans hold.
       std::unique_ptr<LoadedPlan> refPlan;
       std::unique_ptr<Session> refSession;
@@ -177,15 +188,16 @@ int main(int argc, char **argv) {
         refSession = rs.take();
       }
       auto t3 = std::chrono::steady_clock::now();
-      auto score = scoreText(s, *tokenizer, text, window, refSession.get());
+      auto score = text ? scoreText(s, *tokenizer, bytes, window, refSession.get())
+                        : scoreTokens(s, tokens, window, refSession.get());
       if (!score)
-        return fail(args.str("eval-file") + ": " + score.status().message());
+        return fail(source + ": " + score.status().message());
       double seconds = since(t3);
       const std::optional<Comparison> &c = score->comparison;
       if (args.has("json")) {
-        std::printf("{\"bits_per_byte\": %.6f, \"perplexity\": %.6f, \"bytes\": %llu, "
-                    "\"window\": %lld, \"tokens_per_second\": %.1f",
-                    score->bitsPerByte, score->perplexity,
+        std::printf("{\"unit\": \"%s\", \"bits_per_byte\": %.6f, \"perplexity\": %.6f, "
+                    "\"bytes\": %llu, \"window\": %lld, \"tokens_per_second\": %.1f",
+                    unit, score->bitsPerByte, score->perplexity,
                     (unsigned long long)score->bytes, (long long)window,
                     double(score->bytes) / seconds);
         if (c)
@@ -193,16 +205,16 @@ int main(int argc, char **argv) {
                       c->referenceBitsPerByte, c->kl, c->top1);
         std::printf("}\n");
       } else {
-        std::printf("%s: %.4f bits per byte, perplexity %.4f per byte, %llu bytes in "
+        std::printf("%s: %.4f bits per %s, perplexity %.4f per %s, %llu %ss in "
                     "windows of %lld tokens (%.0f tokens/s)\n",
-                    args.str("eval-file").c_str(), score->bitsPerByte, score->perplexity,
-                    (unsigned long long)score->bytes, (long long)window,
+                    source.c_str(), score->bitsPerByte, unit, score->perplexity, unit,
+                    (unsigned long long)score->bytes, unit, (long long)window,
                     double(score->bytes) / seconds);
         if (c)
-          std::printf("vs %s: its %.4f bits per byte (%+.3f%%), KL(reference || this) %.3g "
-                      "nats per byte, top-1 agreement %.2f%%\n",
-                      args.str("compare-to").c_str(), c->referenceBitsPerByte,
-                      100.0 * (score->bitsPerByte / c->referenceBitsPerByte - 1.0), c->kl,
+          std::printf("vs %s: its %.4f bits per %s (%+.3f%%), KL(reference || this) %.3g "
+                      "nats per %s, top-1 agreement %.2f%%\n",
+                      args.str("compare-to").c_str(), c->referenceBitsPerByte, unit,
+                      100.0 * (score->bitsPerByte / c->referenceBitsPerByte - 1.0), c->kl, unit,
                       100.0 * c->top1);
       }
       return writeStats();

@@ -3,7 +3,7 @@
 // Streams run their work synchronously on the calling thread (kernels use
 // OpenMP inside), so events are trivially complete. Kernels come from
 // kernels/cpu; weights may be f32, bf16 or f16, and those of matrix
-// products and the embedding table also int8 or int4.
+// products and the embedding table also int8, int4 or fp8 with scales.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/Hal.h"
@@ -34,12 +34,14 @@ k::Weight weightOf(const TensorView &v) {
   case plan::DType::F16: w.type = k::WeightType::F16; break;
   case plan::DType::I8: w.type = k::WeightType::I8; break;
   case plan::DType::I4: w.type = k::WeightType::I4; break;
+  case plan::DType::F8E4M3: w.type = k::WeightType::F8; break;
   default: w.type = k::WeightType::F32; break;
   }
   if (w.quantized()) {
     w.scales = v.scales;
     w.cols = v.cols();
     w.group = v.group;
+    w.rowGroup = v.rowGroup;
   }
   return w;
 }
@@ -197,9 +199,11 @@ public:
   }
   bool supports(plan::OpCode op, plan::DType weightType) const override {
     const bool matrixOp = op == plan::OpCode::Embedding || op == plan::OpCode::Linear ||
-                          op == plan::OpCode::Router || op == plan::OpCode::Experts;
+                          op == plan::OpCode::Router || op == plan::OpCode::Experts ||
+                          op == plan::OpCode::MlaAttention; // kv_b
     return isFloatWeight(weightType) ||
-           (matrixOp && (weightType == plan::DType::I8 || weightType == plan::DType::I4));
+           (matrixOp && (weightType == plan::DType::I8 || weightType == plan::DType::I4 ||
+                         weightType == plan::DType::F8E4M3));
   }
   Expected<std::shared_ptr<void>> allocate(size_t bytes) override {
     void *p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);

@@ -898,7 +898,7 @@ func.func @add_rms_norm_weight(%a: tensor<?x8xf32>) {
 // -----
 
 func.func @precision_unknown() {
-  // expected-error @+1 {{weight 'w' has precision "int3"; expected f32, bf16, int8 or int4}}
+  // expected-error @+1 {{weight 'w' has precision "int3"; expected f32, bf16, int8, int4 or fp8}}
   %0 = moe.weight "w" precision "int3" : tensor<4x4xbf16>
   return
 }
@@ -914,7 +914,7 @@ func.func @precision_group_without_precision() {
 // -----
 
 func.func @precision_int8_without_group() {
-  // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8 or int4}}
+  // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8, int4 or fp8}}
   %0 = moe.weight "w" precision "int8" : tensor<4x4xbf16>
   return
 }
@@ -922,7 +922,7 @@ func.func @precision_int8_without_group() {
 // -----
 
 func.func @precision_float_with_group() {
-  // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8 or int4}}
+  // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8, int4 or fp8}}
   %0 = moe.weight "w" precision "bf16" group 4 : tensor<4x4xf32>
   return
 }

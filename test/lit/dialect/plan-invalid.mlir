@@ -189,7 +189,7 @@ func.func @weight_concat_empty() {
 // -----
 
 func.func @weight_i8_without_group() {
-  // expected-error @+1 {{'plan.weight' op weight 'w' needs a 'group' exactly when it is i8 or i4, got 'memref<4x4xi8>'}}
+  // expected-error @+1 {{'plan.weight' op weight 'w' needs a 'group' exactly when it is i8, i4 or (without a checkpoint scale) f8E4M3FN, got 'memref<4x4xi8>'}}
   %w = plan.weight "w" : memref<4x4xi8>
   return
 }
@@ -197,7 +197,7 @@ func.func @weight_i8_without_group() {
 // -----
 
 func.func @weight_float_with_group() {
-  // expected-error @+1 {{'plan.weight' op weight 'w' needs a 'group' exactly when it is i8 or i4, got 'memref<4x4xbf16>'}}
+  // expected-error @+1 {{'plan.weight' op weight 'w' needs a 'group' exactly when it is i8, i4 or (without a checkpoint scale) f8E4M3FN, got 'memref<4x4xbf16>'}}
   %w = plan.weight "w" group 4 : memref<4x4xbf16>
   return
 }

@@ -37,7 +37,7 @@ struct Spec {
   bool attentionParams = false;
   // A quantized table: `group` > 0 adds tensor 4, f32 scales of `scalesShape`
   // read from the start of the weight file.
-  int32_t group = 0;
+  int32_t group = 0, rowGroup = 1;
   uint32_t scales = 4;
   std::vector<int64_t> scalesShape = {4, 1};
 };
@@ -66,7 +66,7 @@ protected:
                                fb::Storage::Input),
         fb::CreateTensorDirect(b, "table", s.tableType, &s.tableShape, fb::Storage::Weight, 0,
                                s.tableOffset, s.tableSize, checksum64(kTable, 64), s.scales,
-                               s.group),
+                               s.group, s.rowGroup),
         fb::CreateTensorDirect(b, "out", fb::DType::F32, &outShape, fb::Storage::Arena, 0,
                                s.outOffset, uint64_t(s.maxTokens * s.outCols) * 4)};
     if (s.group) {
@@ -189,7 +189,12 @@ TEST_F(PlanLoaderTest, RejectsQuantizedWeightWithoutItsScales) {
   EXPECT_ERROR(s, "tensor 2 ('table') is I4 with an odd row length or group");
   s = Spec();
   s.group = 4;
-  EXPECT_ERROR(s, "tensor 2 ('table') has a quantization group but is not an I8 or I4 weight");
+  EXPECT_ERROR(s, "tensor 2 ('table') has a quantization group but is not an I8, I4 or F8E4M3 "
+                  "weight");
+  s = int8Table();
+  s.rowGroup = 2;
+  EXPECT_ERROR(s, "tensor 2 ('table') has row group 2; it must be 1 (I8, I4) or in [1, 4] "
+                  "(F8E4M3)");
 }
 
 TEST_F(PlanLoaderTest, RejectsTensorIndexOutOfRange) {

@@ -18,8 +18,10 @@ struct Comparison {
 };
 
 struct TextScore {
-  double bitsPerByte = 0, perplexity = 0; ///< perplexity per byte
-  uint64_t bytes = 0;
+  /// Per predicted byte (per predicted token for scoreTokens): bits and
+  /// perplexity.
+  double bitsPerByte = 0, perplexity = 0;
+  uint64_t bytes = 0; ///< predicted bytes (tokens)
   std::optional<Comparison> comparison; ///< with a reference session
 };
 
@@ -32,6 +34,13 @@ struct TextScore {
 Expected<TextScore> scoreText(Session &session, const ByteTokenizer &tokenizer,
                               const std::string &text, int64_t context,
                               Session *reference = nullptr);
+
+/// The same for a token sequence. With `start`, windows of context - 1
+/// tokens each follow `start` and every token is predicted; without, windows
+/// of `context` tokens overlap by one and every token but the first is.
+Expected<TextScore> scoreTokens(Session &session, const std::vector<int32_t> &tokens,
+                                int64_t context, Session *reference = nullptr,
+                                std::optional<int32_t> start = std::nullopt);
 
 /// The routing counts as JSON: {"model_type", "num_experts", "top_k",
 /// "layers": [{"layer": L, "tokens": n, "counts": [...]}, ...]} (the traffic

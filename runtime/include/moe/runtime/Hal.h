@@ -25,10 +25,10 @@ struct TensorView {
   void *data = nullptr;
   plan::DType dtype = plan::DType::F32;
   std::vector<int64_t> shape;
-  /// I8/I4 weights: f32 scales, one per row per `group` elements of the last
-  /// dimension (see plan.fbs).
+  /// Scaled (I8/I4/F8E4M3) weights: f32 scales, one per block of `rowGroup`
+  /// rows by `group` elements of the last dimension (see plan.fbs).
   const float *scales = nullptr;
-  int64_t group = 0;
+  int64_t group = 0, rowGroup = 1;
   int64_t rows() const { return shape.empty() ? 1 : shape[0]; }
   int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
 };
