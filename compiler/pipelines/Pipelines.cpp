@@ -24,20 +24,35 @@ struct DefaultPipelineOptions
 };
 } // namespace
 
+namespace {
+bool assignsPrecision(const PipelineOptions &o) {
+  return o.precision != "keep" || !o.precisionOverrides.empty();
+}
+
+std::string assignPrecisionText(const PipelineOptions &o) {
+  std::string text = "moe-assign-precision{policy=" + o.precision;
+  for (size_t i = 0; i < o.precisionOverrides.size(); ++i)
+    text += (i ? "," : " overrides=") + o.precisionOverrides[i];
+  return text + "}, ";
+}
+} // namespace
+
 void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &options) {
   if (options.fuse)
     pm.addPass(createFuseExpertsPass());
-  if (options.precision != "keep")
-    pm.addPass(createAssignPrecisionPass(AssignPrecisionPassOptions{options.precision}));
+  if (assignsPrecision(options)) {
+    AssignPrecisionPassOptions precision;
+    precision.policy = options.precision;
+    precision.overrides = options.precisionOverrides;
+    pm.addPass(createAssignPrecisionPass(precision));
+  }
   pm.addPass(createMoeToPlanPass(MoeToPlanPassOptions{options.maxContext}));
   pm.addPass(createPlanMemoryPass(PlanMemoryPassOptions{options.maxBatchTokens}));
 }
 
 std::string defaultPipelineText(const PipelineOptions &options) {
   return std::string("builtin.module(") + (options.fuse ? "moe-fuse-experts, " : "") +
-         (options.precision != "keep"
-              ? "moe-assign-precision{policy=" + options.precision + "}, "
-              : std::string()) +
+         (assignsPrecision(options) ? assignPrecisionText(options) : std::string()) +
          "moe-to-plan{max-context=" + std::to_string(options.maxContext) +
          "}, moe-plan-memory{max-batch-tokens=" + std::to_string(options.maxBatchTokens) +
          "})";

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace moe {
 
@@ -14,10 +15,11 @@ struct PipelineOptions {
   int64_t maxContext = 4096;
   bool fuse = true; ///< run moe-fuse-experts first
   std::string precision = "keep"; ///< moe-assign-precision's policy
+  std::vector<std::string> precisionOverrides; ///< and its component=precision overrides
 };
 
 /// moe module -> planned plan module: moe-fuse-experts (unless off),
-/// moe-assign-precision (unless the policy is keep), moe-to-plan,
+/// moe-assign-precision (unless the policy is keep without overrides), moe-to-plan,
 /// moe-plan-memory.
 void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 /// The textual form of that pipeline (recorded in plan provenance).
