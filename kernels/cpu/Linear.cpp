@@ -236,20 +236,27 @@ void tileAvx2(const float *x, int64_t ldx, int64_t tokens, const void *const r[k
   }
 }
 
-__attribute__((target("avx2,f16c"))) void convertAvx2(Weight w, int64_t first, int64_t count,
-                                                      float *dst) {
-  const auto *src = static_cast<const uint16_t *>(w.data) + first;
+// Converts the first whole multiple of 8 of `count` elements from `first`
+// on (before any scale); returns how many.
+template <WeightType W>
+__attribute__((target("avx2,f16c"))) int64_t convert8s(const void *data, int64_t first,
+                                                       int64_t count, float *dst) {
+  const char *src = static_cast<const char *>(data);
   int64_t i = 0;
-  if (w.type == WeightType::BF16) {
-    for (; i + 8 <= count; i += 8) { // bf16 is the high half of an f32
-      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i));
-      _mm256_storeu_ps(dst + i,
-                       _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
-    }
-  } else if (w.type == WeightType::F16) {
-    for (; i + 8 <= count; i += 8)
-      _mm256_storeu_ps(
-          dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i))));
+  for (; i + 8 <= count; i += 8)
+    _mm256_storeu_ps(dst + i, load8<W>(src + detail::bytesOf(W, size_t(first + i))));
+  return i;
+}
+
+void convertAvx2(Weight w, int64_t first, int64_t count, float *dst) {
+  int64_t i = 0;
+  switch (w.type) {
+  case WeightType::F32: break;
+  case WeightType::BF16: i = convert8s<WeightType::BF16>(w.data, first, count, dst); break;
+  case WeightType::F16: i = convert8s<WeightType::F16>(w.data, first, count, dst); break;
+  case WeightType::I8: i = convert8s<WeightType::I8>(w.data, first, count, dst); break;
+  case WeightType::I4: i = convert8s<WeightType::I4>(w.data, first, count, dst); break;
+  case WeightType::F8: i = convert8s<WeightType::F8>(w.data, first, count, dst); break;
   }
   convertPortable(w, first + i, count - i, dst + i);
 }
