@@ -341,20 +341,14 @@ private:
       tensors_[tensor].checksum = p.checksum;
     };
     for (const Pending &w : pending_) {
-      if (!w.checkpointScales.empty()) { // fp8 data as stored, then its scales
-        place(w.tensor, packer.append(w.parts));
-        std::vector<float> scales;
-        for (const TensorInfo *s : w.checkpointScales)
-          packer.decode(*s, scales);
-        place(w.scales, packer.appendBytes(scales.data(), scales.size() * sizeof(float)));
-        continue;
-      }
-      if (!w.convert && !w.encoding.quantized()) {
-        place(w.tensor, packer.append(w.parts));
-        continue;
-      }
+      // The data as stored or encoded; the scales from the checkpoint (fp8
+      // as stored) or from the encoder.
       std::vector<float> scales;
-      place(w.tensor, packer.appendEncoded(w.parts, w.encoding, scales));
+      const bool encode = w.checkpointScales.empty() && (w.convert || w.encoding.quantized());
+      place(w.tensor, encode ? packer.appendEncoded(w.parts, w.encoding, scales)
+                             : packer.append(w.parts));
+      for (const TensorInfo *s : w.checkpointScales)
+        packer.decode(*s, scales);
       if (w.encoding.quantized())
         place(w.scales, packer.appendBytes(scales.data(), scales.size() * sizeof(float)));
     }
