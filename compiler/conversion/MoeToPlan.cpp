@@ -73,7 +73,8 @@ private:
           map_.map(w.getResult(),
                    b_.create<plan::WeightOp>(loc_, storageOf(w), w.getNameAttr(),
                                              w.getConcatAttr(), w.getScaleAttr(),
-                                             w.getBlockAttr(), w.getGroupAttr()));
+                                             w.getBlockAttr(), w.getGroupAttr(),
+                                             w.getAppendAttr()));
           return success();
         })
         .Case([&](mm::EmbeddingOp e) {
@@ -129,7 +130,8 @@ private:
                                        b_.getI64IntegerAttr(e.getNumExperts())),
                        b_.getNamedAttr("intermediate", b_.getI64IntegerAttr(inter)),
                        b_.getNamedAttr("fused_gate_up",
-                                       b_.getBoolAttr(e.hasFusedGateUp()))});
+                                       b_.getBoolAttr(e.hasFusedGateUp())),
+                       b_.getNamedAttr("num_shared", b_.getI64IntegerAttr(e.getNumShared()))});
         })
         .Case([&](func::ReturnOp r) {
           for (Value v : r.getOperands())

@@ -259,7 +259,7 @@ private:
         r.scale ? b_.getDenseI64ArrayAttr(source_.blockSize())
                 : DenseI64ArrayAttr();
     return b_.create<WeightOp>(loc_, type, b_.getStringAttr(name), ArrayAttr(), scale,
-                               block, StringAttr(), IntegerAttr());
+                               block, StringAttr(), IntegerAttr(), ArrayAttr());
   }
 
   /// One tensor per expert, `pattern` with `{e}` for the expert id; all must
@@ -419,7 +419,7 @@ private:
         b_.getF64FloatAttr(c.routedScalingFactor));
     Value out = b_.create<ExpertsOp>(loc_, x.getType(), x, router.getWeights(),
                                      router.getIndices(),
-                                     expertWeights(names));
+                                     expertWeights(names), IntegerAttr());
     if (names.shared.empty())
       return out;
     auto [sg, su, sd] = mlpWeights(names.shared, c.sharedIntermediateSize);

@@ -168,11 +168,19 @@ private:
       e.rowGroup = e.group; // encoded fp8: square blocks
     const uint64_t rows = uint64_t(type.getNumElements() / e.cols);
     bool perExpert = name.find("{e}") != std::string::npos;
-    int64_t count = perExpert ? type.getDimSize(0) : 1;
-    const uint64_t partElements = uint64_t(type.getNumElements()) / uint64_t(count) / names.size();
-    for (int64_t ex = 0; ex < count; ++ex)
-      for (const std::string &pattern : names) {
-        std::string part = mlir::moe::WeightOp::expand(pattern, ex);
+    // The {e} experts, then whole tensors appended as further experts.
+    std::vector<std::string> appended;
+    if (auto append = w.getAppend())
+      for (mlir::Attribute a : *append)
+        appended.push_back(cast<StringAttr>(a).getValue().str());
+    const int64_t stacked = perExpert ? type.getDimSize(0) : 1;
+    const int64_t count = stacked - int64_t(appended.size() / names.size());
+    const uint64_t partElements =
+        uint64_t(type.getNumElements()) / uint64_t(stacked) / names.size();
+    for (int64_t ex = 0; ex < stacked; ++ex)
+      for (size_t n = 0; n < names.size(); ++n) {
+        std::string part = ex < count ? mlir::moe::WeightOp::expand(names[n], ex)
+                                      : appended[size_t(ex - count) * names.size() + n];
         const TensorInfo *info = catalog_.find(part);
         if (!info)
           fail(w, catalog_.source() + ": tensor '" + part + "' is missing");
@@ -227,6 +235,10 @@ private:
     if (!a)
       fail(op, "launch lacks integer attribute '" + name.str() + "'");
     return a.getInt();
+  }
+  int32_t optionalI64(Operation *op, StringRef name) {
+    auto a = op->getAttrOfType<IntegerAttr>(name);
+    return a ? int32_t(a.getInt()) : 0;
   }
   float f32(Operation *op, StringRef name) {
     auto a = op->getAttrOfType<FloatAttr>(name);
@@ -315,7 +327,7 @@ private:
       type = fb::OpParams::ExpertsParams;
       params = fb::CreateExpertsParams(b_, int32_t(i64(op, "num_experts")),
                                        int32_t(i64(op, "intermediate")),
-                                       flag(op, "fused_gate_up"))
+                                       flag(op, "fused_gate_up"), optionalI64(op, "num_shared"))
                    .Union();
       break;
     default:

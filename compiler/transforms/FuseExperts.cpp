@@ -41,13 +41,89 @@ struct ConcatGateUp : OpRewritePattern<mm::ExpertsOp> {
     SmallVector<int64_t> shape(type.getShape());
     shape[1] *= 2;
     rewriter.setInsertionPoint(op);
+    // Appended (always-on) experts pair up the same way: [gate, up] each.
+    ArrayAttr append;
+    if (gate.getAppend() || up.getAppend()) {
+      if (!gate.getAppend() || !up.getAppend() || gate.getAppend()->size() != up.getAppend()->size())
+        return rewriter.notifyMatchFailure(op, "gate and up append different experts");
+      SmallVector<StringRef> names;
+      for (auto [g, u] : llvm::zip(gate.getAppend()->getAsValueRange<StringAttr>(),
+                                   up.getAppend()->getAsValueRange<StringAttr>()))
+        names.append({g, u});
+      append = rewriter.getStrArrayAttr(names);
+    }
     auto gateUp = rewriter.create<mm::WeightOp>(
         gate.getLoc(), RankedTensorType::get(shape, type.getElementType()),
         gate.getNameAttr(), rewriter.getStrArrayAttr({up.getName()}), StringAttr(),
-        DenseI64ArrayAttr(), gate.getPrecisionAttr(), gate.getGroupAttr());
+        DenseI64ArrayAttr(), gate.getPrecisionAttr(), gate.getGroupAttr(), append);
     rewriter.replaceOpWithNewOp<mm::ExpertsOp>(
         op, op.getType(), op.getInput(), op.getRoutingWeights(), op.getRoutingIndices(),
-        ValueRange{gateUp, op.getDown()});
+        ValueRange{gateUp, op.getDown()}, op.getSharedAttr());
+    return success();
+  }
+};
+
+/// add(experts(x, ...), shared_expert(x)) -> experts(x, ...) with the shared
+/// expert appended to every stack as an always-on expert (weight 1, added
+/// after the routed ones: the sum is the same, bit for bit). Only where the
+/// model allows it: an ungated shared expert of the routed experts' size
+/// (DeepSeek-V2/V3 with one shared expert), plain checkpoint tensors.
+struct FoldSharedExpert : OpRewritePattern<mm::AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(mm::AddOp add, PatternRewriter &rewriter) const override {
+    auto op = add.getLhs().getDefiningOp<mm::ExpertsOp>();
+    auto shared = add.getRhs().getDefiningOp<mm::SharedExpertOp>();
+    if (!op || !shared) {
+      op = add.getRhs().getDefiningOp<mm::ExpertsOp>();
+      shared = add.getLhs().getDefiningOp<mm::SharedExpertOp>();
+    }
+    if (!op || !shared || !op->hasOneUse() || !shared->hasOneUse() ||
+        shared.getInput() != op.getInput() || shared.getSigmoidGate())
+      return rewriter.notifyMatchFailure(add, "not routed experts plus an ungated shared expert "
+                                              "of the same input");
+    // One stack per shared weight: gate_up (with concat) or gate and up, down.
+    SmallVector<mm::WeightOp> stacks;
+    for (Value v : op.getExpertWeights()) {
+      auto w = v.getDefiningOp<mm::WeightOp>();
+      if (!w || !w.isPerExpert() || w.getScale() || w.getAppend() || w.getPrecision() ||
+          !v.hasOneUse())
+        return rewriter.notifyMatchFailure(add, "expert stacks are not plain checkpoint tensors");
+      stacks.push_back(w);
+    }
+    SmallVector<Value> parts = {shared.getGate(), shared.getUp(), shared.getDown()};
+    SmallVector<SmallVector<StringRef>> appended(stacks.size());
+    for (size_t i = 0; i < parts.size(); ++i) {
+      auto w = parts[i].getDefiningOp<mm::WeightOp>();
+      if (!w || w.isPerExpert() || w.getScale() || w.getConcat() || w.getAppend() ||
+          w.getPrecision())
+        return rewriter.notifyMatchFailure(add, "shared weights are not plain tensors");
+      // gate, up -> the first stack (both, when fused); down -> the last.
+      size_t stack = i == 2 ? stacks.size() - 1 : (stacks.size() == 2 ? 0 : i);
+      auto stackType = cast<RankedTensorType>(stacks[stack].getType());
+      auto partType = cast<RankedTensorType>(w.getType());
+      SmallVector<int64_t> want(stackType.getShape().drop_front());
+      if (stacks.size() == 2 && i < 2)
+        want[0] /= 2; // one half of a gate_up row block
+      if (partType.getShape() != ArrayRef<int64_t>(want) ||
+          partType.getElementType() != stackType.getElementType())
+        return rewriter.notifyMatchFailure(add, "the shared expert's size or type differs");
+      appended[stack].push_back(w.getName());
+    }
+    rewriter.setInsertionPoint(op);
+    SmallVector<Value> weights;
+    for (auto [w, names] : llvm::zip(stacks, appended)) {
+      auto type = cast<RankedTensorType>(w.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape[0] += 1;
+      weights.push_back(rewriter.create<mm::WeightOp>(
+          w.getLoc(), RankedTensorType::get(shape, type.getElementType()), w.getNameAttr(),
+          w.getConcatAttr(), StringAttr(), DenseI64ArrayAttr(), StringAttr(), IntegerAttr(),
+          rewriter.getStrArrayAttr(names)));
+    }
+    rewriter.replaceOpWithNewOp<mm::ExpertsOp>(add, op.getType(), op.getInput(),
+                                               op.getRoutingWeights(), op.getRoutingIndices(),
+                                               weights, rewriter.getI64IntegerAttr(1));
     return success();
   }
 };
@@ -81,7 +157,7 @@ struct AddRmsNorm : OpRewritePattern<mm::RmsNormOp> {
 struct FuseExpertsPass : ::moe::impl::FuseExpertsPassBase<FuseExpertsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<ConcatGateUp, AddRmsNorm>(&getContext());
+    patterns.add<ConcatGateUp, FoldSharedExpert, AddRmsNorm>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -152,7 +152,7 @@ bool WeightOp::isPerExpert() { return getName().contains(kExpertPlaceholder); }
 SmallVector<StringRef> WeightOp::getParts() {
   SmallVector<StringRef> parts = {getName()};
   if (getConcat())
-    for (Attribute a : *getConcat())
+    for (Attribute a : getConcatAttr())
       parts.push_back(cast<StringAttr>(a).getValue());
   return parts;
 }
@@ -254,6 +254,19 @@ LogicalResult WeightOp::verify() {
   if (getScale().has_value() != getBlock().has_value())
     return emitOpError() << "weight '" << name
                          << "' needs both 'scale' and 'block' or neither";
+  if (getAppend()) {
+    size_t parts = getConcat() ? getConcat()->size() + 1 : 1;
+    if (!placeholders || getScale() || getAppend()->empty() || getAppend()->size() % parts ||
+        int64_t(getAppend()->size() / parts) >= type.getDimSize(0))
+      return emitOpError() << "weight '" << name
+                           << "' may append whole experts (" << parts
+                           << " names each, fewer experts than it stacks) to an unscaled "
+                              "per-expert stack only";
+    for (Attribute a : getAppendAttr())
+      if (cast<StringAttr>(a).getValue().contains(kExpertPlaceholder))
+        return emitOpError() << "appended tensor '" << cast<StringAttr>(a).getValue()
+                             << "' of weight '" << name << "' names one tensor, not '{e}'";
+  }
   if (isFp8 && !getScale())
     return emitOpError() << "f8E4M3FN weight '" << name
                          << "' needs a block scale ('scale' and 'block')";
@@ -503,7 +516,7 @@ LogicalResult RouterOp::verify() {
   return success();
 }
 
-int64_t ExpertsOp::getNumExperts() { return dim(getDown(), 0); }
+int64_t ExpertsOp::getNumExperts() { return dim(getDown(), 0) - getNumShared(); }
 
 LogicalResult ExpertsOp::verify() {
   size_t n = getExpertWeights().size();
@@ -515,7 +528,10 @@ LogicalResult ExpertsOp::verify() {
       failed(expectRank(*this, getDown(), "down weight", 3)))
     return failure();
   int64_t tokens = dim(getInput(), 0), hidden = dim(getInput(), 1);
-  int64_t experts = getNumExperts(), inter = dim(getDown(), 2);
+  int64_t experts = dim(getDown(), 0), inter = dim(getDown(), 2);
+  if (getNumShared() < 0 || getNumShared() >= experts)
+    return emitOpError() << "has " << getNumShared() << " always-on experts of " << experts
+                         << " stacked; at least one must be routed";
   if (failed(expectShape(*this, getDown(), "down weight",
                          {experts, hidden, inter})))
     return failure();
@@ -541,9 +557,9 @@ LogicalResult ExpertsOp::verify() {
       failed(expectIntegerElements(*this, getRoutingIndices(),
                                    "routing indices")))
     return failure();
-  if (!ShapedType::isDynamic(topK) && topK > experts)
+  if (!ShapedType::isDynamic(topK) && topK > getNumExperts())
     return emitOpError() << "routes each token to " << topK
-                         << " experts but has only " << experts;
+                         << " experts but has only " << getNumExperts();
   return expectShape(*this, getResult(), "result", {tokens, hidden});
 }
 

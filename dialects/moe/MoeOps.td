@@ -34,6 +34,9 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
     first's (per expert, for `{e}` names): `moe-fuse-experts` joins an
     expert's gate and up projections this way, and the weight packer writes
     them side by side, so the fused weight is never materialised in memory.
+    `append` (per-expert weights only) names whole tensors stacked after the
+    `{e}` experts as further experts, one name per part (1 + the `concat`
+    count) per appended expert: a shared expert folded into the routed stack.
 
     `precision` (set by `moe-assign-precision`) is how the plan stores the
     weight when it differs from the checkpoint: "f32", "bf16", symmetric
@@ -59,10 +62,11 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
                        OptionalAttr<StrAttr>:$scale,
                        OptionalAttr<DenseI64ArrayAttr>:$block,
                        OptionalAttr<StrAttr>:$precision,
-                       OptionalAttr<I64Attr>:$group);
+                       OptionalAttr<I64Attr>:$group,
+                       OptionalAttr<StrArrayAttr>:$append);
   let results = (outs Moe_Tensor:$result);
   let assemblyFormat = [{
-    $name (`concat` $concat^)? (`scale` $scale^ `block` $block)?
+    $name (`concat` $concat^)? (`append` $append^)? (`scale` $scale^ `block` $block)?
     (`precision` $precision^)? (`group` $group^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
@@ -281,11 +285,15 @@ def Moe_ExpertsOp : Moe_Op<"experts", [Pure]> {
     outputs are summed, each times its routing weight. Expert weights are
     stacked over E: either `(gate, up, down)` with `gate, up: tensor<E x I x H>`
     or `(gate_up, down)` with `gate_up: tensor<E x 2I x H>` (gate rows first),
-    and `down: tensor<E x H x I>`.
+    and `down: tensor<E x H x I>`. With `shared = S` the last S of the E
+    stacked experts are always on: every token adds their outputs with weight
+    1 after its routed ones (`moe-fuse-experts` folds DeepSeek's shared
+    expert in this way); the router chooses among the first E - S.
   }];
   let arguments = (ins Moe_Tensor:$input, Moe_Tensor:$routing_weights,
                        Moe_Tensor:$routing_indices,
-                       Variadic<Moe_Tensor>:$expert_weights);
+                       Variadic<Moe_Tensor>:$expert_weights,
+                       OptionalAttr<I64Attr>:$shared);
   let results = (outs Moe_Tensor:$result);
   let assemblyFormat = [{
     $input `routed` `(` $routing_weights `,` $routing_indices `)`
@@ -296,7 +304,10 @@ def Moe_ExpertsOp : Moe_Op<"experts", [Pure]> {
     /// True for the `(gate_up, down)` form.
     bool hasFusedGateUp() { return getExpertWeights().size() == 2; }
     mlir::Value getDown() { return getExpertWeights().back(); }
+    /// Routed experts (the router's choices); the stacks hold these and
+    /// getNumShared() always-on experts after them.
     int64_t getNumExperts();
+    int64_t getNumShared() { return getShared() ? int64_t(*getShared()) : 0; }
   }];
 }
 

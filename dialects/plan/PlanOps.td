@@ -10,7 +10,8 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
   let description = [{
     As `moe.weight`: `{e}` in the name stands for one tensor per expert,
     stacked along dimension 0; `concat` names tensors whose rows follow the
-    first's (per expert). The element type is how the plan stores it, which
+    first's (per expert); `append` names tensors stacked after the experts
+    as further experts (as on `moe.weight`). The element type is how the plan stores it, which
     the plan writer converts to from the checkpoint's; i8 and i4 are
     symmetric integers with one f32 scale per `group` elements of each row,
     f8E4M3FN without `scale` has one per `group` x `group` block.
@@ -23,11 +24,12 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
   let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$concat,
                        OptionalAttr<StrAttr>:$scale,
                        OptionalAttr<DenseI64ArrayAttr>:$block,
-                       OptionalAttr<I64Attr>:$group);
+                       OptionalAttr<I64Attr>:$group,
+                       OptionalAttr<StrArrayAttr>:$append);
   let results = (outs AnyStaticShapeMemRef:$result);
   let assemblyFormat = [{
-    $name (`concat` $concat^)? (`scale` $scale^ `block` $block)? (`group` $group^)?
-    attr-dict `:` type($result)
+    $name (`concat` $concat^)? (`append` $append^)? (`scale` $scale^ `block` $block)?
+    (`group` $group^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }

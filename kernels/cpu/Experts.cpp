@@ -8,7 +8,9 @@
 // The weighted rows are added into out expert by expert in ascending id
 // (the combine), so every token sums its contributions in one fixed order
 // (that of the transformers loop over experts) whatever the batch or the
-// thread count.
+// thread count. Always-on (shared) experts take the ids after the routed
+// ones: their slots follow the routed slots, one per token and shared
+// expert, with weight 1, so they are added last.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,15 +25,20 @@ namespace moe::cpu {
 void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
              int64_t numExperts, const float *weights, const int32_t *indices,
              int64_t topK, const ExpertWeights &w, float *out) {
-  const int64_t slots = tokens * topK;
+  const int64_t routed = tokens * topK, slots = routed + tokens * w.shared;
+  const int64_t all = numExperts + w.shared;
+  auto expertOf = [&](int64_t s) {
+    return s < routed ? int64_t(indices[s]) : numExperts + (s - routed) % w.shared;
+  };
+  auto tokenOf = [&](int64_t s) { return s < routed ? s / topK : (s - routed) / w.shared; };
   // Slots of expert e: slotOf[start[e] .. start[e + 1]), in slot order.
-  std::vector<int64_t> start(numExperts + 1, 0), slotOf(slots);
+  std::vector<int64_t> start(all + 1, 0), slotOf(slots);
   for (int64_t s = 0; s < slots; ++s)
-    ++start[indices[s] + 1];
+    ++start[expertOf(s) + 1];
   std::partial_sum(start.begin(), start.end(), start.begin());
   std::vector<int64_t> next(start.begin(), start.end() - 1);
   for (int64_t s = 0; s < slots; ++s)
-    slotOf[next[indices[s]]++] = s;
+    slotOf[next[expertOf(s)]++] = s;
 
   // Row r of each buffer belongs to slot slotOf[r]. The buffers outlive the
   // call (grown, never shrunk): a prefill's are tens of MB, and allocating
@@ -45,11 +52,11 @@ void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
   float *xs = scratch(xsBuf, slots * hidden), *gateUp = scratch(gateUpBuf, slots * 2 * inter),
         *act = scratch(actBuf, slots * inter), *y = scratch(yBuf, slots * hidden);
   for (int64_t r = 0; r < slots; ++r)
-    std::copy_n(x + slotOf[r] / topK * hidden, hidden, xs + r * hidden);
+    std::copy_n(x + tokenOf(slotOf[r]) * hidden, hidden, xs + r * hidden);
 
   // gateUp row r: [gate | up] of slot slotOf[r].
   std::vector<LinearProblem> group;
-  for (int64_t e = 0; e < numExperts; ++e) {
+  for (int64_t e = 0; e < all; ++e) {
     const int64_t count = start[e + 1] - start[e], r0 = start[e];
     if (count == 0)
       continue;
@@ -66,7 +73,7 @@ void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
     }
   }
   linearGroup(group.data(), group.size());
-  for (int64_t e = 0; e < numExperts; ++e) {
+  for (int64_t e = 0; e < all; ++e) {
     const int64_t count = start[e + 1] - start[e], r0 = start[e];
     if (count == 0)
       continue;
@@ -78,7 +85,7 @@ void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
   }
 
   group.clear();
-  for (int64_t e = 0; e < numExperts; ++e) {
+  for (int64_t e = 0; e < all; ++e) {
     const int64_t count = start[e + 1] - start[e], r0 = start[e];
     if (count > 0)
       group.push_back({act + r0 * inter, count, inter,
@@ -89,8 +96,9 @@ void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
 
   std::fill(out, out + tokens * hidden, 0.0f);
   for (int64_t r = 0; r < slots; ++r) {
-    const float weight = weights[slotOf[r]];
-    float *o = out + slotOf[r] / topK * hidden;
+    const int64_t s = slotOf[r];
+    const float weight = s < routed ? weights[s] : 1.0f;
+    float *o = out + tokenOf(s) * hidden;
     const float *yr = y + r * hidden;
 #pragma omp simd
     for (int64_t c = 0; c < hidden; ++c)

@@ -136,9 +136,13 @@ void router(const float *x, int64_t tokens, int64_t hidden, Weight w,
 /// When `gateUp` is set (fused form) it is [E, 2 * inter, hidden] with the
 /// gate rows first and `gate`/`up` are ignored. Tokens are grouped by expert
 /// so each expert's weights are read once per call. Multi-threaded.
+/// With `shared` > 0 the stacks hold numExperts + shared experts, and the
+/// last `shared` are always on: every token also adds their outputs (weight
+/// 1), after its routed ones (DeepSeek's shared experts folded in).
 struct ExpertWeights {
   Weight gate, up, down;
   const Weight *gateUp = nullptr;
+  int64_t shared = 0;
 };
 void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
              int64_t numExperts, const float *weights, const int32_t *indices,

@@ -347,7 +347,8 @@ Status LoadedPlan::check() const {
           r->scoring() > plan::Scoring::MAX || r->method() > plan::TopkMethod::MAX)
         return Status::error(where + " has inconsistent router parameters");
     if (auto *e = inst->params_as_ExpertsParams())
-      if (e->num_experts() < 1 || e->intermediate() < 1 ||
+      if (e->num_experts() < 1 || e->intermediate() < 1 || e->num_shared() < 0 ||
+          e->num_shared() > (1 << 20) ||
           nin != (e->fused_gate_up() ? 5u : 6u))
         return Status::error(where + " has inconsistent expert parameters");
   }

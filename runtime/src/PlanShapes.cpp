@@ -214,6 +214,7 @@ private:
                                std::to_string(e) + " experts");
       int64_t topK = router->params_as_RouterParams()->top_k();
       bool fused = x->fused_gate_up();
+      e += x->num_shared(); // the stacks also hold the always-on experts
       return all({act(in(1), "routing weights", {kTokens, topK}),
                   fused ? matrix(in(3), "gate_up", {e, 2 * inter, c})
                         : all({matrix(in(3), "gate", {e, inter, c}),

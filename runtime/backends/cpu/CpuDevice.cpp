@@ -159,6 +159,7 @@ Status run(const KernelCall &call) {
   case plan::OpCode::Experts: {
     const auto *p = inst.params_as_ExpertsParams();
     k::ExpertWeights w;
+    w.shared = p->num_shared();
     k::Weight gateUp;
     if (p->fused_gate_up()) {
       gateUp = weightOf(in[3]);

@@ -33,7 +33,7 @@
 // DSV3: kv %[[KV1]] {{.*}}layer = 1 : i64
 // DSV3: plan.launch "router" ins({{.*}} : memref<?x32xf32>, memref<8x32xbf16>, memref<8xf32>) outs({{.*}} : memref<?x2xf32>, memref<?x2xi32>) {method = "noaux_tc", n_group = 4 : i64, norm_topk_prob = true, num_experts = 8 : i64, routed_scaling_factor = 2.500000e+00 : f32, scoring = "sigmoid", top_k = 2 : i64, topk_group = 2 : i64}
 // DSV3: plan.weight "model.layers.1.mlp.experts.{e}.down_proj.weight" : memref<8x32x16xbf16>
-// DSV3: plan.launch "experts" {{.*}} {fused_gate_up = false, intermediate = 16 : i64, num_experts = 8 : i64}
+// DSV3: plan.launch "experts" {{.*}} {fused_gate_up = false, intermediate = 16 : i64, num_experts = 8 : i64, num_shared = 0 : i64}
 // DSV3: plan.weight "model.layers.1.mlp.shared_experts.down_proj.weight" : memref<32x16xbf16>
 // DSV3: %[[LOGITS:.*]] = plan.alloc : memref<?x96xf32>
 // DSV3-NEXT: plan.launch "linear" ins({{.*}} : memref<?x32xf32>, memref<96x32xbf16>) outs(%[[LOGITS]] : memref<?x96xf32>)
@@ -188,13 +188,13 @@ func.func @forward(%tokens: tensor<?xi32>, %positions: tensor<?xi32>) -> tensor<
 // CHECK-NEXT: %[[EU:.*]] = plan.weight "mlp.experts.{e}.up_proj.weight" : memref<8x16x32xbf16>
 // CHECK-NEXT: %[[ED:.*]] = plan.weight "mlp.experts.{e}.down_proj.weight" : memref<8x32x16xbf16>
 // CHECK-NEXT: %[[E:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "experts" ins(%[[X]], %[[RW]], %[[RI]], %[[EG]], %[[EU]], %[[ED]] : memref<?x32xf32>, memref<?x2xf32>, memref<?x2xi32>, memref<8x16x32xbf16>, memref<8x16x32xbf16>, memref<8x32x16xbf16>) outs(%[[E]] : memref<?x32xf32>) {fused_gate_up = false, intermediate = 16 : i64, num_experts = 8 : i64}
+// CHECK-NEXT: plan.launch "experts" ins(%[[X]], %[[RW]], %[[RI]], %[[EG]], %[[EU]], %[[ED]] : memref<?x32xf32>, memref<?x2xf32>, memref<?x2xi32>, memref<8x16x32xbf16>, memref<8x16x32xbf16>, memref<8x32x16xbf16>) outs(%[[E]] : memref<?x32xf32>) {fused_gate_up = false, intermediate = 16 : i64, num_experts = 8 : i64, num_shared = 0 : i64}
 // CHECK-NEXT: %[[SW:.*]] = plan.alloc : memref<?x3xf32>
 // CHECK-NEXT: %[[SI:.*]] = plan.alloc : memref<?x3xi32>
 // CHECK-NEXT: plan.launch "router" ins(%[[E]], %[[GW]] : memref<?x32xf32>, memref<8x32xbf16>) outs(%[[SW]], %[[SI]] : memref<?x3xf32>, memref<?x3xi32>) {method = "greedy", n_group = 1 : i64, norm_topk_prob = false, num_experts = 8 : i64, routed_scaling_factor = 1.000000e+00 : f32, scoring = "softmax", top_k = 3 : i64, topk_group = 1 : i64}
 // CHECK-NEXT: %[[GU:.*]] = plan.weight "mlp.experts.gate_up_proj" : memref<8x32x32xbf16>
 // CHECK-NEXT: %[[F:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "experts" ins(%[[E]], %[[SW]], %[[SI]], %[[GU]], %[[ED]] : memref<?x32xf32>, memref<?x3xf32>, memref<?x3xi32>, memref<8x32x32xbf16>, memref<8x32x16xbf16>) outs(%[[F]] : memref<?x32xf32>) {fused_gate_up = true, intermediate = 16 : i64, num_experts = 8 : i64}
+// CHECK-NEXT: plan.launch "experts" ins(%[[E]], %[[SW]], %[[SI]], %[[GU]], %[[ED]] : memref<?x32xf32>, memref<?x3xf32>, memref<?x3xi32>, memref<8x32x32xbf16>, memref<8x32x16xbf16>) outs(%[[F]] : memref<?x32xf32>) {fused_gate_up = true, intermediate = 16 : i64, num_experts = 8 : i64, num_shared = 0 : i64}
 // CHECK-NEXT: plan.output %[[F]] : memref<?x32xf32>
 module {
 func.func @forward(%tokens: tensor<?xi32>, %positions: tensor<?xi32>) -> tensor<?x32xf32> {

@@ -958,3 +958,36 @@ func.func @precision_block_scaled() {
   %0 = moe.weight "w" scale "s" block [128, 128] precision "int8" group 4 : tensor<4x4xf8E4M3FN>
   return
 }
+
+// -----
+
+func.func @append_not_per_expert() {
+  // expected-error @+1 {{weight 'w' may append whole experts (1 names each, fewer experts than it stacks) to an unscaled per-expert stack only}}
+  %0 = moe.weight "w" append ["s"] : tensor<4x4xbf16>
+  return
+}
+
+// -----
+
+func.func @append_half_an_expert() {
+  // expected-error @+1 {{weight 'e.{e}.g' may append whole experts (2 names each, fewer experts than it stacks) to an unscaled per-expert stack only}}
+  %0 = moe.weight "e.{e}.g" concat ["e.{e}.u"] append ["s.g"] : tensor<3x8x4xbf16>
+  return
+}
+
+// -----
+
+func.func @append_per_expert_name() {
+  // expected-error @+1 {{appended tensor 's.{e}' of weight 'e.{e}' names one tensor, not '{e}'}}
+  %0 = moe.weight "e.{e}" append ["s.{e}"] : tensor<3x4x4xbf16>
+  return
+}
+
+// -----
+
+func.func @experts_all_shared(%x: tensor<?x4xf32>, %w: tensor<?x1xf32>, %i: tensor<?x1xi32>,
+                              %gu: tensor<2x8x4xbf16>, %d: tensor<2x4x4xbf16>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{has 2 always-on experts of 2 stacked; at least one must be routed}}
+  %0 = moe.experts %x routed(%w, %i) weights(%gu, %d) {shared = 2 : i64} : (tensor<?x4xf32>, tensor<?x1xf32>, tensor<?x1xi32>, tensor<2x8x4xbf16>, tensor<2x4x4xbf16>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}

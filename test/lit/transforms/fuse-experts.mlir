@@ -61,7 +61,8 @@ func.func @qwen2_moe(%x: tensor<?x32xf32>, %attn: tensor<?x32xf32>) -> tensor<?x
 // -----
 
 // DeepSeek-V3: sigmoid noaux_tc router with correction bias, group limits
-// and scaling stays one op; routed experts fused; shared expert unchanged.
+// and scaling stays one op; routed experts fused; the shared expert (ungated,
+// the routed experts' size) folded in as a ninth, always-on expert.
 // CHECK-LABEL: func.func @deepseek_v3
 func.func @deepseek_v3(%x: tensor<?x32xf32>, %attn: tensor<?x32xf32>) -> tensor<?x32xf32> {
   // CHECK: %[[SUM:.*]], %[[NORMED:.*]] = moe.add_rms_norm %arg0, %arg1, %{{.*}} eps 9.9999999999999995E-7
@@ -72,13 +73,15 @@ func.func @deepseek_v3(%x: tensor<?x32xf32>, %attn: tensor<?x32xf32>) -> tensor<
   %b = moe.weight "mlp.gate.e_score_correction_bias" : tensor<8xf32>
   // CHECK: moe.router %[[NORMED]], %{{.*}} bias %{{.*}} sigmoid noaux_tc top_k 2 norm true {n_group = 4 : i64, routed_scaling_factor = 2.500000e+00 : f64, topk_group = 2 : i64}
   %rw, %ri = moe.router %n, %g bias %b sigmoid noaux_tc top_k 2 norm true {n_group = 4 : i64, topk_group = 2 : i64, routed_scaling_factor = 2.5 : f64} : (tensor<?x32xf32>, tensor<8x32xbf16>, tensor<8xf32>) -> (tensor<?x2xf32>, tensor<?x2xi32>)
-  // CHECK-DAG: %[[GU:.*]] = moe.weight "mlp.experts.{e}.gate_proj.weight" concat ["mlp.experts.{e}.up_proj.weight"] : tensor<8x32x32xbf16>
+  // CHECK-DAG: %[[GU:.*]] = moe.weight "mlp.experts.{e}.gate_proj.weight" concat ["mlp.experts.{e}.up_proj.weight"] append ["mlp.shared_experts.gate_proj.weight", "mlp.shared_experts.up_proj.weight"] : tensor<9x32x32xbf16>
+  // CHECK-DAG: %[[DOWN:.*]] = moe.weight "mlp.experts.{e}.down_proj.weight" append ["mlp.shared_experts.down_proj.weight"] : tensor<9x32x16xbf16>
   %eg = moe.weight "mlp.experts.{e}.gate_proj.weight" : tensor<8x16x32xbf16>
   %eu = moe.weight "mlp.experts.{e}.up_proj.weight" : tensor<8x16x32xbf16>
   %ed = moe.weight "mlp.experts.{e}.down_proj.weight" : tensor<8x32x16xbf16>
-  // CHECK: moe.experts %[[NORMED]] routed(%{{.*}}, %{{.*}}) weights(%[[GU]], %{{.*}}) : (tensor<?x32xf32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<8x32x32xbf16>, tensor<8x32x16xbf16>) -> tensor<?x32xf32>
+  // CHECK: %[[Y:.*]] = moe.experts %[[NORMED]] routed(%{{.*}}, %{{.*}}) weights(%[[GU]], %[[DOWN]]) {shared = 1 : i64} : (tensor<?x32xf32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<9x32x32xbf16>, tensor<9x32x16xbf16>) -> tensor<?x32xf32>
+  // CHECK-NOT: moe.shared_expert
+  // CHECK: moe.add %[[SUM]], %[[Y]]
   %r = moe.experts %n routed(%rw, %ri) weights(%eg, %eu, %ed) : (tensor<?x32xf32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<8x16x32xbf16>, tensor<8x16x32xbf16>, tensor<8x32x16xbf16>) -> tensor<?x32xf32>
-  // CHECK: moe.shared_expert %[[NORMED]], %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x32xf32>, tensor<16x32xbf16>, tensor<16x32xbf16>, tensor<32x16xbf16>) -> tensor<?x32xf32>
   %sg = moe.weight "mlp.shared_experts.gate_proj.weight" : tensor<16x32xbf16>
   %su = moe.weight "mlp.shared_experts.up_proj.weight" : tensor<16x32xbf16>
   %sd = moe.weight "mlp.shared_experts.down_proj.weight" : tensor<32x16xbf16>
@@ -86,6 +89,27 @@ func.func @deepseek_v3(%x: tensor<?x32xf32>, %attn: tensor<?x32xf32>) -> tensor<
   %m = moe.add %r, %s : (tensor<?x32xf32>, tensor<?x32xf32>) -> tensor<?x32xf32>
   %out = moe.add %h, %m : (tensor<?x32xf32>, tensor<?x32xf32>) -> tensor<?x32xf32>
   return %out : tensor<?x32xf32>
+}
+
+// -----
+
+// DeepSeek-V2-Lite keeps two shared experts as one of twice the routed
+// size: not foldable into the routed stacks (left as a shared expert).
+// CHECK-LABEL: func.func @shared_of_another_size
+func.func @shared_of_another_size(%n: tensor<?x32xf32>, %rw: tensor<?x2xf32>, %ri: tensor<?x2xi32>) -> tensor<?x32xf32> {
+  %eg = moe.weight "mlp.experts.{e}.gate_proj.weight" : tensor<8x16x32xbf16>
+  %eu = moe.weight "mlp.experts.{e}.up_proj.weight" : tensor<8x16x32xbf16>
+  %ed = moe.weight "mlp.experts.{e}.down_proj.weight" : tensor<8x32x16xbf16>
+  // CHECK: moe.experts {{.*}} -> tensor<?x32xf32>
+  // CHECK-NOT: shared = 1
+  %r = moe.experts %n routed(%rw, %ri) weights(%eg, %eu, %ed) : (tensor<?x32xf32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<8x16x32xbf16>, tensor<8x16x32xbf16>, tensor<8x32x16xbf16>) -> tensor<?x32xf32>
+  // CHECK: moe.shared_expert
+  %sg = moe.weight "mlp.shared_experts.gate_proj.weight" : tensor<32x32xbf16>
+  %su = moe.weight "mlp.shared_experts.up_proj.weight" : tensor<32x32xbf16>
+  %sd = moe.weight "mlp.shared_experts.down_proj.weight" : tensor<32x32xbf16>
+  %s = moe.shared_expert %n, %sg, %su, %sd : (tensor<?x32xf32>, tensor<32x32xbf16>, tensor<32x32xbf16>, tensor<32x32xbf16>) -> tensor<?x32xf32>
+  %m = moe.add %r, %s : (tensor<?x32xf32>, tensor<?x32xf32>) -> tensor<?x32xf32>
+  return %m : tensor<?x32xf32>
 }
 
 // -----

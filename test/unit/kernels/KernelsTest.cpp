@@ -716,10 +716,12 @@ TEST(Router, NoAuxTcMaskedExpertBeatsNegativeChoice) {
 
 // --- Experts ---
 
+// With shared = 1 the last of the 8 stacked experts is always on (weight 1)
+// and the router picks among the other 7.
 TEST_P(Quantizable, Experts) {
   const int64_t hidden = 20, inter = 14, numExperts = 8;
   // Experts 2 and 5 never get a token.
-  const std::vector<int32_t> used = {0, 1, 3, 4, 6, 7};
+  const std::vector<int32_t> used = {0, 1, 3, 4, 6};
   const TestWeight gate =
       randomWeight(GetParam(), numExperts * inter * hidden, rng, 0.5f, hidden);
   const TestWeight up =
@@ -728,13 +730,14 @@ TEST_P(Quantizable, Experts) {
       randomWeight(GetParam(), numExperts * hidden * inter, rng, 0.5f, inter);
   const TestWeight gateUp = fuse(gate, up, numExperts);
   const Weight fused = gateUp.weight();
-  const ExpertWeights separate{gate.weight(), up.weight(), down.weight()};
-  const ExpertWeights together{{}, {}, down.weight(), &fused};
 
+  for (int64_t shared : {0, 1})
   for (int64_t topK = 1; topK <= 4; ++topK)
     for (int64_t tokens : {1, 7, 33}) {
       SCOPED_TRACE(testing::Message()
-                   << "topK " << topK << ", tokens " << tokens);
+                   << "topK " << topK << ", tokens " << tokens << ", shared " << shared);
+      const ExpertWeights separate{gate.weight(), up.weight(), down.weight(), nullptr, shared};
+      const ExpertWeights together{{}, {}, down.weight(), &fused, shared};
       const std::vector<float> x = randomFloats(rng, tokens * hidden);
       const std::vector<float> weights = randomFloats(rng, tokens * topK);
       std::vector<int32_t> indices;
@@ -746,8 +749,9 @@ TEST_P(Quantizable, Experts) {
 
       std::vector<double> want(tokens * hidden, 0.0), magnitude(want.size());
       for (int64_t t = 0; t < tokens; ++t)
-        for (int64_t j = 0; j < topK; ++j) {
-          const int64_t e = indices[t * topK + j];
+        for (int64_t j = 0; j < topK + shared; ++j) {
+          const int64_t e = j < topK ? indices[t * topK + j] : numExperts - 1;
+          const double weight = j < topK ? weights[t * topK + j] : 1.0;
           std::vector<double> act(inter);
           for (int64_t i = 0; i < inter; ++i) {
             double g = 0, u = 0;
@@ -763,14 +767,14 @@ TEST_P(Quantizable, Experts) {
               y += act[i] * down.ref[(e * hidden + h) * inter + i];
               mag += std::abs(act[i] * down.ref[(e * hidden + h) * inter + i]);
             }
-            want[t * hidden + h] += weights[t * topK + j] * y;
-            magnitude[t * hidden + h] += std::abs(weights[t * topK + j]) * mag;
+            want[t * hidden + h] += weight * y;
+            magnitude[t * hidden + h] += std::abs(weight) * mag;
           }
         }
 
       for (const ExpertWeights *w : {&separate, &together}) {
         std::vector<float> out(tokens * hidden, NAN);
-        experts(x.data(), tokens, hidden, inter, numExperts, weights.data(),
+        experts(x.data(), tokens, hidden, inter, numExperts - shared, weights.data(),
                 indices.data(), topK, *w, out.data());
         expectNear(out.data(), want, magnitude, 2e-5);
       }
