@@ -731,54 +731,55 @@ TEST_P(Quantizable, Experts) {
   const TestWeight gateUp = fuse(gate, up, numExperts);
   const Weight fused = gateUp.weight();
 
-  for (int64_t shared : {0, 1})
-  for (int64_t topK = 1; topK <= 4; ++topK)
-    for (int64_t tokens : {1, 7, 33}) {
-      SCOPED_TRACE(testing::Message()
-                   << "topK " << topK << ", tokens " << tokens << ", shared " << shared);
-      const ExpertWeights separate{gate.weight(), up.weight(), down.weight(), nullptr, shared};
-      const ExpertWeights together{{}, {}, down.weight(), &fused, shared};
-      const std::vector<float> x = randomFloats(rng, tokens * hidden);
-      const std::vector<float> weights = randomFloats(rng, tokens * topK);
-      std::vector<int32_t> indices;
-      for (int64_t t = 0; t < tokens; ++t) {
-        std::vector<int32_t> pick = used;
-        std::shuffle(pick.begin(), pick.end(), rng);
-        indices.insert(indices.end(), pick.begin(), pick.begin() + topK);
-      }
-
-      std::vector<double> want(tokens * hidden, 0.0), magnitude(want.size());
-      for (int64_t t = 0; t < tokens; ++t)
-        for (int64_t j = 0; j < topK + shared; ++j) {
-          const int64_t e = j < topK ? indices[t * topK + j] : numExperts - 1;
-          const double weight = j < topK ? weights[t * topK + j] : 1.0;
-          std::vector<double> act(inter);
-          for (int64_t i = 0; i < inter; ++i) {
-            double g = 0, u = 0;
-            for (int64_t h = 0; h < hidden; ++h) {
-              g += x[t * hidden + h] * gate.ref[(e * inter + i) * hidden + h];
-              u += x[t * hidden + h] * up.ref[(e * inter + i) * hidden + h];
-            }
-            act[i] = g / (1.0 + std::exp(-g)) * u;
-          }
-          for (int64_t h = 0; h < hidden; ++h) {
-            double y = 0, mag = 0;
-            for (int64_t i = 0; i < inter; ++i) {
-              y += act[i] * down.ref[(e * hidden + h) * inter + i];
-              mag += std::abs(act[i] * down.ref[(e * hidden + h) * inter + i]);
-            }
-            want[t * hidden + h] += weight * y;
-            magnitude[t * hidden + h] += std::abs(weight) * mag;
-          }
+  for (int64_t shared : {0, 1}) {
+    for (int64_t topK = 1; topK <= 4; ++topK)
+      for (int64_t tokens : {1, 7, 33}) {
+        SCOPED_TRACE(testing::Message()
+                     << "topK " << topK << ", tokens " << tokens << ", shared " << shared);
+        const ExpertWeights separate{gate.weight(), up.weight(), down.weight(), nullptr, shared};
+        const ExpertWeights together{{}, {}, down.weight(), &fused, shared};
+        const std::vector<float> x = randomFloats(rng, tokens * hidden);
+        const std::vector<float> weights = randomFloats(rng, tokens * topK);
+        std::vector<int32_t> indices;
+        for (int64_t t = 0; t < tokens; ++t) {
+          std::vector<int32_t> pick = used;
+          std::shuffle(pick.begin(), pick.end(), rng);
+          indices.insert(indices.end(), pick.begin(), pick.begin() + topK);
         }
 
-      for (const ExpertWeights *w : {&separate, &together}) {
-        std::vector<float> out(tokens * hidden, NAN);
-        experts(x.data(), tokens, hidden, inter, numExperts - shared, weights.data(),
-                indices.data(), topK, *w, out.data());
-        expectNear(out.data(), want, magnitude, 2e-5);
+        std::vector<double> want(tokens * hidden, 0.0), magnitude(want.size());
+        for (int64_t t = 0; t < tokens; ++t)
+          for (int64_t j = 0; j < topK + shared; ++j) {
+            const int64_t e = j < topK ? indices[t * topK + j] : numExperts - 1;
+            const double weight = j < topK ? weights[t * topK + j] : 1.0;
+            std::vector<double> act(inter);
+            for (int64_t i = 0; i < inter; ++i) {
+              double g = 0, u = 0;
+              for (int64_t h = 0; h < hidden; ++h) {
+                g += x[t * hidden + h] * gate.ref[(e * inter + i) * hidden + h];
+                u += x[t * hidden + h] * up.ref[(e * inter + i) * hidden + h];
+              }
+              act[i] = g / (1.0 + std::exp(-g)) * u;
+            }
+            for (int64_t h = 0; h < hidden; ++h) {
+              double y = 0, mag = 0;
+              for (int64_t i = 0; i < inter; ++i) {
+                y += act[i] * down.ref[(e * hidden + h) * inter + i];
+                mag += std::abs(act[i] * down.ref[(e * hidden + h) * inter + i]);
+              }
+              want[t * hidden + h] += weight * y;
+              magnitude[t * hidden + h] += std::abs(weight) * mag;
+            }
+          }
+
+        for (const ExpertWeights *w : {&separate, &together}) {
+          std::vector<float> out(tokens * hidden, NAN);
+          experts(x.data(), tokens, hidden, inter, numExperts - shared, weights.data(),
+                  indices.data(), topK, *w, out.data());
+          expectNear(out.data(), want, magnitude, 2e-5);
+        }
       }
-    }
+  }
 }
 
 // Results do not depend on the number of threads (sizes large enough for
