@@ -38,21 +38,25 @@ std::string assignPrecisionText(const PipelineOptions &o) {
 } // namespace
 
 void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &options) {
-  if (options.fuse)
-    pm.addPass(createFuseExpertsPass());
+  // Precision first: the components are told apart before fusion folds a
+  // shared expert into the routed stacks (it folds only when both got the
+  // same precision).
   if (assignsPrecision(options)) {
     AssignPrecisionPassOptions precision;
     precision.policy = options.precision;
     precision.overrides = options.precisionOverrides;
     pm.addPass(createAssignPrecisionPass(precision));
   }
+  if (options.fuse)
+    pm.addPass(createFuseExpertsPass());
   pm.addPass(createMoeToPlanPass(MoeToPlanPassOptions{options.maxContext}));
   pm.addPass(createPlanMemoryPass(PlanMemoryPassOptions{options.maxBatchTokens}));
 }
 
 std::string defaultPipelineText(const PipelineOptions &options) {
-  return std::string("builtin.module(") + (options.fuse ? "moe-fuse-experts, " : "") +
+  return std::string("builtin.module(") +
          (assignsPrecision(options) ? assignPrecisionText(options) : std::string()) +
+         (options.fuse ? "moe-fuse-experts, " : "") +
          "moe-to-plan{max-context=" + std::to_string(options.maxContext) +
          "}, moe-plan-memory{max-batch-tokens=" + std::to_string(options.maxBatchTokens) +
          "})";
@@ -61,7 +65,7 @@ std::string defaultPipelineText(const PipelineOptions &options) {
 void registerPipelines() {
   mlir::PassPipelineRegistration<DefaultPipelineOptions>(
       "moe-default-pipeline",
-      "moe module -> planned plan module (moe-fuse-experts, moe-assign-precision, "
+      "moe module -> planned plan module (moe-assign-precision, moe-fuse-experts, "
       "moe-to-plan, moe-plan-memory)",
       [](mlir::OpPassManager &pm, const DefaultPipelineOptions &o) {
         buildDefaultPipeline(pm, {o.maxBatchTokens, o.maxContext, o.fuse, o.precision});

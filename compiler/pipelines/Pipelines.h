@@ -18,9 +18,9 @@ struct PipelineOptions {
   std::vector<std::string> precisionOverrides; ///< and its component=precision overrides
 };
 
-/// moe module -> planned plan module: moe-fuse-experts (unless off),
-/// moe-assign-precision (unless the policy is keep without overrides), moe-to-plan,
-/// moe-plan-memory.
+/// moe module -> planned plan module: moe-assign-precision (unless the
+/// policy is keep without overrides), moe-fuse-experts (unless off),
+/// moe-to-plan, moe-plan-memory.
 void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 /// The textual form of that pipeline (recorded in plan provenance).
 std::string defaultPipelineText(const PipelineOptions &options);

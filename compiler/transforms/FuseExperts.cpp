@@ -67,7 +67,8 @@ struct ConcatGateUp : OpRewritePattern<mm::ExpertsOp> {
 /// expert appended to every stack as an always-on expert (weight 1, added
 /// after the routed ones: the sum is the same, bit for bit). Only where the
 /// model allows it: an ungated shared expert of the routed experts' size
-/// (DeepSeek-V2/V3 with one shared expert), plain checkpoint tensors.
+/// (DeepSeek-V2/V3 with one shared expert), plain checkpoint tensors stored
+/// at one precision (moe-assign-precision may have told them apart).
 struct FoldSharedExpert : OpRewritePattern<mm::AddOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -86,8 +87,7 @@ struct FoldSharedExpert : OpRewritePattern<mm::AddOp> {
     SmallVector<mm::WeightOp> stacks;
     for (Value v : op.getExpertWeights()) {
       auto w = v.getDefiningOp<mm::WeightOp>();
-      if (!w || !w.isPerExpert() || w.getScale() || w.getAppend() || w.getPrecision() ||
-          !v.hasOneUse())
+      if (!w || !w.isPerExpert() || w.getScale() || w.getAppend() || !v.hasOneUse())
         return rewriter.notifyMatchFailure(add, "expert stacks are not plain checkpoint tensors");
       stacks.push_back(w);
     }
@@ -95,8 +95,7 @@ struct FoldSharedExpert : OpRewritePattern<mm::AddOp> {
     SmallVector<SmallVector<StringRef>> appended(stacks.size());
     for (size_t i = 0; i < parts.size(); ++i) {
       auto w = parts[i].getDefiningOp<mm::WeightOp>();
-      if (!w || w.isPerExpert() || w.getScale() || w.getConcat() || w.getAppend() ||
-          w.getPrecision())
+      if (!w || w.isPerExpert() || w.getScale() || w.getConcat() || w.getAppend())
         return rewriter.notifyMatchFailure(add, "shared weights are not plain tensors");
       // gate, up -> the first stack (both, when fused); down -> the last.
       size_t stack = i == 2 ? stacks.size() - 1 : (stacks.size() == 2 ? 0 : i);
@@ -106,8 +105,11 @@ struct FoldSharedExpert : OpRewritePattern<mm::AddOp> {
       if (stacks.size() == 2 && i < 2)
         want[0] /= 2; // one half of a gate_up row block
       if (partType.getShape() != ArrayRef<int64_t>(want) ||
-          partType.getElementType() != stackType.getElementType())
-        return rewriter.notifyMatchFailure(add, "the shared expert's size or type differs");
+          partType.getElementType() != stackType.getElementType() ||
+          w.getPrecisionAttr() != stacks[stack].getPrecisionAttr() ||
+          w.getGroupAttr() != stacks[stack].getGroupAttr())
+        return rewriter.notifyMatchFailure(add, "the shared expert's size, type or precision "
+                                                "differs");
       appended[stack].push_back(w.getName());
     }
     rewriter.setInsertionPoint(op);
@@ -118,8 +120,8 @@ struct FoldSharedExpert : OpRewritePattern<mm::AddOp> {
       shape[0] += 1;
       weights.push_back(rewriter.create<mm::WeightOp>(
           w.getLoc(), RankedTensorType::get(shape, type.getElementType()), w.getNameAttr(),
-          w.getConcatAttr(), StringAttr(), DenseI64ArrayAttr(), StringAttr(), IntegerAttr(),
-          rewriter.getStrArrayAttr(names)));
+          w.getConcatAttr(), StringAttr(), DenseI64ArrayAttr(), w.getPrecisionAttr(),
+          w.getGroupAttr(), rewriter.getStrArrayAttr(names)));
     }
     rewriter.replaceOpWithNewOp<mm::ExpertsOp>(add, op.getType(), op.getInput(),
                                                op.getRoutingWeights(), op.getRoutingIndices(),
