@@ -170,8 +170,16 @@ Status run(const KernelCall &call) {
       w.up = weightOf(in[4]);
       w.down = weightOf(in[5]);
     }
+    // The router wrote these ids, but the loader cannot prove that nothing
+    // overwrote them since (arena buffers may share bytes): check them.
+    const int32_t *ids = i32(in[2]);
+    for (int64_t i = 0, n = in[2].rows() * in[2].cols(); i < n; ++i)
+      if (ids[i] < 0 || ids[i] >= p->num_experts())
+        return Status::error("experts: routing index " + std::to_string(ids[i]) +
+                             " is outside [0, " + std::to_string(p->num_experts()) +
+                             ") (a corrupt plan: its routing indices were overwritten)");
     k::experts(f32(in[0]), in[0].rows(), in[0].cols(), p->intermediate(),
-               p->num_experts(), f32(in[1]), i32(in[2]), in[1].cols(), w, f32(out));
+               p->num_experts(), f32(in[1]), ids, in[1].cols(), w, f32(out));
     return Status::ok();
   }
   }
