@@ -4,10 +4,10 @@
 // rows), shared by the threads of one parallel region (linearGroup runs many
 // problems, e.g. every routed expert, in one region). An item walks k in
 // chunks of kChunk (cut at scale-group ends for int8/int4). Up to
-// kDirectTokens tokens, the register tile reads 16-bit or quantized weights
+// kDirectTokens tokens, a two-row tile reads 16-bit or quantized weights
 // straight from memory and converts (and scales) them in registers: the
-// decode GEMV reads each weight byte once and dequantization costs no memory
-// traffic. For more tokens, each chunk of the kRows rows is converted to f32
+// decode GEMV reads each weight byte once, in two sequential streams per
+// thread, and dequantization costs no memory traffic. For more tokens, each chunk of the kRows rows is converted to f32
 // once into a per-thread L1 buffer and swept by every token of the block
 // (whose x chunks stay in L2). For int8/int4 both paths sum x * q over a
 // chunk (q converted exactly) and add that sum times the row's scale to the
@@ -43,9 +43,9 @@ constexpr int64_t kRows = 4;
 // operands, so three tokens fit; rows converted from 16 bits take registers,
 // so two.
 constexpr int64_t kTileTokens = 3, kTileTokens16 = 2;
-// Up to this many tokens the AVX2 tile converts 16-bit weights as it loads
-// them (each tile of kTileTokens converts again: cheap next to reading them
-// from memory); more tokens convert a chunk once into an L1 buffer.
+// Up to this many tokens the AVX2 two-row tile converts weights as it loads
+// them (each 4 tokens convert again: cheap next to reading them from
+// memory); more tokens convert a chunk once into an L1 buffer.
 constexpr int64_t kDirectTokens = 8;
 // Tokens per block: more tokens per block means fewer re-conversions of the
 // weight; their x chunks (kTokens * kChunk floats) must stay cached.
@@ -60,43 +60,34 @@ constexpr int64_t kParallelWork = 1 << 16;
 // Adds x_t . r_i over len elements for tokens x rows into the accumulators
 // acc[(t * kRows + i) * kLanes ...]; the rows r are of type `type`. With a
 // scale (quantized rows: len never crosses a scale group) the sum is
-// multiplied by scale[i] before it is added.
-using TileFn = void (*)(const float *x, int64_t ldx, int64_t tokens, const void *const r[kRows],
+// multiplied by scale[i] before it is added. A tile takes kRows rows, a row
+// function one.
+using TileFn = void (*)(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
                         WeightType type, const float *scale, int64_t len, float *acc);
 using ConvertFn = void (*)(Weight w, int64_t first, int64_t count, float *dst);
 
 // --- portable build ---
 
-// acc[(t * kRows + i) * kLanes] += dot(x_t, r[i]) over len elements; the
-// rows are f32 (converted first).
-void tilePortable(const float *x, int64_t ldx, int64_t tokens, const void *const r[kRows],
-                  WeightType, const float *scale, int64_t len, float *acc) {
-  const auto *r0 = static_cast<const float *>(r[0]), *r1 = static_cast<const float *>(r[1]),
-             *r2 = static_cast<const float *>(r[2]), *r3 = static_cast<const float *>(r[3]);
+// acc[t * kRows * kLanes] += dot(x_t, row) over len elements (times the
+// scale); the row is f32 (converted first).
+void rowPortable(const float *x, int64_t ldx, int64_t tokens, const void *const *row,
+                 WeightType, const float *scale, int64_t len, float *acc) {
+  const auto *r = static_cast<const float *>(row[0]);
   for (int64_t t = 0; t < tokens; ++t) {
     const float *xt = x + t * ldx;
-    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-#pragma omp simd reduction(+ : a0, a1, a2, a3)
-    for (int64_t i = 0; i < len; ++i) {
-      const float xi = xt[i];
-      a0 += xi * r0[i];
-      a1 += xi * r1[i];
-      a2 += xi * r2[i];
-      a3 += xi * r3[i];
-    }
-    float *a = acc + t * kRows * kLanes;
-    if (scale) {
-      a[0] += a0 * scale[0];
-      a[kLanes] += a1 * scale[1];
-      a[2 * kLanes] += a2 * scale[2];
-      a[3 * kLanes] += a3 * scale[3];
-    } else {
-      a[0] += a0;
-      a[kLanes] += a1;
-      a[2 * kLanes] += a2;
-      a[3 * kLanes] += a3;
-    }
+    float a = 0.0f;
+#pragma omp simd reduction(+ : a)
+    for (int64_t i = 0; i < len; ++i)
+      a += xt[i] * r[i];
+    acc[t * kRows * kLanes] += scale ? a * *scale : a;
   }
+}
+
+template <int R>
+void tilePortable(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
+                  WeightType type, const float *scale, int64_t len, float *acc) {
+  for (int64_t i = 0; i < R; ++i)
+    rowPortable(x, ldx, tokens, r + i, type, scale ? scale + i : nullptr, len, acc + i * kLanes);
 }
 
 // Quantized weights convert to their integers: the tile applies the scale.
@@ -157,47 +148,48 @@ __attribute__((target("avx2,f16c"))) __m256 load8(const void *p, int64_t n) {
 }
 
 // acc[(t * kRows + i) * kLanes + lane] += x_t[p] * r_i[p] for p = lane mod 8,
-// over len elements; r_i are rows of type W.
-template <int T, WeightType W>
+// over len elements, for R rows r_i of type W and T tokens. The sequence of
+// operations for one (token, row) does not depend on R or T.
+template <int R, int T, WeightType W>
 __attribute__((target("avx2,fma,f16c"))) void tileAvx2T(const float *x, int64_t ldx,
-                                                        const void *const r[kRows],
+                                                        const void *const *r,
                                                         const float *scale, int64_t len,
                                                         float *acc) {
-  const char *rows[kRows];
-  for (int i = 0; i < kRows; ++i)
+  const char *rows[R];
+  for (int i = 0; i < R; ++i)
     rows[i] = static_cast<const char *>(r[i]);
   auto load = [&](int i, int64_t p, int64_t n) __attribute__((target("avx2,fma,f16c"))) {
     const char *at = rows[i] + detail::bytesOf(W, size_t(p));
     return n == kLanes ? load8<W>(at) : load8<W>(at, n);
   };
   // Scaled sums start from zero and are added (times the scale) at the end.
-  __m256 a[T][kRows];
+  __m256 a[T][R];
   for (int t = 0; t < T; ++t)
-    for (int i = 0; i < kRows; ++i)
+    for (int i = 0; i < R; ++i)
       a[t][i] = scale ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + (t * kRows + i) * kLanes);
   int64_t p = 0;
   for (; p + kLanes <= len; p += kLanes) {
-    __m256 w[kRows];
-    for (int i = 0; i < kRows; ++i)
+    __m256 w[R];
+    for (int i = 0; i < R; ++i)
       w[i] = load(i, p, kLanes);
     for (int t = 0; t < T; ++t) {
       const __m256 xv = _mm256_loadu_ps(x + t * ldx + p);
-      for (int i = 0; i < kRows; ++i)
+      for (int i = 0; i < R; ++i)
         a[t][i] = _mm256_fmadd_ps(xv, w[i], a[t][i]);
     }
   }
   if (p < len) { // missing lanes are 0.0 in both operands
-    __m256 w[kRows];
-    for (int i = 0; i < kRows; ++i)
+    __m256 w[R];
+    for (int i = 0; i < R; ++i)
       w[i] = load(i, p, len - p);
     for (int t = 0; t < T; ++t) {
       const __m256 xv = _mm256_maskload_ps(x + t * ldx + p, tailMask(len - p));
-      for (int i = 0; i < kRows; ++i)
+      for (int i = 0; i < R; ++i)
         a[t][i] = _mm256_fmadd_ps(xv, w[i], a[t][i]);
     }
   }
   for (int t = 0; t < T; ++t)
-    for (int i = 0; i < kRows; ++i) {
+    for (int i = 0; i < R; ++i) {
       float *out = acc + (t * kRows + i) * kLanes;
       _mm256_storeu_ps(out, scale ? _mm256_fmadd_ps(a[t][i], _mm256_set1_ps(scale[i]),
                                                     _mm256_loadu_ps(out))
@@ -205,34 +197,37 @@ __attribute__((target("avx2,fma,f16c"))) void tileAvx2T(const float *x, int64_t 
     }
 }
 
-template <WeightType W>
-void tileAvx2Typed(const float *x, int64_t ldx, int64_t tokens, const void *const r[kRows],
+// All tokens, Step at a time, then the rest. kRows rows: f32 rows fold into
+// the multiply-adds as memory operands, so three tokens fit in the
+// registers; rows converted from 16 bits take registers, so two. One or two
+// rows (the decode path): four tokens.
+template <int R, WeightType W>
+void tileAvx2Typed(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
                    const float *scale, int64_t len, float *acc) {
-  constexpr int64_t step = W == WeightType::F32 ? kTileTokens : kTileTokens16;
+  constexpr int Step = R <= 2 ? 4 : W == WeightType::F32 ? kTileTokens : kTileTokens16;
   int64_t t = 0;
-  for (; t + step <= tokens; t += step)
-    tileAvx2T<step, W>(x + t * ldx, ldx, r, scale, len, acc + t * kRows * kLanes);
-  if (tokens - t == 2)
-    tileAvx2T<2, W>(x + t * ldx, ldx, r, scale, len, acc + t * kRows * kLanes);
-  else if (tokens - t == 1)
-    tileAvx2T<1, W>(x + t * ldx, ldx, r, scale, len, acc + t * kRows * kLanes);
+  for (; t + Step <= tokens; t += Step)
+    tileAvx2T<R, Step, W>(x + t * ldx, ldx, r, scale, len, acc + t * kRows * kLanes);
+  x += t * ldx;
+  acc += t * kRows * kLanes;
+  switch (tokens - t) {
+  case 3: if constexpr (Step > 3) tileAvx2T<R, 3, W>(x, ldx, r, scale, len, acc); break;
+  case 2: if constexpr (Step > 2) tileAvx2T<R, 2, W>(x, ldx, r, scale, len, acc); break;
+  case 1: tileAvx2T<R, 1, W>(x, ldx, r, scale, len, acc); break;
+  default: break;
+  }
 }
 
-void tileAvx2(const float *x, int64_t ldx, int64_t tokens, const void *const r[kRows],
+template <int R>
+void tileAvx2(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
               WeightType type, const float *scale, int64_t len, float *acc) {
   switch (type) {
-  case WeightType::F32:
-    return tileAvx2Typed<WeightType::F32>(x, ldx, tokens, r, scale, len, acc);
-  case WeightType::BF16:
-    return tileAvx2Typed<WeightType::BF16>(x, ldx, tokens, r, scale, len, acc);
-  case WeightType::F16:
-    return tileAvx2Typed<WeightType::F16>(x, ldx, tokens, r, scale, len, acc);
-  case WeightType::I8:
-    return tileAvx2Typed<WeightType::I8>(x, ldx, tokens, r, scale, len, acc);
-  case WeightType::I4:
-    return tileAvx2Typed<WeightType::I4>(x, ldx, tokens, r, scale, len, acc);
-  case WeightType::F8:
-    return tileAvx2Typed<WeightType::F8>(x, ldx, tokens, r, scale, len, acc);
+  case WeightType::F32: return tileAvx2Typed<R, WeightType::F32>(x, ldx, tokens, r, scale, len, acc);
+  case WeightType::BF16: return tileAvx2Typed<R, WeightType::BF16>(x, ldx, tokens, r, scale, len, acc);
+  case WeightType::F16: return tileAvx2Typed<R, WeightType::F16>(x, ldx, tokens, r, scale, len, acc);
+  case WeightType::I8: return tileAvx2Typed<R, WeightType::I8>(x, ldx, tokens, r, scale, len, acc);
+  case WeightType::I4: return tileAvx2Typed<R, WeightType::I4>(x, ldx, tokens, r, scale, len, acc);
+  case WeightType::F8: return tileAvx2Typed<R, WeightType::F8>(x, ldx, tokens, r, scale, len, acc);
   }
 }
 
@@ -281,14 +276,16 @@ float lanesSum(const float *a) {
 
 void linearGroup(const LinearProblem *problems, size_t count) {
   const bool avx2 = useAvx2();
-  const TileFn tile = avx2 ? tileAvx2 : tilePortable;
+  const TileFn tile = avx2 ? tileAvx2<kRows> : tilePortable<kRows>;
+  const TileFn pairTile = avx2 ? tileAvx2<2> : tilePortable<2>;
+  const TileFn rowTile = avx2 ? tileAvx2<1> : tilePortable<1>;
   const ConvertFn convert = avx2 ? convertAvx2 : convertPortable;
-  // Per problem: its bias as f32, whether tiles read the weight directly,
-  // and where its work items start in the flat list of (problem, token
-  // block, row block).
+  // Per problem: its bias as f32, whether it goes by row pairs (few
+  // tokens), its row blocks (or pairs) and where its work items start in
+  // the flat list of (problem, token block, row block).
   struct Prepared {
     std::vector<float> bias;
-    bool direct = false;
+    bool pairs = false;
     int64_t rowBlocks = 0, firstItem = 0;
   };
   std::vector<Prepared> prep(count);
@@ -300,9 +297,9 @@ void linearGroup(const LinearProblem *problems, size_t count) {
     q.bias.assign(size_t(p.n), 0.0f);
     if (p.bias)
       detail::toF32(*p.bias, 0, size_t(p.n), q.bias.data());
-    q.direct = p.w.type == WeightType::F32 || (avx2 && p.tokens <= kDirectTokens);
-    anyBuffered |= !q.direct;
-    q.rowBlocks = (p.n + kRows - 1) / kRows;
+    q.pairs = p.tokens <= kDirectTokens && (avx2 || p.w.type == WeightType::F32);
+    anyBuffered |= !q.pairs && p.w.type != WeightType::F32;
+    q.rowBlocks = q.pairs ? (p.n + 1) / 2 : (p.n + kRows - 1) / kRows;
     q.firstItem = items;
     items += (p.tokens + kTokens - 1) / kTokens * q.rowBlocks;
     work += p.tokens * p.n * p.k;
@@ -325,45 +322,60 @@ void linearGroup(const LinearProblem *problems, size_t count) {
       const Prepared &q = prep[pi];
       const int64_t k = p.k, n = p.n;
       const Weight w = p.w;
-      const WeightType rowType = q.direct ? w.type : WeightType::F32;
       const int64_t t0 = (item - q.firstItem) / q.rowBlocks * kTokens;
-      const int64_t n0 = (item - q.firstItem) % q.rowBlocks * kRows;
-      const int64_t blockTokens = std::min(kTokens, p.tokens - t0), rows = std::min(kRows, n - n0);
+      const int64_t blockTokens = std::min(kTokens, p.tokens - t0);
+      // The item's rows (accumulator slot i is row[i]).
+      int64_t row[kRows], rows;
+      if (q.pairs) {
+        // Row j and row j + ceil(n / 2), straight from the weight: under the
+        // static schedule a thread reads two sequential streams half a
+        // matrix apart, which this hardware's prefetchers follow best (1.6x
+        // the bandwidth of four adjacent rows read together on the 2-core
+        // VM, 1.3x that of one row at a time).
+        row[0] = (item - q.firstItem) % q.rowBlocks;
+        row[1] = row[0] + q.rowBlocks;
+        rows = row[1] < n ? 2 : 1;
+      } else {
+        const int64_t n0 = (item - q.firstItem) % q.rowBlocks * kRows;
+        rows = std::min(kRows, n - n0);
+        for (int64_t i = 0; i < kRows; ++i) // a short block repeats its last row
+          row[i] = n0 + std::min(i, rows - 1);
+      }
       std::fill_n(acc.begin(), blockTokens * kRows * kLanes, 0.0f);
       for (int64_t k0 = 0, len; k0 < k; k0 += len) {
         len = std::min(kChunk, k - k0);
         if (w.quantized()) // one scale per row across the chunk
           len = std::min(len, w.group - k0 % w.group);
+        const int64_t tileRows = q.pairs ? rows : kRows;
         const void *r[kRows];
         float scale[kRows];
-        for (int64_t i = 0; i < kRows && w.quantized(); ++i)
-          scale[i] = w.scales[w.scaleIndex(n0 + std::min(i, rows - 1), k0)];
-        for (int64_t i = 0; i < kRows; ++i) {
-          // A short last block repeats its last row; those sums are dropped.
-          const int64_t row = std::min(i, rows - 1);
-          const int64_t first = (n0 + row) * k + k0;
-          // What this row reads next: its next chunk, or after its last one
-          // the first chunk of the same row of the next block (this thread's
-          // next under the static schedule; rows are short in expert
-          // projections, too short for the hardware prefetcher).
-          if (i == row && w.type != WeightType::F32)
-            prefetch(w, k0 + kChunk < k ? first + kChunk : first - k0 + kRows * k,
-                     std::min(kChunk, k0 + kChunk < k ? k - k0 - kChunk : k));
-          if (q.direct) {
+        for (int64_t i = 0; i < tileRows && w.quantized(); ++i)
+          scale[i] = w.scales[w.scaleIndex(row[i], k0)];
+        for (int64_t i = 0; i < tileRows; ++i) {
+          const int64_t first = row[i] * k + k0;
+          if (q.pairs || w.type == WeightType::F32) { // read in place
             r[i] = static_cast<const char *>(w.data) + detail::bytesOf(w.type, size_t(first));
             continue;
           }
-          if (i == row)
+          // Converted rows: request what this row reads next, its next
+          // chunk, or after its last one the first chunk of the same row of
+          // the next block (this thread's next under the static schedule;
+          // expert rows are too short for the hardware prefetcher).
+          if (i < rows) {
+            prefetch(w, k0 + kChunk < k ? first + kChunk : first - k0 + kRows * k,
+                     std::min(kChunk, k0 + kChunk < k ? k - k0 - kChunk : k));
             convert(w, first, len, buf.data() + i * kChunk);
-          r[i] = buf.data() + row * kChunk;
+          }
+          r[i] = buf.data() + std::min(i, rows - 1) * kChunk;
         }
-        tile(p.x + t0 * k + k0, k, blockTokens, r, rowType, w.quantized() ? scale : nullptr, len,
-             acc.data());
+        const TileFn run = !q.pairs ? tile : rows == 2 ? pairTile : rowTile;
+        run(p.x + t0 * k + k0, k, blockTokens, r, q.pairs ? w.type : WeightType::F32,
+            w.quantized() ? scale : nullptr, len, acc.data());
       }
       for (int64_t t = 0; t < blockTokens; ++t)
         for (int64_t i = 0; i < rows; ++i)
-          p.out[(t0 + t) * n + n0 + i] =
-              lanesSum(&acc[(t * kRows + i) * kLanes]) + q.bias[size_t(n0 + i)];
+          p.out[(t0 + t) * n + row[i]] =
+              lanesSum(&acc[(t * kRows + i) * kLanes]) + q.bias[size_t(row[i])];
     }
   }
 }
