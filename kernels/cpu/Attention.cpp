@@ -65,19 +65,6 @@ void weightedValues(const KvCache &c, const KvPlane &plane, int64_t token, int64
   }
 }
 
-/// softmax(scores[0..n)) in place, in double for the sum.
-void softmax(float *scores, int64_t n) {
-  float m = *std::max_element(scores, scores + n);
-  double sum = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    scores[j] = std::exp(scores[j] - m);
-    sum += scores[j];
-  }
-  float inv = static_cast<float>(1.0 / sum);
-  for (int64_t j = 0; j < n; ++j)
-    scores[j] *= inv;
-}
-
 } // namespace
 
 void gqaAttention(const float *q, const float *k, const float *v,

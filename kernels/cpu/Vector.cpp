@@ -3,6 +3,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -60,18 +61,142 @@ __attribute__((target("avx2,fma"))) void axpyAvx2(float s, const float *x, float
     y[i] = std::fma(s, x[i], y[i]);
 }
 
+// Fixed-order sum of the lanes of s0 + s1.
+__attribute__((target("avx2,fma"))) float lanesSum(__m256 s0, __m256 s1) {
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(s0, s1));
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
+// Four rows at a time, each the same operations as dotAvx2 (the query
+// vectors loaded once for the four; four independent chains).
 __attribute__((target("avx2,fma"))) void dotRowsAvx2(const float *q, const float *rows,
                                                      int64_t stride, int64_t count, int64_t n,
                                                      float *out) {
-  for (int64_t r = 0; r < count; ++r)
+  int64_t r = 0;
+  for (; r + 4 <= count; r += 4) {
+    const float *row[4] = {rows + r * stride, rows + (r + 1) * stride, rows + (r + 2) * stride,
+                           rows + (r + 3) * stride};
+    __m256 s0[4], s1[4];
+    for (int u = 0; u < 4; ++u)
+      s0[u] = s1[u] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m256 qa = _mm256_loadu_ps(q + i), qb = _mm256_loadu_ps(q + i + 8);
+      for (int u = 0; u < 4; ++u) {
+        s0[u] = _mm256_fmadd_ps(qa, _mm256_loadu_ps(row[u] + i), s0[u]);
+        s1[u] = _mm256_fmadd_ps(qb, _mm256_loadu_ps(row[u] + i + 8), s1[u]);
+      }
+    }
+    for (; i + 8 <= n; i += 8) {
+      const __m256 qa = _mm256_loadu_ps(q + i);
+      for (int u = 0; u < 4; ++u)
+        s0[u] = _mm256_fmadd_ps(qa, _mm256_loadu_ps(row[u] + i), s0[u]);
+    }
+    for (int u = 0; u < 4; ++u) {
+      float sum = lanesSum(s0[u], s1[u]);
+      for (int64_t j = i; j < n; ++j)
+        sum += q[j] * row[u][j];
+      out[r + u] = sum;
+    }
+  }
+  for (; r < count; ++r)
     out[r] = dotAvx2(q, rows + r * stride, n);
 }
 
+// 64 columns at a time kept in registers across all rows: the same fused
+// multiply-adds, in the same order, as repeated axpyAvx2.
 __attribute__((target("avx2,fma"))) void axpyRowsAvx2(const float *s, const float *rows,
                                                       int64_t stride, int64_t count, int64_t n,
                                                       float *y) {
-  for (int64_t r = 0; r < count; ++r)
-    axpyAvx2(s[r], rows + r * stride, y, n);
+  int64_t c = 0;
+  for (; c + 64 <= n; c += 64) {
+    __m256 acc[8];
+    for (int v = 0; v < 8; ++v)
+      acc[v] = _mm256_loadu_ps(y + c + 8 * v);
+    for (int64_t r = 0; r < count; ++r) {
+      const __m256 sv = _mm256_set1_ps(s[r]);
+      const float *row = rows + r * stride + c;
+      for (int v = 0; v < 8; ++v)
+        acc[v] = _mm256_fmadd_ps(sv, _mm256_loadu_ps(row + 8 * v), acc[v]);
+    }
+    for (int v = 0; v < 8; ++v)
+      _mm256_storeu_ps(y + c + 8 * v, acc[v]);
+  }
+  if (c < n)
+    for (int64_t r = 0; r < count; ++r)
+      axpyAvx2(s[r], rows + r * stride + c, y + c, n - c);
+}
+
+// e^x for x <= 0 (larger x is not needed by softmax): x = k ln 2 + f with
+// |f| <= ln 2 / 2, e^f by its Taylor series to degree 7 (truncation below
+// 6e-9 relative, under a float's rounding), times 2^k built in the exponent
+// field. Below -87.3 (e^x under the smallest normal float) the input is
+// clamped there: the result is 1.2e-38 instead of 0 or a subnormal.
+__attribute__((target("avx2,fma"))) __m256 expAvx2(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // f = x - k ln 2, with ln 2 split so that k * hi is exact.
+  __m256 f = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+  f = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), f);
+  __m256 p = _mm256_set1_ps(1.0f / 5040);
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 720));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+  const __m256i scale =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(scale));
+}
+
+void softmaxPortable(float *x, int64_t n) {
+  const float m = *std::max_element(x, x + n);
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    x[j] = std::exp(x[j] - m);
+    sum += x[j];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t j = 0; j < n; ++j)
+    x[j] *= inv;
+}
+
+__attribute__((target("avx2,fma"))) void softmaxAvx2(float *x, int64_t n) {
+  const float m = *std::max_element(x, x + n);
+  const __m256 mv = _mm256_set1_ps(m);
+  // Sums in double, four lanes, combined in a fixed order.
+  __m256d sum = _mm256_setzero_pd();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 e = expAvx2(_mm256_sub_ps(_mm256_loadu_ps(x + j), mv));
+    _mm256_storeu_ps(x + j, e);
+    sum = _mm256_add_pd(sum, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    sum = _mm256_add_pd(sum, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, sum);
+  double total = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  if (j < n) { // the tail through one masked vector
+    alignas(32) float tail[8];
+    std::fill_n(tail, 8, -INFINITY);
+    std::copy(x + j, x + n, tail);
+    _mm256_store_ps(tail, expAvx2(_mm256_sub_ps(_mm256_load_ps(tail), mv)));
+    for (int64_t i = j; i < n; ++i) {
+      x[i] = tail[i - j];
+      total += x[i];
+    }
+  }
+  const float invTotal = static_cast<float>(1.0 / total);
+  const __m256 inv = _mm256_set1_ps(invTotal);
+  for (j = 0; j + 8 <= n; j += 8)
+    _mm256_storeu_ps(x + j, _mm256_mul_ps(_mm256_loadu_ps(x + j), inv));
+  for (; j < n; ++j)
+    x[j] *= invTotal;
 }
 
 } // namespace
@@ -90,6 +215,10 @@ void axpyRows(const float *s, const float *rows, int64_t stride, int64_t count, 
     return axpyRowsAvx2(s, rows, stride, count, n, y);
   for (int64_t r = 0; r < count; ++r)
     axpyPortable(s[r], rows + r * stride, y, n);
+}
+
+void softmax(float *x, int64_t n) {
+  useAvx2() ? softmaxAvx2(x, n) : softmaxPortable(x, n);
 }
 
 float dot(const float *a, const float *b, int64_t n) {

@@ -22,6 +22,10 @@ void axpy(float s, const float *x, float *y, int64_t n);
 /// out[r] = dot(q, rows + r * stride, n) for r < count (as dot() computes it).
 void dotRows(const float *q, const float *rows, int64_t stride, int64_t count, int64_t n,
              float *out);
+/// x = softmax(x) over n elements (n >= 1): exp(x - max) normalised by
+/// their sum, accumulated in double. The AVX2 build uses its own vector
+/// exp (within 2 ulp of std::exp; below e^-87.3 it returns 1.2e-38).
+void softmax(float *x, int64_t n);
 /// y += s[r] * (rows + r * stride) for r = 0, 1, ... count - 1 in turn (as
 /// repeated axpy() computes it).
 void axpyRows(const float *s, const float *rows, int64_t stride, int64_t count, int64_t n,

@@ -1,0 +1,167 @@
+//===- AttentionTest.cpp - softmax and GQA attention against double references ===//
+//
+// The references are written from the semantics in Attention.h and
+// Vector.h and compute in double.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/Attention.h"
+#include "kernels/cpu/Vector.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+using namespace moe::cpu;
+
+namespace {
+
+std::vector<float> uniform(std::mt19937 &rng, size_t count, float lo, float hi) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(count);
+  for (float &f : v)
+    f = dist(rng);
+  return v;
+}
+
+TEST(Softmax, MatchesDoubleReference) {
+  std::mt19937 rng(7);
+  for (int64_t n : {1, 7, 8, 9, 100, 513}) {
+    SCOPED_TRACE(n);
+    std::vector<float> x = uniform(rng, size_t(n), -100.0f, 10.0f);
+    const float m = *std::max_element(x.begin(), x.end());
+    std::vector<double> want(static_cast<size_t>(n));
+    double sum = 0.0;
+    for (int64_t j = 0; j < n; ++j) // the same float difference as the kernel
+      sum += want[size_t(j)] = std::exp(double(x[size_t(j)] - m));
+    softmax(x.data(), n);
+    for (int64_t j = 0; j < n; ++j) {
+      const double w = want[size_t(j)] / sum;
+      EXPECT_NEAR(x[size_t(j)], w, 5e-7 * w + 2e-38) << "element " << j;
+    }
+  }
+}
+
+// Rotates pairs (i, i + pairs) of x by position * invFreq[i], in double.
+void rope(std::vector<double> &x, size_t at, int32_t position, const std::vector<float> &invFreq) {
+  const size_t pairs = invFreq.size();
+  for (size_t i = 0; i < pairs; ++i) {
+    const double angle = double(position) * invFreq[i], c = std::cos(angle), s = std::sin(angle);
+    const double a = x[at + i], b = x[at + i + pairs];
+    x[at + i] = a * c - b * s;
+    x[at + i + pairs] = b * c + a * s;
+  }
+}
+
+// A GQA layer over one sequence in a paged f32 cache whose blocks are not in
+// order: 4 query heads sharing 2 KV heads, head dim 72 (one 64-column
+// register block and a tail of 8).
+struct Layer {
+  static constexpr int64_t kHeads = 4, kKvHeads = 2, kDim = 72, kBlock = 16, kTokens = 37;
+  std::vector<float> invFreq, q, k, v;
+  std::vector<int32_t> table = {2, 0, 3};
+  std::vector<float> kData, vData;
+  GqaParams params;
+
+  explicit Layer(int64_t window) {
+    std::mt19937 rng(11);
+    for (int64_t i = 0; i < kDim / 2; ++i)
+      invFreq.push_back(float(std::pow(10000.0, -2.0 * double(i) / double(kDim))));
+    q = uniform(rng, size_t(kTokens * kHeads * kDim), -1.0f, 1.0f);
+    k = uniform(rng, size_t(kTokens * kKvHeads * kDim), -1.0f, 1.0f);
+    v = uniform(rng, size_t(kTokens * kKvHeads * kDim), -1.0f, 1.0f);
+    params.numHeads = kHeads;
+    params.numKvHeads = kKvHeads;
+    params.headDim = kDim;
+    params.scale = float(1.0 / std::sqrt(double(kDim)));
+    params.rope = {invFreq.data(), kDim / 2, 1.0f, false};
+    params.slidingWindow = window;
+  }
+
+  // Runs tokens [first, first + count) in one call on the layer's cache.
+  void run(int64_t first, int64_t count, float *out) {
+    const size_t rows = size_t(4 * kBlock * kKvHeads * kDim);
+    if (first == 0) {
+      kData.assign(rows, NAN);
+      vData.assign(rows, NAN);
+    }
+    std::vector<int32_t> positions(static_cast<size_t>(count));
+    std::iota(positions.begin(), positions.end(), int32_t(first));
+    std::vector<const int32_t *> tables(size_t(count), table.data());
+    KvCache cache;
+    cache.k = {kData.data(), nullptr, kKvHeads * kDim, kKvHeads};
+    cache.v = {vData.data(), nullptr, kKvHeads * kDim, kKvHeads};
+    cache.blockSize = kBlock;
+    cache.tables = tables.data();
+    gqaAttention(q.data() + first * kHeads * kDim, k.data() + first * kKvHeads * kDim,
+                 v.data() + first * kKvHeads * kDim, positions.data(), count, nullptr, nullptr,
+                 params, cache, out);
+  }
+
+  // out[t, h, :] and the sum of the magnitudes of its terms, in double.
+  void reference(std::vector<double> &out, std::vector<double> &magnitude) const {
+    std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end());
+    for (int64_t t = 0; t < kTokens; ++t) {
+      for (int64_t h = 0; h < kHeads; ++h)
+        rope(qd, size_t((t * kHeads + h) * kDim), int32_t(t), invFreq);
+      for (int64_t h = 0; h < kKvHeads; ++h)
+        rope(kd, size_t((t * kKvHeads + h) * kDim), int32_t(t), invFreq);
+    }
+    out.assign(q.size(), 0.0);
+    magnitude.assign(q.size(), 0.0);
+    const int64_t window = params.slidingWindow;
+    for (int64_t t = 0; t < kTokens; ++t)
+      for (int64_t h = 0; h < kHeads; ++h) {
+        const int64_t g = h / (kHeads / kKvHeads), lo = window ? std::max<int64_t>(0, t - window + 1) : 0;
+        std::vector<double> p;
+        for (int64_t j = lo; j <= t; ++j) {
+          double s = 0.0;
+          for (int64_t d = 0; d < kDim; ++d)
+            s += qd[size_t((t * kHeads + h) * kDim + d)] * kd[size_t((j * kKvHeads + g) * kDim + d)];
+          p.push_back(s * params.scale);
+        }
+        const double m = *std::max_element(p.begin(), p.end());
+        double sum = 0.0;
+        for (double &e : p)
+          sum += e = std::exp(e - m);
+        for (int64_t j = lo; j <= t; ++j)
+          for (int64_t d = 0; d < kDim; ++d) {
+            const double term = p[size_t(j - lo)] / sum * v[size_t((j * kKvHeads + g) * kDim + d)];
+            out[size_t((t * kHeads + h) * kDim + d)] += term;
+            magnitude[size_t((t * kHeads + h) * kDim + d)] += std::abs(term);
+          }
+      }
+  }
+};
+
+TEST(GqaAttention, PrefillMatchesReference) {
+  for (int64_t window : {0, 5}) {
+    SCOPED_TRACE(window);
+    Layer layer(window);
+    std::vector<float> out(layer.q.size());
+    layer.run(0, Layer::kTokens, out.data());
+    std::vector<double> want, magnitude;
+    layer.reference(want, magnitude);
+    for (size_t i = 0; i < out.size(); ++i)
+      ASSERT_NEAR(out[i], want[i], 2e-5 * magnitude[i] + 1e-6) << "element " << i;
+  }
+}
+
+// Decode (one token per call) gives the bits of the prefill: a token's
+// output does not depend on the tokens it was batched with.
+TEST(GqaAttention, TokenByTokenEqualsPrefill) {
+  Layer layer(0);
+  const int64_t width = Layer::kHeads * Layer::kDim;
+  std::vector<float> prefill(layer.q.size()), decode(layer.q.size());
+  layer.run(0, Layer::kTokens, prefill.data());
+  for (int64_t t = 0; t < Layer::kTokens; ++t)
+    layer.run(t, 1, decode.data() + t * width);
+  EXPECT_EQ(0, std::memcmp(prefill.data(), decode.data(), prefill.size() * sizeof(float)));
+}
+
+} // namespace
