@@ -28,6 +28,7 @@
 #include "kernels/cpu/Vector.h"
 
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -305,16 +306,34 @@ void linearGroup(const LinearProblem *problems, size_t count) {
     items += (p.tokens + kTokens - 1) / kTokens * q.rowBlocks;
     work += p.tokens * p.n * p.k;
   }
+  // Multiply-adds before each item (and in all): threads take contiguous
+  // runs of items of equal work, so a thread still reads its weights in
+  // order while experts with more tokens do not leave the other idle.
+  std::vector<int64_t> before;
+  before.reserve(size_t(items) + 1);
+  before.push_back(0);
+  for (size_t i = 0; i < count; ++i) {
+    const LinearProblem &p = problems[i];
+    for (int64_t t0 = 0; t0 < p.tokens; t0 += kTokens)
+      for (int64_t b = 0; b < prep[i].rowBlocks; ++b) {
+        const int64_t rows = prep[i].pairs ? 2 : kRows;
+        before.push_back(before.back() + std::min(kTokens, p.tokens - t0) * rows * p.k);
+      }
+  }
 #pragma omp parallel if (work >= kParallelWork)
   {
+    const int64_t threads = omp_get_num_threads(), id = omp_get_thread_num();
+    const int64_t begin = std::lower_bound(before.begin(), before.end() - 1,
+                                           before.back() * id / threads) - before.begin();
+    const int64_t end = std::lower_bound(before.begin(), before.end() - 1,
+                                         before.back() * (id + 1) / threads) - before.begin();
     std::vector<float> buf(anyBuffered ? kRows * kChunk : 0);
     std::vector<float> acc(kTokens * kRows * kLanes);
     size_t pi = 0;
     // Outputs of different items are disjoint: no barrier needed. Items of
     // one problem are ordered (token block, row block), so a thread's next
     // item is usually the next row block (see the prefetch below).
-#pragma omp for schedule(static)
-    for (int64_t item = 0; item < items; ++item) {
+    for (int64_t item = begin; item < end; ++item) {
       while (pi + 1 < count && prep[pi + 1].firstItem <= item)
         ++pi;
       while (prep[pi].firstItem > item)
@@ -328,9 +347,9 @@ void linearGroup(const LinearProblem *problems, size_t count) {
       // The item's rows (accumulator slot i is row[i]).
       int64_t row[kRows], rows;
       if (q.pairs) {
-        // Row j and row j + ceil(n / 2), straight from the weight: under the
-        // static schedule a thread reads two sequential streams half a
-        // matrix apart, which this hardware's prefetchers follow best (1.6x
+        // Row j and row j + ceil(n / 2), straight from the weight: over its
+        // run of items a thread reads two sequential streams half a matrix
+        // apart, which this hardware's prefetchers follow best (1.6x
         // the bandwidth of four adjacent rows read together on the 2-core
         // VM, 1.3x that of one row at a time).
         row[0] = (item - q.firstItem) % q.rowBlocks;
@@ -360,7 +379,7 @@ void linearGroup(const LinearProblem *problems, size_t count) {
           }
           // Converted rows: request what this row reads next, its next
           // chunk, or after its last one the first chunk of the same row of
-          // the next block (this thread's next under the static schedule;
+          // the next block (usually this thread's next item;
           // expert rows are too short for the hardware prefetcher).
           if (i < rows) {
             prefetch(w, k0 + kChunk < k ? first + kChunk : first - k0 + kRows * k,
