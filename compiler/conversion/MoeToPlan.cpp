@@ -131,7 +131,8 @@ private:
                        b_.getNamedAttr("intermediate", b_.getI64IntegerAttr(inter)),
                        b_.getNamedAttr("fused_gate_up",
                                        b_.getBoolAttr(e.hasFusedGateUp())),
-                       b_.getNamedAttr("num_shared", b_.getI64IntegerAttr(e.getNumShared()))});
+                       b_.getNamedAttr("num_shared", b_.getI64IntegerAttr(e.getNumShared())),
+                       b_.getNamedAttr("grouped", b_.getBoolAttr(e.getGrouped()))});
         })
         .Case([&](func::ReturnOp r) {
           for (Value v : r.getOperands())

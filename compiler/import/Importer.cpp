@@ -419,7 +419,7 @@ private:
         b_.getF64FloatAttr(c.routedScalingFactor));
     Value out = b_.create<ExpertsOp>(loc_, x.getType(), x, router.getWeights(),
                                      router.getIndices(),
-                                     expertWeights(names), IntegerAttr());
+                                     expertWeights(names), IntegerAttr(), UnitAttr());
     if (names.shared.empty())
       return out;
     auto [sg, su, sd] = mlpWeights(names.shared, c.sharedIntermediateSize);

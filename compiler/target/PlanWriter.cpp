@@ -240,6 +240,10 @@ private:
     auto a = op->getAttrOfType<IntegerAttr>(name);
     return a ? int32_t(a.getInt()) : 0;
   }
+  bool optionalFlag(Operation *op, StringRef name, bool byDefault) {
+    auto a = op->getAttrOfType<BoolAttr>(name);
+    return a ? a.getValue() : byDefault;
+  }
   float f32(Operation *op, StringRef name) {
     auto a = op->getAttrOfType<FloatAttr>(name);
     if (!a)
@@ -327,7 +331,8 @@ private:
       type = fb::OpParams::ExpertsParams;
       params = fb::CreateExpertsParams(b_, int32_t(i64(op, "num_experts")),
                                        int32_t(i64(op, "intermediate")),
-                                       flag(op, "fused_gate_up"), optionalI64(op, "num_shared"))
+                                       flag(op, "fused_gate_up"), optionalI64(op, "num_shared"),
+                                       optionalFlag(op, "grouped", true))
                    .Union();
       break;
     default:

@@ -58,7 +58,7 @@ struct ConcatGateUp : OpRewritePattern<mm::ExpertsOp> {
         DenseI64ArrayAttr(), gate.getPrecisionAttr(), gate.getGroupAttr(), append);
     rewriter.replaceOpWithNewOp<mm::ExpertsOp>(
         op, op.getType(), op.getInput(), op.getRoutingWeights(), op.getRoutingIndices(),
-        ValueRange{gateUp, op.getDown()}, op.getSharedAttr());
+        ValueRange{gateUp, op.getDown()}, op.getSharedAttr(), op.getGroupedAttr());
     return success();
   }
 };
@@ -125,7 +125,21 @@ struct FoldSharedExpert : OpRewritePattern<mm::AddOp> {
     }
     rewriter.replaceOpWithNewOp<mm::ExpertsOp>(add, op.getType(), op.getInput(),
                                                op.getRoutingWeights(), op.getRoutingIndices(),
-                                               weights, rewriter.getI64IntegerAttr(1));
+                                               weights, rewriter.getI64IntegerAttr(1),
+                                               op.getGroupedAttr());
+    return success();
+  }
+};
+
+/// experts -> experts {grouped}: permute + grouped GEMMs + combine instead
+/// of one expert after another.
+struct GroupExperts : OpRewritePattern<mm::ExpertsOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(mm::ExpertsOp op, PatternRewriter &rewriter) const override {
+    if (op.getGrouped())
+      return rewriter.notifyMatchFailure(op, "already grouped");
+    rewriter.modifyOpInPlace(op, [&] { op.setGrouped(true); });
     return success();
   }
 };
@@ -159,7 +173,7 @@ struct AddRmsNorm : OpRewritePattern<mm::RmsNormOp> {
 struct FuseExpertsPass : ::moe::impl::FuseExpertsPassBase<FuseExpertsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<ConcatGateUp, FoldSharedExpert, AddRmsNorm>(&getContext());
+    patterns.add<ConcatGateUp, FoldSharedExpert, GroupExperts, AddRmsNorm>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

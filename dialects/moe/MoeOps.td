@@ -289,11 +289,17 @@ def Moe_ExpertsOp : Moe_Op<"experts", [Pure]> {
     stacked experts are always on: every token adds their outputs with weight
     1 after its routed ones (`moe-fuse-experts` folds DeepSeek's shared
     expert in this way); the router chooses among the first E - S.
+    The schedule: with `grouped` (set by `moe-fuse-experts`) the slots are
+    permuted so that each expert's tokens are contiguous and every expert's
+    projections run as one grouped GEMM (then SwiGLU, the down projections
+    as a second grouped GEMM, and a weighted combine); without it the
+    experts run one after another, as the transformers loop over experts
+    does. The result is the same, bit for bit.
   }];
   let arguments = (ins Moe_Tensor:$input, Moe_Tensor:$routing_weights,
                        Moe_Tensor:$routing_indices,
                        Variadic<Moe_Tensor>:$expert_weights,
-                       OptionalAttr<I64Attr>:$shared);
+                       OptionalAttr<I64Attr>:$shared, UnitAttr:$grouped);
   let results = (outs Moe_Tensor:$result);
   let assemblyFormat = [{
     $input `routed` `(` $routing_weights `,` $routing_indices `)`

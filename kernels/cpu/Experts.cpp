@@ -1,10 +1,11 @@
 //===- Experts.cpp - routed SwiGLU experts --------------------------------===//
 //
 // The (token, j) slots are counting-sorted by expert (the permute); their
-// token rows are gathered into one buffer, expert by expert. The gate/up
-// projections of all experts run as one grouped GEMM (linearGroup: one
-// parallel region, threads sharing the row blocks of every expert), then
-// SwiGLU over all rows, then the down projections as a second grouped GEMM.
+// token rows are gathered into one buffer, expert by expert. Grouped, the
+// gate/up projections of all experts run as one grouped GEMM (linearGroup:
+// one parallel region, threads sharing the row blocks of every expert),
+// then SwiGLU over all rows, then the down projections as a second grouped
+// GEMM; ungrouped, each projection of each expert is its own GEMM.
 // The weighted rows are added into out expert by expert in ascending id
 // (the combine), so every token sums its contributions in one fixed order
 // (that of the transformers loop over experts) whatever the batch or the
@@ -54,6 +55,14 @@ void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
   for (int64_t r = 0; r < slots; ++r)
     std::copy_n(x + tokenOf(slotOf[r]) * hidden, hidden, xs + r * hidden);
 
+  // Grouped: every expert's projections in one parallel region; else one
+  // after another, each its own (the same results).
+  auto run = [&](const std::vector<LinearProblem> &group) {
+    if (w.grouped)
+      return linearGroup(group.data(), group.size());
+    for (const LinearProblem &p : group)
+      linearGroup(&p, 1);
+  };
   // gateUp row r: [gate | up] of slot slotOf[r].
   std::vector<LinearProblem> group;
   for (int64_t e = 0; e < all; ++e) {
@@ -72,7 +81,7 @@ void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
                        gu + count * inter});
     }
   }
-  linearGroup(group.data(), group.size());
+  run(group);
   for (int64_t e = 0; e < all; ++e) {
     const int64_t count = start[e + 1] - start[e], r0 = start[e];
     if (count == 0)
@@ -92,7 +101,7 @@ void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
                        w.down.offset(e * hidden * inter), hidden, nullptr,
                        y + r0 * hidden});
   }
-  linearGroup(group.data(), group.size());
+  run(group);
 
   std::fill(out, out + tokens * hidden, 0.0f);
   for (int64_t r = 0; r < slots; ++r) {

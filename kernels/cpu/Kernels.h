@@ -139,10 +139,13 @@ void router(const float *x, int64_t tokens, int64_t hidden, Weight w,
 /// With `shared` > 0 the stacks hold numExperts + shared experts, and the
 /// last `shared` are always on: every token also adds their outputs (weight
 /// 1), after its routed ones (DeepSeek's shared experts folded in).
+/// `grouped`: all experts' projections as grouped GEMMs (one parallel region
+/// each) rather than one GEMM per expert and projection; same results.
 struct ExpertWeights {
   Weight gate, up, down;
   const Weight *gateUp = nullptr;
   int64_t shared = 0;
+  bool grouped = true;
 };
 void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
              int64_t numExperts, const float *weights, const int32_t *indices,

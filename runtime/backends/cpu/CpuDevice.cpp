@@ -160,6 +160,7 @@ Status run(const KernelCall &call) {
     const auto *p = inst.params_as_ExpertsParams();
     k::ExpertWeights w;
     w.shared = p->num_shared();
+    w.grouped = p->grouped();
     k::Weight gateUp;
     if (p->fused_gate_up()) {
       gateUp = weightOf(in[3]);

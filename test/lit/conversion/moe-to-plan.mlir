@@ -33,7 +33,7 @@
 // DSV3: kv %[[KV1]] {{.*}}layer = 1 : i64
 // DSV3: plan.launch "router" ins({{.*}} : memref<?x32xf32>, memref<8x32xbf16>, memref<8xf32>) outs({{.*}} : memref<?x2xf32>, memref<?x2xi32>) {method = "noaux_tc", n_group = 4 : i64, norm_topk_prob = true, num_experts = 8 : i64, routed_scaling_factor = 2.500000e+00 : f32, scoring = "sigmoid", top_k = 2 : i64, topk_group = 2 : i64}
 // DSV3: plan.weight "model.layers.1.mlp.experts.{e}.down_proj.weight" : memref<8x32x16xbf16>
-// DSV3: plan.launch "experts" {{.*}} {fused_gate_up = false, intermediate = 16 : i64, num_experts = 8 : i64, num_shared = 0 : i64}
+// DSV3: plan.launch "experts" {{.*}} {fused_gate_up = false, grouped = false, intermediate = 16 : i64, num_experts = 8 : i64, num_shared = 0 : i64}
 // DSV3: plan.weight "model.layers.1.mlp.shared_experts.down_proj.weight" : memref<32x16xbf16>
 // DSV3: %[[LOGITS:.*]] = plan.alloc : memref<?x96xf32>
 // DSV3-NEXT: plan.launch "linear" ins({{.*}} : memref<?x32xf32>, memref<96x32xbf16>) outs(%[[LOGITS]] : memref<?x96xf32>)
@@ -173,7 +173,7 @@ func.func @forward(%tokens: tensor<?xi32>, %positions: tensor<?xi32>) -> tensor<
 // router + experts: the router launch has two outputs and carries
 // num_experts, top_k, scoring, method, norm_topk_prob, n_group, topk_group
 // and routed_scaling_factor (defaults 1, 1, 1.0 when the moe op omits
-// them); experts carries num_experts, intermediate and fused_gate_up.
+// them); experts carries num_experts, intermediate, fused_gate_up and grouped.
 // CHECK: plan.max_context = 4096 : i64
 // CTX: plan.max_context = 64 : i64
 // CHECK-LABEL: func.func @main()
@@ -188,13 +188,13 @@ func.func @forward(%tokens: tensor<?xi32>, %positions: tensor<?xi32>) -> tensor<
 // CHECK-NEXT: %[[EU:.*]] = plan.weight "mlp.experts.{e}.up_proj.weight" : memref<8x16x32xbf16>
 // CHECK-NEXT: %[[ED:.*]] = plan.weight "mlp.experts.{e}.down_proj.weight" : memref<8x32x16xbf16>
 // CHECK-NEXT: %[[E:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "experts" ins(%[[X]], %[[RW]], %[[RI]], %[[EG]], %[[EU]], %[[ED]] : memref<?x32xf32>, memref<?x2xf32>, memref<?x2xi32>, memref<8x16x32xbf16>, memref<8x16x32xbf16>, memref<8x32x16xbf16>) outs(%[[E]] : memref<?x32xf32>) {fused_gate_up = false, intermediate = 16 : i64, num_experts = 8 : i64, num_shared = 0 : i64}
+// CHECK-NEXT: plan.launch "experts" ins(%[[X]], %[[RW]], %[[RI]], %[[EG]], %[[EU]], %[[ED]] : memref<?x32xf32>, memref<?x2xf32>, memref<?x2xi32>, memref<8x16x32xbf16>, memref<8x16x32xbf16>, memref<8x32x16xbf16>) outs(%[[E]] : memref<?x32xf32>) {fused_gate_up = false, grouped = false, intermediate = 16 : i64, num_experts = 8 : i64, num_shared = 0 : i64}
 // CHECK-NEXT: %[[SW:.*]] = plan.alloc : memref<?x3xf32>
 // CHECK-NEXT: %[[SI:.*]] = plan.alloc : memref<?x3xi32>
 // CHECK-NEXT: plan.launch "router" ins(%[[E]], %[[GW]] : memref<?x32xf32>, memref<8x32xbf16>) outs(%[[SW]], %[[SI]] : memref<?x3xf32>, memref<?x3xi32>) {method = "greedy", n_group = 1 : i64, norm_topk_prob = false, num_experts = 8 : i64, routed_scaling_factor = 1.000000e+00 : f32, scoring = "softmax", top_k = 3 : i64, topk_group = 1 : i64}
 // CHECK-NEXT: %[[GU:.*]] = plan.weight "mlp.experts.gate_up_proj" : memref<8x32x32xbf16>
 // CHECK-NEXT: %[[F:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "experts" ins(%[[E]], %[[SW]], %[[SI]], %[[GU]], %[[ED]] : memref<?x32xf32>, memref<?x3xf32>, memref<?x3xi32>, memref<8x32x32xbf16>, memref<8x32x16xbf16>) outs(%[[F]] : memref<?x32xf32>) {fused_gate_up = true, intermediate = 16 : i64, num_experts = 8 : i64, num_shared = 0 : i64}
+// CHECK-NEXT: plan.launch "experts" ins(%[[E]], %[[SW]], %[[SI]], %[[GU]], %[[ED]] : memref<?x32xf32>, memref<?x3xf32>, memref<?x3xi32>, memref<8x32x32xbf16>, memref<8x32x16xbf16>) outs(%[[F]] : memref<?x32xf32>) {fused_gate_up = true, grouped = true, intermediate = 16 : i64, num_experts = 8 : i64, num_shared = 0 : i64}
 // CHECK-NEXT: plan.output %[[F]] : memref<?x32xf32>
 module {
 func.func @forward(%tokens: tensor<?xi32>, %positions: tensor<?xi32>) -> tensor<?x32xf32> {
@@ -209,7 +209,7 @@ func.func @forward(%tokens: tensor<?xi32>, %positions: tensor<?xi32>) -> tensor<
   %e = moe.experts %x routed(%rw, %ri) weights(%eg, %eu, %ed) : (tensor<?x32xf32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<8x16x32xbf16>, tensor<8x16x32xbf16>, tensor<8x32x16xbf16>) -> tensor<?x32xf32>
   %sw, %si = moe.router %e, %g softmax greedy top_k 3 norm false : (tensor<?x32xf32>, tensor<8x32xbf16>) -> (tensor<?x3xf32>, tensor<?x3xi32>)
   %egu = moe.weight "mlp.experts.gate_up_proj" : tensor<8x32x32xbf16>
-  %f = moe.experts %e routed(%sw, %si) weights(%egu, %ed) : (tensor<?x32xf32>, tensor<?x3xf32>, tensor<?x3xi32>, tensor<8x32x32xbf16>, tensor<8x32x16xbf16>) -> tensor<?x32xf32>
+  %f = moe.experts %e routed(%sw, %si) weights(%egu, %ed) {grouped} : (tensor<?x32xf32>, tensor<?x3xf32>, tensor<?x3xi32>, tensor<8x32x32xbf16>, tensor<8x32x16xbf16>) -> tensor<?x32xf32>
   return %f : tensor<?x32xf32>
 }
 }

@@ -21,7 +21,7 @@ func.func @mixtral(%x: tensor<?x32xf32>, %attn: tensor<?x32xf32>) -> tensor<?x32
   %w1 = moe.weight "block_sparse_moe.experts.{e}.w1.weight" : tensor<8x48x32xbf16>
   %w3 = moe.weight "block_sparse_moe.experts.{e}.w3.weight" : tensor<8x48x32xbf16>
   %w2 = moe.weight "block_sparse_moe.experts.{e}.w2.weight" : tensor<8x32x48xbf16>
-  // CHECK: %[[Y:.*]] = moe.experts %[[NORMED]] routed(%[[W]], %[[I]]) weights(%[[GU]], %[[DOWN]]) : (tensor<?x32xf32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<8x96x32xbf16>, tensor<8x32x48xbf16>) -> tensor<?x32xf32>
+  // CHECK: %[[Y:.*]] = moe.experts %[[NORMED]] routed(%[[W]], %[[I]]) weights(%[[GU]], %[[DOWN]]) {grouped} : (tensor<?x32xf32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<8x96x32xbf16>, tensor<8x32x48xbf16>) -> tensor<?x32xf32>
   %e = moe.experts %n routed(%rw, %ri) weights(%w1, %w3, %w2) : (tensor<?x32xf32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<8x48x32xbf16>, tensor<8x48x32xbf16>, tensor<8x32x48xbf16>) -> tensor<?x32xf32>
   // CHECK: moe.add %[[SUM]], %[[Y]]
   %out = moe.add %h, %e : (tensor<?x32xf32>, tensor<?x32xf32>) -> tensor<?x32xf32>
@@ -45,7 +45,7 @@ func.func @qwen2_moe(%x: tensor<?x32xf32>, %attn: tensor<?x32xf32>) -> tensor<?x
   %eg = moe.weight "mlp.experts.{e}.gate_proj.weight" : tensor<6x24x32xbf16>
   %eu = moe.weight "mlp.experts.{e}.up_proj.weight" : tensor<6x24x32xbf16>
   %ed = moe.weight "mlp.experts.{e}.down_proj.weight" : tensor<6x32x24xbf16>
-  // CHECK: moe.experts %[[NORMED]] routed(%{{.*}}, %{{.*}}) weights(%[[GU]], %{{.*}}) : (tensor<?x32xf32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<6x48x32xbf16>, tensor<6x32x24xbf16>) -> tensor<?x32xf32>
+  // CHECK: moe.experts %[[NORMED]] routed(%{{.*}}, %{{.*}}) weights(%[[GU]], %{{.*}}) {grouped} : (tensor<?x32xf32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<6x48x32xbf16>, tensor<6x32x24xbf16>) -> tensor<?x32xf32>
   %r = moe.experts %n routed(%rw, %ri) weights(%eg, %eu, %ed) : (tensor<?x32xf32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<6x24x32xbf16>, tensor<6x24x32xbf16>, tensor<6x32x24xbf16>) -> tensor<?x32xf32>
   // CHECK: moe.shared_expert %[[NORMED]], %{{.*}}, %{{.*}}, %{{.*}} sigmoid_gate %{{.*}} : (tensor<?x32xf32>, tensor<56x32xbf16>, tensor<56x32xbf16>, tensor<32x56xbf16>, tensor<1x32xbf16>) -> tensor<?x32xf32>
   %sg = moe.weight "mlp.shared_expert.gate_proj.weight" : tensor<56x32xbf16>
@@ -78,7 +78,7 @@ func.func @deepseek_v3(%x: tensor<?x32xf32>, %attn: tensor<?x32xf32>) -> tensor<
   %eg = moe.weight "mlp.experts.{e}.gate_proj.weight" : tensor<8x16x32xbf16>
   %eu = moe.weight "mlp.experts.{e}.up_proj.weight" : tensor<8x16x32xbf16>
   %ed = moe.weight "mlp.experts.{e}.down_proj.weight" : tensor<8x32x16xbf16>
-  // CHECK: %[[Y:.*]] = moe.experts %[[NORMED]] routed(%{{.*}}, %{{.*}}) weights(%[[GU]], %[[DOWN]]) {shared = 1 : i64} : (tensor<?x32xf32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<9x32x32xbf16>, tensor<9x32x16xbf16>) -> tensor<?x32xf32>
+  // CHECK: %[[Y:.*]] = moe.experts %[[NORMED]] routed(%{{.*}}, %{{.*}}) weights(%[[GU]], %[[DOWN]]) {grouped, shared = 1 : i64} : (tensor<?x32xf32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<9x32x32xbf16>, tensor<9x32x16xbf16>) -> tensor<?x32xf32>
   // CHECK-NOT: moe.shared_expert
   // CHECK: moe.add %[[SUM]], %[[Y]]
   %r = moe.experts %n routed(%rw, %ri) weights(%eg, %eu, %ed) : (tensor<?x32xf32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<8x16x32xbf16>, tensor<8x16x32xbf16>, tensor<8x32x16xbf16>) -> tensor<?x32xf32>
@@ -114,9 +114,9 @@ func.func @shared_of_another_size(%n: tensor<?x32xf32>, %rw: tensor<?x2xf32>, %r
 
 // -----
 
-// Left alone: a stack already fused (transformers v5 gate_up_proj), stacks
-// stored whole rather than per expert, block-scaled fp8 stacks, and a norm
-// whose input is not an add.
+// Left alone (only grouped): a stack already fused (transformers v5
+// gate_up_proj), stacks stored whole rather than per expert, block-scaled
+// fp8 stacks, and a norm whose input is not an add.
 // CHECK-LABEL: func.func @unchanged
 func.func @unchanged(%n: tensor<?x32xf32>, %rw: tensor<?x2xf32>, %ri: tensor<?x2xi32>) -> tensor<?x32xf32> {
   // CHECK: moe.rms_norm %arg0
@@ -134,7 +134,7 @@ func.func @unchanged(%n: tensor<?x32xf32>, %rw: tensor<?x2xf32>, %ri: tensor<?x2
   %u = moe.weight "mlp.experts.up_proj" : tensor<6x24x32xbf16>
   %b = moe.experts %n2 routed(%rw, %ri) weights(%g, %u, %d) : (tensor<?x32xf32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<6x24x32xbf16>, tensor<6x24x32xbf16>, tensor<6x32x24xbf16>) -> tensor<?x32xf32>
   // CHECK: moe.weight "mlp.experts.{e}.gate_proj.weight" scale
-  // CHECK: moe.experts %{{.*}} weights(%{{.*}}, %{{.*}}, %{{.*}})
+  // CHECK: moe.experts %{{.*}} weights(%{{.*}}, %{{.*}}, %{{.*}}) {grouped}
   %fg = moe.weight "mlp.experts.{e}.gate_proj.weight" scale "mlp.experts.{e}.gate_proj.weight_scale_inv" block [128, 128] : tensor<6x24x32xf8E4M3FN>
   %fu = moe.weight "mlp.experts.{e}.up_proj.weight" scale "mlp.experts.{e}.up_proj.weight_scale_inv" block [128, 128] : tensor<6x24x32xf8E4M3FN>
   %fd = moe.weight "mlp.experts.{e}.down_proj.weight" scale "mlp.experts.{e}.down_proj.weight_scale_inv" block [128, 128] : tensor<6x32x24xf8E4M3FN>

@@ -772,11 +772,16 @@ TEST_P(Quantizable, Experts) {
             }
           }
 
-        for (const ExpertWeights *w : {&separate, &together}) {
-          std::vector<float> out(tokens * hidden, NAN);
+        // Each form grouped and one expert at a time: the same bits.
+        for (ExpertWeights w : {separate, together}) {
+          std::vector<float> out(tokens * hidden, NAN), single(out.size(), NAN);
           experts(x.data(), tokens, hidden, inter, numExperts - shared, weights.data(),
-                  indices.data(), topK, *w, out.data());
+                  indices.data(), topK, w, out.data());
           expectNear(out.data(), want, magnitude, 2e-5);
+          w.grouped = false;
+          experts(x.data(), tokens, hidden, inter, numExperts - shared, weights.data(),
+                  indices.data(), topK, w, single.data());
+          EXPECT_EQ(0, std::memcmp(out.data(), single.data(), out.size() * sizeof(float)));
         }
       }
   }

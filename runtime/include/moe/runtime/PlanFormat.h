@@ -23,8 +23,9 @@ inline constexpr uint16_t kFormatMajor = 1;
 /// 1.1 added ModelConfig.tokenizer and eos_token_id, and DType I8 (KV cache);
 /// 1.2 added OpCode AddRmsNorm; 1.3 added I4 and scaled I8/I4/F8E4M3
 /// weights (Tensor.scales, group and row_group) and always-on experts
-/// (ExpertsParams.num_shared).
-inline constexpr uint16_t kFormatMinor = 3;
+/// (ExpertsParams.num_shared); 1.4 added ExpertsParams.grouped (the expert
+/// schedule; plans before it run grouped).
+inline constexpr uint16_t kFormatMinor = 4;
 
 /// plan.moeplan ends with this 8-byte tag and an 8-byte little-endian
 /// checksum64 of every byte before the tag, so that any flipped byte is
