@@ -274,6 +274,27 @@ float lanesSum(const float *a) {
   return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
+// out[i] = lanesSum(acc + i * kLanes) + bias[i] for i < kRows: the same
+// sums (hadd pairs lanes as lanesSum does, and addition commutes), four at
+// once.
+using FinishFn = void (*)(const float *acc, const float *bias, float *out);
+
+void finishPortable(const float *acc, const float *bias, float *out) {
+  for (int64_t i = 0; i < kRows; ++i)
+    out[i] = lanesSum(acc + i * kLanes) + bias[i];
+}
+
+__attribute__((target("avx2"))) void finishAvx2(const float *acc, const float *bias,
+                                                float *out) {
+  const __m256 h01 = _mm256_hadd_ps(_mm256_loadu_ps(acc), _mm256_loadu_ps(acc + kLanes));
+  const __m256 h23 =
+      _mm256_hadd_ps(_mm256_loadu_ps(acc + 2 * kLanes), _mm256_loadu_ps(acc + 3 * kLanes));
+  // Lanes 0-3: (a0 + a1) + (a2 + a3) of rows 0-3; lanes 4-7: (a4 + a5) + (a6 + a7).
+  const __m256 q = _mm256_hadd_ps(h01, h23);
+  const __m128 sum = _mm_add_ps(_mm256_castps256_ps128(q), _mm256_extractf128_ps(q, 1));
+  _mm_storeu_ps(out, _mm_add_ps(sum, _mm_loadu_ps(bias)));
+}
+
 } // namespace
 
 void linearGroup(const LinearProblem *problems, size_t count) {
@@ -282,6 +303,7 @@ void linearGroup(const LinearProblem *problems, size_t count) {
   const TileFn pairTile = avx2 ? tileAvx2<2> : tilePortable<2>;
   const TileFn rowTile = avx2 ? tileAvx2<1> : tilePortable<1>;
   const ConvertFn convert = avx2 ? convertAvx2 : convertPortable;
+  const FinishFn finish = avx2 ? finishAvx2 : finishPortable;
   // Per problem: its bias as f32, whether it goes by row pairs (few
   // tokens), its row blocks (or pairs) and where its work items start in
   // the flat list of (problem, token block, row block).
@@ -306,27 +328,38 @@ void linearGroup(const LinearProblem *problems, size_t count) {
     items += (p.tokens + kTokens - 1) / kTokens * q.rowBlocks;
     work += p.tokens * p.n * p.k;
   }
-  // Multiply-adds before each item (and in all): threads take contiguous
-  // runs of items of equal work, so a thread still reads its weights in
-  // order while experts with more tokens do not leave the other idle.
-  std::vector<int64_t> before;
-  before.reserve(size_t(items) + 1);
-  before.push_back(0);
+  // Threads take contiguous runs of items of equal work (multiply-adds), so
+  // a thread still reads its weights in order while experts with more
+  // tokens do not leave the other idle. Items of one token block weigh the
+  // same: a span per token block (work and item before it) locates the item
+  // where a given amount of work starts.
+  struct Span {
+    int64_t work, item, itemWork;
+  };
+  std::vector<Span> spans;
+  int64_t total = 0;
   for (size_t i = 0; i < count; ++i) {
     const LinearProblem &p = problems[i];
-    for (int64_t t0 = 0; t0 < p.tokens; t0 += kTokens)
-      for (int64_t b = 0; b < prep[i].rowBlocks; ++b) {
-        const int64_t rows = prep[i].pairs ? 2 : kRows;
-        before.push_back(before.back() + std::min(kTokens, p.tokens - t0) * rows * p.k);
-      }
+    const int64_t rowsPerItem = prep[i].pairs ? 2 : kRows;
+    for (int64_t t0 = 0; t0 < p.tokens; t0 += kTokens) {
+      const Span span{total, prep[i].firstItem + t0 / kTokens * prep[i].rowBlocks,
+                      std::min(kTokens, p.tokens - t0) * rowsPerItem * p.k};
+      spans.push_back(span);
+      total += span.itemWork * prep[i].rowBlocks;
+    }
   }
+  // The first item that starts at or after `work`.
+  auto itemAt = [&](int64_t work) {
+    if (work >= total)
+      return items;
+    auto s = std::upper_bound(spans.begin(), spans.end(), work,
+                              [](int64_t w, const Span &sp) { return w < sp.work; }) - 1;
+    return s->item + (work - s->work + s->itemWork - 1) / s->itemWork;
+  };
 #pragma omp parallel if (work >= kParallelWork)
   {
     const int64_t threads = omp_get_num_threads(), id = omp_get_thread_num();
-    const int64_t begin = std::lower_bound(before.begin(), before.end() - 1,
-                                           before.back() * id / threads) - before.begin();
-    const int64_t end = std::lower_bound(before.begin(), before.end() - 1,
-                                         before.back() * (id + 1) / threads) - before.begin();
+    const int64_t begin = itemAt(total * id / threads), end = itemAt(total * (id + 1) / threads);
     std::vector<float> buf(anyBuffered ? kRows * kChunk : 0);
     std::vector<float> acc(kTokens * kRows * kLanes);
     size_t pi = 0;
@@ -361,7 +394,7 @@ void linearGroup(const LinearProblem *problems, size_t count) {
         for (int64_t i = 0; i < kRows; ++i) // a short block repeats its last row
           row[i] = n0 + std::min(i, rows - 1);
       }
-      std::fill_n(acc.begin(), blockTokens * kRows * kLanes, 0.0f);
+      std::memset(acc.data(), 0, size_t(blockTokens * kRows * kLanes) * sizeof(float));
       for (int64_t k0 = 0, len; k0 < k; k0 += len) {
         len = std::min(kChunk, k - k0);
         if (w.quantized()) // one scale per row across the chunk
@@ -392,10 +425,15 @@ void linearGroup(const LinearProblem *problems, size_t count) {
         run(p.x + t0 * k + k0, k, blockTokens, r, q.pairs ? w.type : WeightType::F32,
             w.quantized() ? scale : nullptr, len, acc.data());
       }
-      for (int64_t t = 0; t < blockTokens; ++t)
+      for (int64_t t = 0; t < blockTokens; ++t) {
+        if (!q.pairs && rows == kRows) { // rows row[0] .. row[0] + 3
+          finish(&acc[t * kRows * kLanes], &q.bias[size_t(row[0])], &p.out[(t0 + t) * n + row[0]]);
+          continue;
+        }
         for (int64_t i = 0; i < rows; ++i)
           p.out[(t0 + t) * n + row[i]] =
               lanesSum(&acc[(t * kRows + i) * kLanes]) + q.bias[size_t(row[i])];
+      }
     }
   }
 }
