@@ -18,6 +18,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -57,91 +58,119 @@ struct Figures {
   int64_t prefillTokens = 0;
 };
 
-/// Decode tokens/s of `batch` sequences decoding together (engine clock,
-/// decode share of each step).
-rt::Expected<double> decodeRate(const rt::LoadedPlan &plan, rt::Device &device, int64_t batch,
-                                int64_t prompt, int64_t steps, int64_t vocab) {
-  rt::EngineOptions o;
-  int64_t perSeq = (prompt + steps + 1 + o.blockSize - 1) / o.blockSize;
-  o.numBlocks = batch * perSeq;
-  o.maxWaiting = batch;
-  auto engine = rt::Engine::create(plan, device, o);
-  if (!engine)
-    return engine.status();
-  std::mt19937 rng(7);
-  for (int64_t b = 0; b < batch; ++b) {
-    rt::GenerationRequest r;
-    for (int64_t i = 0; i < prompt; ++i)
-      r.prompt.push_back(int32_t(rng() % uint32_t(vocab)));
-    r.maxNewTokens = steps + 1;
-    if (auto id = (*engine)->submit(r); !id)
-      return id.status();
+/// A plan under measurement.
+struct Subject {
+  std::string dir;
+  std::unique_ptr<rt::LoadedPlan> plan;
+  std::unique_ptr<rt::Device> device;
+  int64_t vocab() const { return plan->plan().config()->vocab_size(); }
+};
+
+/// Decode tokens/s of each subject with `batch` sequences decoding together
+/// (engine clock, decode share of each step). The subjects' engines take
+/// steps in turn, so that every plan sees the same moments of a shared
+/// machine: their ratios are paired measurements.
+rt::Expected<std::vector<double>> decodeRates(std::vector<Subject> &subjects, int64_t batch,
+                                              int64_t prompt, int64_t steps) {
+  std::vector<std::unique_ptr<rt::Engine>> engines;
+  for (Subject &s : subjects) {
+    rt::EngineOptions o;
+    int64_t perSeq = (prompt + steps + 1 + o.blockSize - 1) / o.blockSize;
+    o.numBlocks = batch * perSeq;
+    o.maxWaiting = batch;
+    auto engine = rt::Engine::create(*s.plan, *s.device, o);
+    if (!engine)
+      return engine.status();
+    std::mt19937 rng(7);
+    for (int64_t b = 0; b < batch; ++b) {
+      rt::GenerationRequest r;
+      for (int64_t i = 0; i < prompt; ++i)
+        r.prompt.push_back(int32_t(rng() % uint32_t(s.vocab())));
+      r.maxNewTokens = steps + 1;
+      if (auto id = (*engine)->submit(r); !id)
+        return id.status();
+    }
+    engines.push_back(std::move(*engine));
   }
-  while (!(*engine)->idle())
-    if (rt::Status st = (*engine)->step(); !st)
-      return st;
-  const rt::EngineStats &s = (*engine)->stats();
-  return double(s.decodeTokens) / s.decodeSeconds;
+  for (bool busy = true; busy;) {
+    busy = false;
+    for (auto &e : engines)
+      if (!e->idle()) {
+        busy = true;
+        if (rt::Status st = e->step(); !st)
+          return st;
+      }
+  }
+  std::vector<double> rates;
+  for (auto &e : engines)
+    rates.push_back(double(e->stats().decodeTokens) / e->stats().decodeSeconds);
+  return rates;
 }
 
-rt::Expected<Figures> measure(const std::string &dir, const tools::Args &args) {
-  auto plan = rt::LoadedPlan::open(dir);
-  if (!plan)
-    return plan.status();
-  const plan::Plan &p = (*plan)->plan();
-  auto device = rt::createCpuDevice();
-  int64_t vocab = p.config()->vocab_size(), steps = args.integer("decode-steps", 32);
-  int64_t prompt = args.integer("prompt-len", 16), batch = args.integer("batch", 64);
+/// One round: every figure of every subject, each measured with the
+/// subjects interleaved.
+rt::Expected<std::vector<Figures>> measure(std::vector<Subject> &subjects,
+                                           const tools::Args &args) {
+  int64_t steps = args.integer("decode-steps", 32), prompt = args.integer("prompt-len", 16),
+          batch = args.integer("batch", 64);
   if (steps < 1 || prompt < 1 || batch < 1)
     throw tools::ArgError("--decode-steps, --prompt-len and --batch must be positive");
-  Figures f;
-  std::fprintf(stderr, "  %s: decode batch 1 ...\n", dir.c_str());
-  auto d1 = decodeRate(**plan, *device, 1, prompt, steps, vocab);
+  std::vector<Figures> f(subjects.size());
+  std::fprintf(stderr, "  decode batch 1 ...\n");
+  auto d1 = decodeRates(subjects, 1, prompt, steps);
   if (!d1)
     return d1.status();
-  f.decode1 = *d1;
-  std::fprintf(stderr, "  %s: decode batch %lld ...\n", dir.c_str(), (long long)batch);
-  auto dB = decodeRate(**plan, *device, batch, prompt, steps, vocab);
+  std::fprintf(stderr, "  decode batch %lld ...\n", (long long)batch);
+  auto dB = decodeRates(subjects, batch, prompt, steps);
   if (!dB)
     return dB.status();
-  f.decodeB = *dB;
 
-  // Prefill: one sequence, positions 0 .. P-1, best of two.
-  std::fprintf(stderr, "  %s: prefill ...\n", dir.c_str());
-  f.prefillTokens = args.integer("prefill-tokens", p.max_batch_tokens());
-  if (f.prefillTokens < 1 || f.prefillTokens > p.max_batch_tokens() ||
-      f.prefillTokens > p.kv_cache()->max_context())
-    throw tools::ArgError("--prefill-tokens must lie in [1, " +
-                          std::to_string(std::min<int64_t>(p.max_batch_tokens(),
-                                                           p.kv_cache()->max_context())) +
-                          "] for this plan");
-  rt::SessionOptions so;
-  so.maxContext = f.prefillTokens;
-  auto session = rt::Session::create(**plan, *device, so);
-  if (!session)
-    return session.status();
-  std::vector<int32_t> tokens(size_t(f.prefillTokens)), positions(tokens.size());
-  std::mt19937 rng(11);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    tokens[i] = int32_t(rng() % uint32_t(vocab));
-    positions[i] = int32_t(i);
+  // Prefill: one sequence, positions 0 .. P-1, best of two per subject, the
+  // subjects in turn.
+  std::fprintf(stderr, "  prefill ...\n");
+  std::vector<std::unique_ptr<rt::Session>> sessions;
+  for (size_t i = 0; i < subjects.size(); ++i) {
+    const plan::Plan &p = subjects[i].plan->plan();
+    f[i].decode1 = (*d1)[i];
+    f[i].decodeB = (*dB)[i];
+    f[i].prefillTokens = args.integer("prefill-tokens", p.max_batch_tokens());
+    if (f[i].prefillTokens < 1 || f[i].prefillTokens > p.max_batch_tokens() ||
+        f[i].prefillTokens > p.kv_cache()->max_context())
+      throw tools::ArgError("--prefill-tokens must lie in [1, " +
+                            std::to_string(std::min<int64_t>(p.max_batch_tokens(),
+                                                             p.kv_cache()->max_context())) +
+                            "] for " + subjects[i].dir);
+    rt::SessionOptions so;
+    so.maxContext = f[i].prefillTokens;
+    auto session = rt::Session::create(*subjects[i].plan, *subjects[i].device, so);
+    if (!session)
+      return session.status();
+    sessions.push_back(std::move(*session));
+    f[i].prefillSeconds = 1e30;
+    f[i].prefillFlops = roofline::prefillFlops(p, f[i].prefillTokens);
+    // KV read per decode token at the mean timed context.
+    double kvPerToken = double(sessions[i]->kvBlockBytes()) / double(sessions[i]->blockSize());
+    f[i].bytesPerToken =
+        double(roofline::decodeWeightBytes(p)) + kvPerToken * double(prompt + steps / 2);
   }
-  std::vector<float> logits(tokens.size() * size_t(vocab));
-  f.prefillSeconds = 1e30;
-  for (int r = 0; r < 2; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    if (rt::Status st = (*session)->forward(tokens.data(), positions.data(), f.prefillTokens,
-                                            logits.data());
-        !st)
-      return st;
-    f.prefillSeconds = std::min(
-        f.prefillSeconds,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  f.prefillFlops = roofline::prefillFlops(p, f.prefillTokens);
-  // KV read per decode token at the mean timed context.
-  double kvPerToken = double((*session)->kvBlockBytes()) / double((*session)->blockSize());
-  f.bytesPerToken = double(roofline::decodeWeightBytes(p)) + kvPerToken * double(prompt + steps / 2);
+  for (int r = 0; r < 2; ++r)
+    for (size_t i = 0; i < subjects.size(); ++i) {
+      std::vector<int32_t> tokens(size_t(f[i].prefillTokens)), positions(tokens.size());
+      std::mt19937 rng(11);
+      for (size_t t = 0; t < tokens.size(); ++t) {
+        tokens[t] = int32_t(rng() % uint32_t(subjects[i].vocab()));
+        positions[t] = int32_t(t);
+      }
+      std::vector<float> logits(tokens.size() * size_t(subjects[i].vocab()));
+      auto t0 = std::chrono::steady_clock::now();
+      if (rt::Status st = sessions[i]->forward(tokens.data(), positions.data(),
+                                               f[i].prefillTokens, logits.data());
+          !st)
+        return st;
+      f[i].prefillSeconds = std::min(
+          f[i].prefillSeconds,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
   return f;
 }
 
@@ -186,32 +215,47 @@ int rooflineMain(const tools::Args &args) {
     return fail("--repeats must be positive");
   // The ceilings are measured before every round and the best kept: other
   // tenants of a shared machine only ever lower them, and a low ceiling
-  // would flatter the fractions. Plan and baseline alternate, best of
-  // `repeats` each, so that a noisy moment does not favour one of them.
+  // would flatter the fractions. Within a round plan and baseline are
+  // measured interleaved (decode steps and prefills in turn), so that a
+  // noisy moment does not favour one of them; best of `repeats` rounds each.
   double triad = 0.0;
   roofline::MatmulPeak peak{0.0, ""};
   std::vector<std::string> dirs = {args.positional[0]};
   if (args.has("baseline"))
     dirs.push_back(args.str("baseline"));
-  std::vector<Figures> best(dirs.size());
+  std::vector<Subject> subjects;
+  for (const std::string &dir : dirs) {
+    auto plan = rt::LoadedPlan::open(dir);
+    if (!plan)
+      return fail(plan.status().message());
+    subjects.push_back({dir, std::move(*plan), rt::createCpuDevice()});
+  }
+  std::vector<Figures> best;
+  // Per round, plan / baseline: decode batch 1, prefill speed, decode batch B.
+  std::vector<std::array<double, 3>> ratios;
   for (int64_t r = 0; r < repeats; ++r) {
-    std::fprintf(stderr, "measuring the machine ...\n");
+    std::fprintf(stderr, "round %lld of %lld: measuring the machine ...\n", (long long)r + 1,
+                 (long long)repeats);
     triad = std::max(triad, roofline::triadGBps(size_t(mib) << 18, 10));
     roofline::MatmulPeak p = roofline::matmulPeak(2048);
     if (p.gflops > peak.gflops)
       peak = p;
-    for (size_t i = 0; i < dirs.size(); ++i) {
-      auto f = measure(dirs[i], args);
-      if (!f)
-        return fail(f.status().message());
-      Figures &b = best[i];
-      if (r == 0) {
-        b = *f;
-        continue;
-      }
-      b.decode1 = std::max(b.decode1, f->decode1);
-      b.decodeB = std::max(b.decodeB, f->decodeB);
-      b.prefillSeconds = std::min(b.prefillSeconds, f->prefillSeconds);
+    auto f = measure(subjects, args);
+    if (!f)
+      return fail(f.status().message());
+    if (f->size() > 1) {
+      const Figures &p = (*f)[0], &b = (*f)[1];
+      ratios.push_back({p.decode1 / b.decode1, b.prefillSeconds / p.prefillSeconds,
+                        p.decodeB / b.decodeB});
+    }
+    if (r == 0) {
+      best = *f;
+      continue;
+    }
+    for (size_t i = 0; i < best.size(); ++i) {
+      best[i].decode1 = std::max(best[i].decode1, (*f)[i].decode1);
+      best[i].decodeB = std::max(best[i].decodeB, (*f)[i].decodeB);
+      best[i].prefillSeconds = std::min(best[i].prefillSeconds, (*f)[i].prefillSeconds);
     }
   }
   double ours = roofline::linearGflops(cpu::WeightType::BF16, 512, 2048, 2048);
@@ -226,13 +270,24 @@ int rooflineMain(const tools::Args &args) {
     << ", \"linear_bf16_gflops\": " << ours << ", \"batch\": " << batch
     << ", \"plan\": " << json(best[0], triad, peak.gflops);
   if (dirs.size() > 1) {
-    const Figures &p = best[0], &b = best[1];
+    const Figures &b = best[1];
     report("baseline " + dirs[1], b, triad, peak.gflops, batch);
-    std::printf("plan / baseline: decode batch 1 %.3f, prefill speed %.3f, decode batch %lld "
-                "%.3f\n",
-                p.decode1 / b.decode1, b.prefillSeconds / p.prefillSeconds, (long long)batch,
-                p.decodeB / b.decodeB);
-    j << ", \"baseline\": " << json(b, triad, peak.gflops);
+    // The median round's ratio of each figure (the two plans measured
+    // interleaved in that round).
+    std::array<double, 3> median;
+    for (size_t k = 0; k < 3; ++k) {
+      std::vector<double> v;
+      for (const auto &r : ratios)
+        v.push_back(r[k]);
+      std::sort(v.begin(), v.end());
+      median[k] = v[v.size() / 2];
+    }
+    std::printf("plan / baseline (median of %zu interleaved rounds): decode batch 1 %.3f, "
+                "prefill speed %.3f, decode batch %lld %.3f\n",
+                ratios.size(), median[0], median[1], (long long)batch, median[2]);
+    j << ", \"baseline\": " << json(b, triad, peak.gflops) << ", \"ratios\": {\"decode1\": "
+      << median[0] << ", \"prefill\": " << median[1] << ", \"decode_batch\": " << median[2]
+      << "}";
   }
   j << "}\n";
   if (args.has("json")) {
