@@ -26,7 +26,8 @@ ninja -C "$build" -j2 "${targets[@]/#/fuzz-}"
 # checkpoint target's config, every config.json, every lit test's IR.
 rm -rf "$work" && mkdir -p "$work"
 for t in "${targets[@]}"; do mkdir -p "$work/$t/seeds" "$work/$t/corpus"; done
-# (kjv-moe also quantized: int8/int4/fp8 weights with their scales tensors).
+# (kjv-moe also quantized: int8/int4/fp8 weights with their scales tensors,
+# and unfused).
 seed() { # seed <name> <example> [moe-compile flags...]
   local name=$1 model=$2; shift 2
   "$bin/moe-compile" "$root/examples/$model" -o "$work/plans/$name" --max-context 64 "$@" > /dev/null
@@ -36,6 +37,7 @@ seed() { # seed <name> <example> [moe-compile flags...]
 seed tiny-mixtral tiny-mixtral
 seed kjv-moe kjv-moe
 for p in int8 int4 fp8; do seed "kjv-moe-$p" kjv-moe --precision "$p"; done
+seed kjv-moe-per-expert kjv-moe --fusion=false # ungrouped experts, separate gate and up
 python3 "$root/tools/make-tiny-checkpoint.py" --model-type mixtral --dtype F32 \
   --out "$work/ckpt" --dims hidden_size=16 --dims intermediate_size=24 \
   --dims num_hidden_layers=1 --dims num_attention_heads=2 --dims num_key_value_heads=1 \
