@@ -171,6 +171,12 @@ __attribute__((target("avx2,fma,f16c"))) void tileAvx2T(const float *x, int64_t 
       a[t][i] = scale ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + (t * kRows + i) * kLanes);
   int64_t p = 0;
   for (; p + kLanes <= len; p += kLanes) {
+    // The pair tile streams its rows from memory: ask for the line 1 KB
+    // ahead of each, once per line.
+    if constexpr (R <= 2)
+      if (detail::bytesOf(W, size_t(p)) % 64 == 0)
+        for (int i = 0; i < R; ++i)
+          _mm_prefetch(rows[i] + detail::bytesOf(W, size_t(p)) + 1024, _MM_HINT_T0);
     __m256 w[R];
     for (int i = 0; i < R; ++i)
       w[i] = load(i, p, kLanes);
