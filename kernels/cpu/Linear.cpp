@@ -7,12 +7,13 @@
 // kDirectTokens tokens, a two-row tile reads 16-bit or quantized weights
 // straight from memory and converts (and scales) them in registers: the
 // decode GEMV reads each weight byte once, in two sequential streams per
-// thread, and dequantization costs no memory traffic. For more tokens, each chunk of the kRows rows is converted to f32
-// once into a per-thread L1 buffer and swept by every token of the block
-// (whose x chunks stay in L2). For int8/int4 both paths sum x * q over a
-// chunk (q converted exactly) and add that sum times the row's scale to the
-// accumulator: one multiply-add per chunk instead of a multiply per element,
-// the same operations either way, so they agree bit for bit.
+// thread, and dequantization costs no memory traffic. For more tokens, each
+// chunk of the kRows rows is converted to f32 once into a per-thread L1
+// buffer and swept by every token of the block (whose x chunks stay in L2).
+// For int8/int4 both paths sum x * q over a chunk (q converted exactly) and
+// add that sum times the row's scale to the accumulator: one multiply-add
+// per chunk instead of a multiply per element, the same operations either
+// way, so they agree bit for bit.
 //
 // The tile comes in two builds chosen at run time: AVX2+FMA (8-lane
 // accumulators, explicit intrinsics) and a portable one for any x86-64.
@@ -62,8 +63,8 @@ constexpr int64_t kParallelWork = 1 << 16;
 // Adds x_t . r_i over len elements for tokens x rows into the accumulators
 // acc[(t * kRows + i) * kLanes ...]; the rows r are of type `type`. With a
 // scale (quantized rows: len never crosses a scale group) the sum is
-// multiplied by scale[i] before it is added. A tile takes kRows rows, a row
-// function one.
+// multiplied by scale[i] before it is added. Tiles come for kRows rows (the
+// buffered path), two rows (the pair path) and one (a pair's odd row out).
 using TileFn = void (*)(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
                         WeightType type, const float *scale, int64_t len, float *acc);
 using ConvertFn = void (*)(Weight w, int64_t first, int64_t count, float *dst);
@@ -230,12 +231,18 @@ template <int R>
 void tileAvx2(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
               WeightType type, const float *scale, int64_t len, float *acc) {
   switch (type) {
-  case WeightType::F32: return tileAvx2Typed<R, WeightType::F32>(x, ldx, tokens, r, scale, len, acc);
-  case WeightType::BF16: return tileAvx2Typed<R, WeightType::BF16>(x, ldx, tokens, r, scale, len, acc);
-  case WeightType::F16: return tileAvx2Typed<R, WeightType::F16>(x, ldx, tokens, r, scale, len, acc);
-  case WeightType::I8: return tileAvx2Typed<R, WeightType::I8>(x, ldx, tokens, r, scale, len, acc);
-  case WeightType::I4: return tileAvx2Typed<R, WeightType::I4>(x, ldx, tokens, r, scale, len, acc);
-  case WeightType::F8: return tileAvx2Typed<R, WeightType::F8>(x, ldx, tokens, r, scale, len, acc);
+  case WeightType::F32:
+    return tileAvx2Typed<R, WeightType::F32>(x, ldx, tokens, r, scale, len, acc);
+  case WeightType::BF16:
+    return tileAvx2Typed<R, WeightType::BF16>(x, ldx, tokens, r, scale, len, acc);
+  case WeightType::F16:
+    return tileAvx2Typed<R, WeightType::F16>(x, ldx, tokens, r, scale, len, acc);
+  case WeightType::I8:
+    return tileAvx2Typed<R, WeightType::I8>(x, ldx, tokens, r, scale, len, acc);
+  case WeightType::I4:
+    return tileAvx2Typed<R, WeightType::I4>(x, ldx, tokens, r, scale, len, acc);
+  case WeightType::F8:
+    return tileAvx2Typed<R, WeightType::F8>(x, ldx, tokens, r, scale, len, acc);
   }
 }
 

@@ -117,12 +117,14 @@ struct Layer {
     const int64_t window = params.slidingWindow;
     for (int64_t t = 0; t < kTokens; ++t)
       for (int64_t h = 0; h < kHeads; ++h) {
-        const int64_t g = h / (kHeads / kKvHeads), lo = window ? std::max<int64_t>(0, t - window + 1) : 0;
+        const int64_t g = h / (kHeads / kKvHeads);
+        const int64_t lo = window ? std::max<int64_t>(0, t - window + 1) : 0;
         std::vector<double> p;
         for (int64_t j = lo; j <= t; ++j) {
           double s = 0.0;
           for (int64_t d = 0; d < kDim; ++d)
-            s += qd[size_t((t * kHeads + h) * kDim + d)] * kd[size_t((j * kKvHeads + g) * kDim + d)];
+            s += qd[size_t((t * kHeads + h) * kDim + d)] *
+                 kd[size_t((j * kKvHeads + g) * kDim + d)];
           p.push_back(s * params.scale);
         }
         const double m = *std::max_element(p.begin(), p.end());
