@@ -33,6 +33,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace moe::cpu {
@@ -227,23 +228,24 @@ void tileAvx2Typed(const float *x, int64_t ldx, int64_t tokens, const void *cons
   }
 }
 
+// f(std::integral_constant<WeightType, W>()) for the run-time type: one
+// place that turns a weight type into a template argument.
+template <typename F> decltype(auto) withType(WeightType type, F &&f) {
+  switch (type) {
+  case WeightType::F32: return f(std::integral_constant<WeightType, WeightType::F32>());
+  case WeightType::BF16: return f(std::integral_constant<WeightType, WeightType::BF16>());
+  case WeightType::F16: return f(std::integral_constant<WeightType, WeightType::F16>());
+  case WeightType::I8: return f(std::integral_constant<WeightType, WeightType::I8>());
+  case WeightType::I4: return f(std::integral_constant<WeightType, WeightType::I4>());
+  case WeightType::F8: break;
+  }
+  return f(std::integral_constant<WeightType, WeightType::F8>());
+}
+
 template <int R>
 void tileAvx2(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
               WeightType type, const float *scale, int64_t len, float *acc) {
-  switch (type) {
-  case WeightType::F32:
-    return tileAvx2Typed<R, WeightType::F32>(x, ldx, tokens, r, scale, len, acc);
-  case WeightType::BF16:
-    return tileAvx2Typed<R, WeightType::BF16>(x, ldx, tokens, r, scale, len, acc);
-  case WeightType::F16:
-    return tileAvx2Typed<R, WeightType::F16>(x, ldx, tokens, r, scale, len, acc);
-  case WeightType::I8:
-    return tileAvx2Typed<R, WeightType::I8>(x, ldx, tokens, r, scale, len, acc);
-  case WeightType::I4:
-    return tileAvx2Typed<R, WeightType::I4>(x, ldx, tokens, r, scale, len, acc);
-  case WeightType::F8:
-    return tileAvx2Typed<R, WeightType::F8>(x, ldx, tokens, r, scale, len, acc);
-  }
+  withType(type, [&](auto w) { tileAvx2Typed<R, w.value>(x, ldx, tokens, r, scale, len, acc); });
 }
 
 // Converts the first whole multiple of 8 of `count` elements from `first`
@@ -259,15 +261,12 @@ __attribute__((target("avx2,f16c"))) int64_t convert8s(const void *data, int64_t
 }
 
 void convertAvx2(Weight w, int64_t first, int64_t count, float *dst) {
-  int64_t i = 0;
-  switch (w.type) {
-  case WeightType::F32: break;
-  case WeightType::BF16: i = convert8s<WeightType::BF16>(w.data, first, count, dst); break;
-  case WeightType::F16: i = convert8s<WeightType::F16>(w.data, first, count, dst); break;
-  case WeightType::I8: i = convert8s<WeightType::I8>(w.data, first, count, dst); break;
-  case WeightType::I4: i = convert8s<WeightType::I4>(w.data, first, count, dst); break;
-  case WeightType::F8: i = convert8s<WeightType::F8>(w.data, first, count, dst); break;
-  }
+  const int64_t i = withType(w.type, [&](auto type) -> int64_t {
+    if constexpr (type.value == WeightType::F32)
+      return 0; // read in place, never converted
+    else
+      return convert8s<type.value>(w.data, first, count, dst);
+  });
   convertPortable(w, first + i, count - i, dst + i);
 }
 
@@ -326,7 +325,7 @@ void linearGroup(const LinearProblem *problems, size_t count) {
     int64_t rowBlocks = 0, firstItem = 0;
   };
   std::vector<Prepared> prep(count);
-  int64_t items = 0, work = 0;
+  int64_t items = 0;
   bool anyBuffered = false;
   for (size_t i = 0; i < count; ++i) {
     const LinearProblem &p = problems[i];
@@ -339,7 +338,6 @@ void linearGroup(const LinearProblem *problems, size_t count) {
     q.rowBlocks = q.pairs ? (p.n + 1) / 2 : (p.n + kRows - 1) / kRows;
     q.firstItem = items;
     items += (p.tokens + kTokens - 1) / kTokens * q.rowBlocks;
-    work += p.tokens * p.n * p.k;
   }
   // Threads take contiguous runs of items of equal work (multiply-adds), so
   // a thread still reads its weights in order while experts with more
@@ -369,7 +367,7 @@ void linearGroup(const LinearProblem *problems, size_t count) {
                               [](int64_t w, const Span &sp) { return w < sp.work; }) - 1;
     return s->item + (work - s->work + s->itemWork - 1) / s->itemWork;
   };
-#pragma omp parallel if (work >= kParallelWork)
+#pragma omp parallel if (total >= kParallelWork)
   {
     const int64_t threads = omp_get_num_threads(), id = omp_get_thread_num();
     const int64_t begin = itemAt(total * id / threads), end = itemAt(total * (id + 1) / threads);

@@ -28,6 +28,14 @@ float dotPortable(const float *a, const float *b, int64_t n) {
   return sum;
 }
 
+// Fixed-order sum of the lanes of s0 + s1.
+__attribute__((target("avx2,fma"))) float lanesSum(__m256 s0, __m256 s1) {
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(s0, s1));
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
 __attribute__((target("avx2,fma"))) float dotAvx2(const float *a, const float *b, int64_t n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
   int64_t i = 0;
@@ -37,10 +45,7 @@ __attribute__((target("avx2,fma"))) float dotAvx2(const float *a, const float *b
   }
   for (; i + 8 <= n; i += 8)
     s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, _mm256_add_ps(s0, s1));
-  float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-              ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  float sum = lanesSum(s0, s1);
   for (; i < n; ++i)
     sum += a[i] * b[i];
   return sum;
@@ -59,14 +64,6 @@ __attribute__((target("avx2,fma"))) void axpyAvx2(float s, const float *x, float
     _mm256_storeu_ps(y + i, _mm256_fmadd_ps(sv, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
   for (; i < n; ++i)
     y[i] = std::fma(s, x[i], y[i]);
-}
-
-// Fixed-order sum of the lanes of s0 + s1.
-__attribute__((target("avx2,fma"))) float lanesSum(__m256 s0, __m256 s1) {
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, _mm256_add_ps(s0, s1));
-  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
 
 // Four rows at a time, each the same operations as dotAvx2 (the query
