@@ -420,10 +420,11 @@ TEST_P(Typed, SigmoidGate) {
 // --- Linear ---
 
 TEST_P(Quantizable, Linear) {
-  // k above 512 spans several conversion chunks, the last one partial.
+  // k above 1024 spans several conversion chunks (Linear.cpp's kChunk), the
+  // last one partial.
   const std::pair<int64_t, int64_t> shapes[] = {{1, 1},   {13, 5},  {33, 17},
-                                                {64, 37}, {100, 8}, {1100, 9}};
-  for (int64_t tokens : {1, 7, 33, 70}) // 70: more than one token block
+                                                {64, 37}, {100, 8}, {2100, 9}};
+  for (int64_t tokens : {1, 7, 33, 140}) // 140: more than one block of 128
     for (auto [k, n] : shapes)
       for (bool withBias : {false, true}) {
         if (!fits(k))
@@ -458,15 +459,15 @@ TEST_P(Quantizable, Linear) {
 // kernel path the batch size picks, or on the thread count: the serving
 // engine's outputs equal solo runs because of this.
 TEST_P(Quantizable, LinearBatchInvariant) {
-  const int64_t k = 1100, n = 19; // k: three chunks, the last partial
+  const int64_t k = 2100, n = 19; // k: three chunks of 1024, the last partial
   const TestWeight w = randomWeight(GetParam(), n * k, rng, 1.0f, k);
-  const std::vector<float> x = randomFloats(rng, 70 * k);
-  std::vector<float> alone(70 * n);
-  for (int64_t t = 0; t < 70; ++t)
+  const std::vector<float> x = randomFloats(rng, 140 * k);
+  std::vector<float> alone(140 * n);
+  for (int64_t t = 0; t < 140; ++t)
     linear(x.data() + t * k, 1, k, w.weight(), n, nullptr, alone.data() + t * n);
   const int threads = omp_get_max_threads();
   for (int nthreads : {1, 2})
-    for (int64_t tokens : {2, 3, 4, 5, 8, 9, 33, 70}) {
+    for (int64_t tokens : {2, 3, 4, 5, 8, 9, 33, 70, 140}) {
       SCOPED_TRACE(testing::Message() << tokens << " tokens, " << nthreads << " threads");
       omp_set_num_threads(nthreads);
       std::vector<float> out(tokens * n);
