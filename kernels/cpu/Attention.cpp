@@ -8,22 +8,35 @@
 
 namespace moe::cpu {
 
-void applyRope(float *x, int32_t position, const Rope &rope) {
-  int64_t half = rope.pairs;
+namespace {
+
+/// cos and sin (times attentionFactor) of every rotary pair at each token's
+/// position, [tokens][pairs][2]: computed once for all the heads.
+std::vector<float> ropeTable(const int32_t *positions, int64_t tokens, const Rope &rope) {
+  std::vector<float> cs(size_t(tokens * rope.pairs * 2));
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t i = 0; i < rope.pairs; ++i) {
+      // float math, as transformers computes cos/sin in fp32.
+      const float angle = static_cast<float>(positions[t]) * rope.invFreq[i];
+      cs[size_t((t * rope.pairs + i) * 2)] = std::cos(angle) * rope.attentionFactor;
+      cs[size_t((t * rope.pairs + i) * 2 + 1)] = std::sin(angle) * rope.attentionFactor;
+    }
+  return cs;
+}
+
+/// Rotates the first 2 * rope.pairs elements of x in place by one token's
+/// row of a ropeTable.
+void applyRope(float *x, const float *cs, const Rope &rope) {
+  const int64_t half = rope.pairs;
   for (int64_t i = 0; i < half; ++i) {
-    // float math, as transformers computes cos/sin in fp32.
-    float angle = static_cast<float>(position) * rope.invFreq[i];
-    float c = std::cos(angle) * rope.attentionFactor;
-    float s = std::sin(angle) * rope.attentionFactor;
+    const float c = cs[2 * i], s = cs[2 * i + 1];
     float &a = rope.interleaved ? x[2 * i] : x[i];
     float &b = rope.interleaved ? x[2 * i + 1] : x[i + half];
-    float x1 = a, x2 = b;
+    const float x1 = a, x2 = b;
     a = x1 * c - x2 * s;
     b = x2 * c + x1 * s;
   }
 }
-
-namespace {
 
 /// Per-head RMSNorm over `dim` elements, in place.
 void normHead(float *x, int64_t dim, const Weight &w, float eps) {
@@ -74,13 +87,14 @@ void gqaAttention(const float *q, const float *k, const float *v,
   const int64_t hd = p.headDim, qWidth = p.numHeads * hd,
                 kvWidth = p.numKvHeads * hd, group = p.numHeads / p.numKvHeads;
   // Keys and values of this batch into the cache (k normalised and rotated).
+  const std::vector<float> cs = ropeTable(positions, tokens, p.rope);
   std::vector<float> kRow(static_cast<size_t>(kvWidth));
   for (int64_t t = 0; t < tokens; ++t) {
     std::copy(k + t * kvWidth, k + (t + 1) * kvWidth, kRow.begin());
     for (int64_t h = 0; h < p.numKvHeads; ++h) {
       if (kNorm)
         normHead(kRow.data() + h * hd, hd, *kNorm, p.qkNormEps);
-      applyRope(kRow.data() + h * hd, positions[t], p.rope);
+      applyRope(kRow.data() + h * hd, cs.data() + t * p.rope.pairs * 2, p.rope);
     }
     cache.store(cache.k, t, positions[t], kRow.data());
     cache.store(cache.v, t, positions[t], v + t * kvWidth);
@@ -97,7 +111,7 @@ void gqaAttention(const float *q, const float *k, const float *v,
                   query.begin());
         if (qNorm)
           normHead(query.data(), hd, *qNorm, p.qkNormEps);
-        applyRope(query.data(), positions[t], p.rope);
+        applyRope(query.data(), cs.data() + t * p.rope.pairs * 2, p.rope);
         int64_t lo = firstVisible(positions[t], p.slidingWindow);
         int64_t n = positions[t] - lo + 1;
         scores.resize(n);
@@ -119,12 +133,13 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
   const int64_t rank = p.kvLoraRank, nope = p.nopeDim, rope = p.ropeDim,
                 vDim = p.vDim, qkDim = nope + rope, headRows = nope + vDim;
   // Cache the normalised latent and the rotated shared RoPE key.
+  const std::vector<float> cs = ropeTable(positions, tokens, p.rope);
   std::vector<float> latent(static_cast<size_t>(rank)), kpe(static_cast<size_t>(rope));
   for (int64_t t = 0; t < tokens; ++t) {
     const float *row = kvA + t * (rank + rope);
     rmsNorm(row, 1, rank, kvNorm, p.normEps, latent.data());
     std::copy(row + rank, row + rank + rope, kpe.begin());
-    applyRope(kpe.data(), positions[t], p.rope);
+    applyRope(kpe.data(), cs.data() + t * p.rope.pairs * 2, p.rope);
     cache.store(cache.k, t, positions[t], latent.data());
     cache.store(cache.v, t, positions[t], kpe.data());
   }
@@ -143,7 +158,7 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
           for (int64_t r = 0; r < rank; ++r)
             qLatent[r] += qh[i] * wUk.at(i * rank + r);
         std::copy(qh + nope, qh + qkDim, qPe.begin());
-        applyRope(qPe.data(), positions[t], p.rope);
+        applyRope(qPe.data(), cs.data() + t * p.rope.pairs * 2, p.rope);
         int64_t n = positions[t] + 1;
         scores.resize(n);
         peScores.resize(n);

@@ -28,9 +28,6 @@ struct Rope {
   bool interleaved = false;
 };
 
-/// Rotates the first 2 * rope.pairs elements of x in place.
-void applyRope(float *x, int32_t position, const Rope &rope);
-
 struct GqaParams {
   int64_t numHeads = 0, numKvHeads = 0, headDim = 0;
   float scale = 1.0f;

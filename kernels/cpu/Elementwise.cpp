@@ -1,6 +1,9 @@
 //===- Elementwise.cpp - embedding, norms and pointwise ops ---------------===//
 //
-// Memory-bound and small next to the matmuls, so single-threaded.
+// Memory-bound and small next to the matmuls. A prefill's rows are split
+// between the threads (each row is computed the same way either way): run
+// on one core, the other would wait through them (a few % of a 512-token
+// prefill).
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +24,15 @@ std::vector<float> toVector(Weight w, int64_t count) {
 }
 
 float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+
+// f(r) for r < rows, split between the threads when rows x cols elements
+// are worth a fork and join.
+template <typename F> void forRows(int64_t rows, int64_t cols, F &&f) {
+  constexpr int64_t kParallelElements = 1 << 15;
+#pragma omp parallel for schedule(static) if (rows > 1 && rows * cols >= kParallelElements)
+  for (int64_t r = 0; r < rows; ++r)
+    f(r);
+}
 
 } // namespace
 
@@ -44,17 +56,17 @@ void rmsNormRow(const float *x, int64_t cols, const float *scale, float eps, flo
 void rmsNorm(const float *x, int64_t rows, int64_t cols, Weight w, float eps,
              float *out) {
   const std::vector<float> scale = toVector(w, cols);
-  for (int64_t r = 0; r < rows; ++r)
-    rmsNormRow(x + r * cols, cols, scale.data(), eps, out + r * cols);
+  forRows(rows, cols,
+          [&](int64_t r) { rmsNormRow(x + r * cols, cols, scale.data(), eps, out + r * cols); });
 }
 
 void addRmsNorm(const float *a, const float *b, int64_t rows, int64_t cols, Weight w,
                 float eps, float *sum, float *out) {
   const std::vector<float> scale = toVector(w, cols);
-  for (int64_t r = 0; r < rows; ++r) { // the row stays in L1 between the two
+  forRows(rows, cols, [&](int64_t r) { // the row stays in L1 between the two
     add(a + r * cols, b + r * cols, cols, sum + r * cols);
     rmsNormRow(sum + r * cols, cols, scale.data(), eps, out + r * cols);
-  }
+  });
 }
 
 void add(const float *a, const float *b, int64_t n, float *out) {
@@ -65,22 +77,23 @@ void add(const float *a, const float *b, int64_t n, float *out) {
 
 void siluMul(const float *gate, const float *up, int64_t rows, int64_t cols,
              int64_t stride, float *out) {
-  for (int64_t t = 0; t < rows; ++t)
+  forRows(rows, cols, [&](int64_t t) {
     for (int64_t i = 0; i < cols; ++i) {
       const float g = gate[t * stride + i];
       out[t * cols + i] = g * sigmoid(g) * up[t * stride + i];
     }
+  });
 }
 
 void sigmoidGate(const float *x, Weight g, const float *y, int64_t tokens,
                  int64_t hidden, float *out) {
   const std::vector<float> gv = toVector(g, hidden);
-  for (int64_t t = 0; t < tokens; ++t) {
+  forRows(tokens, hidden, [&](int64_t t) {
     const float s = sigmoid(dot(x + t * hidden, gv.data(), hidden));
 #pragma omp simd
     for (int64_t i = 0; i < hidden; ++i)
       out[t * hidden + i] = s * y[t * hidden + i];
-  }
+  });
 }
 
 } // namespace moe::cpu
