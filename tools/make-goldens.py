@@ -14,6 +14,11 @@ it writes test/e2e/goldens/<model_type>/ holding exactly:
                       transformers_version, torch_version, seed,
                       recompute_max_abs_diff}
 
+It also writes the VARIANTS below (a base type with one configuration field
+set, smaller) to test/e2e/goldens/<name>/: with golden.json (plus "name")
+for fields the importer supports, without it for fields it refuses; and
+test/e2e/goldens/config-keys.json, every key transformers writes per type.
+
 greedy_logits[i] are the raw logits that chose greedy_tokens[i] during a
 KV-cached model.generate() (greedy_logits[0] is the prefill's last row).
 recompute_max_abs_diff is the largest difference between greedy_logits and
@@ -103,13 +108,79 @@ MODELS = {
 }
 
 
+# Configuration fields added or refused after the five base models: each is
+# a smaller model of a base type with the field set. "golden": parity (a
+# golden.json as above, checked by test/e2e/config-fields.test); without it
+# the checkpoint is only written, for the test to assert the exact refusal.
+SMALL = dict(hidden_size=32, num_hidden_layers=2)
+SMALL_DEEPSEEK = dict(
+    SMALL, q_lora_rank=24, kv_lora_rank=16, qk_nope_head_dim=8,
+    qk_rope_head_dim=8, v_head_dim=8, n_routed_experts=8, n_group=4,
+    topk_group=2, num_experts_per_tok=2, moe_intermediate_size=16,
+    intermediate_size=48)
+VARIANTS = {
+    # q/k/v/o biases (o_proj's was dropped before).
+    "qwen3_moe-attention-bias": dict(
+        model_type="qwen3_moe", seed=2001, golden=True,
+        config=dict(SMALL, attention_bias=True, head_dim=8, num_experts=4,
+                    moe_intermediate_size=16, intermediate_size=48)),
+    # Biases on q_a_proj, kv_a_proj_with_mqa and o_proj.
+    "deepseek_v3-attention-bias": dict(
+        model_type="deepseek_v3", seed=2002, golden=True,
+        config=dict(SMALL_DEEPSEEK, attention_bias=True)),
+    # RoPE on (i, i + d/2) pairs instead of (2i, 2i + 1).
+    "deepseek_v3-no-interleave": dict(
+        model_type="deepseek_v3", seed=2003, golden=True,
+        config=dict(SMALL_DEEPSEEK, rope_interleave=False)),
+    # Every biased score negative: transformers masks the unkept groups with
+    # -inf, so a 0.0 mask would pick other experts.
+    "deepseek_v3-negative-bias": dict(
+        model_type="deepseek_v3", seed=2004, golden=True, bias_range=(-2.0, -1.0),
+        config=dict(SMALL_DEEPSEEK)),
+    # Sliding window on layer 0 only (every other layer below
+    # max_window_layers), not on all layers.
+    "qwen2_moe-window-layers": dict(
+        model_type="qwen2_moe", seed=2005, golden=True,
+        config=dict(SMALL, num_hidden_layers=3, use_sliding_window=True,
+                    sliding_window=4, max_window_layers=2, num_experts=4,
+                    moe_intermediate_size=16, shared_expert_intermediate_size=32,
+                    intermediate_size=48, mlp_only_layers=[])),
+    # Refused: an activation other than SiLU.
+    "qwen3_moe-gelu": dict(
+        model_type="qwen3_moe", seed=2006, golden=False,
+        config=dict(SMALL, hidden_act="gelu", head_dim=8, num_experts=4,
+                    moe_intermediate_size=16, intermediate_size=48)),
+    # Refused: biases on the MLP projections.
+    "deepseek_v2-mlp-bias": dict(
+        model_type="deepseek_v2", seed=2007, golden=False,
+        config=dict(SMALL_DEEPSEEK, mlp_bias=True, topk_method="greedy",
+                    q_lora_rank=None)),
+}
+
+
+def spec(name):
+    """(model_type, seed, config kwargs, options) of a base model or variant."""
+    if name in MODELS:
+        m = MODELS[name]
+        return name, m["seed"], {k: v for k, v in m.items() if k != "seed"}, {}
+    v = VARIANTS[name]
+    t = v["model_type"]
+    kw = {k: x for k, x in MODELS[t].items() if k != "seed"}
+    kw.update(v["config"])
+    return t, v["seed"], kw, v
+
+
+LOGS = []
+
+
 def log(*a):
+    LOGS.append(" ".join(str(x) for x in a))
     print(*a, flush=True)
 
 
-def build(model_type, seed):
+def build(model_type, seed, overrides, bias_range=(-0.1, 0.1)):
     kw = dict(COMMON)
-    kw.update({k: v for k, v in MODELS[model_type].items() if k != "seed"})
+    kw.update(overrides)
     config = AutoConfig.for_model(model_type, **kw)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(
@@ -128,7 +199,8 @@ def build(model_type, seed):
                 p.copy_(torch.randn(p.shape, generator=gen) * std)
         for name, b in model.named_buffers():
             if name.endswith("e_score_correction_bias"):
-                b.copy_((torch.rand(b.shape, generator=gen) - 0.5) * 0.2)
+                lo, hi = bias_range
+                b.copy_(lo + torch.rand(b.shape, generator=gen) * (hi - lo))
     return model
 
 
@@ -181,12 +253,12 @@ def routing_checks(model_type, model, tap):
             scores = logits.sigmoid()
             ng, tg = cfg.n_group, cfg.topk_group
 
-            def choose(s):
+            def choose(s, masked=float("-inf")):
                 g = s.view(-1, ng, s.shape[-1] // ng).topk(2, -1)[0].sum(-1)
                 gi = torch.topk(g, tg, -1).indices
                 gm = torch.zeros_like(g).scatter_(1, gi, 1)
                 sm = gm.unsqueeze(-1).expand(-1, ng, s.shape[-1] // ng)
-                s = s.masked_fill(~sm.reshape(s.shape).bool(), float("-inf"))
+                s = s.masked_fill(~sm.reshape(s.shape).bool(), masked)
                 return torch.topk(s, k, -1).indices.sort(-1).values
 
             got = idx.sort(-1).values
@@ -197,11 +269,32 @@ def routing_checks(model_type, model, tap):
             log(f"    e_score_correction_bias changes the choice on {chg} "
                 f"tokens")
             assert chg > 0, "e_score_correction_bias does not change routing"
+            zero = choose(scores + gate.e_score_correction_bias, 0.0)
+            log(f"    masking unkept groups with 0.0 (transformers 4.x) "
+                f"instead of -inf changes the choice on "
+                f"{(zero != got).any(-1).sum().item()} tokens")
             flat = torch.topk(scores + gate.e_score_correction_bias, k,
                               -1).indices.sort(-1).values
             log(f"    group limit changes the choice on "
                 f"{(flat != got).any(-1).sum().item()} tokens")
     assert diverse, f"{model_type}: routing uses the same experts everywhere"
+
+
+def save(name, model, out_root):
+    """Writes config.json and model.safetensors to out_root/name."""
+    out = os.path.join(out_root, name)
+    tmp = tempfile.mkdtemp(prefix=f"golden-{name}-")
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        if os.path.isdir(out):
+            shutil.rmtree(out)
+        os.makedirs(out)
+        for f in ("config.json", "model.safetensors"):
+            shutil.copyfile(os.path.join(tmp, f), os.path.join(out, f))
+    finally:
+        shutil.rmtree(tmp)
+    log(f"  wrote {out}")
+    return out
 
 
 def f32_list(t):
@@ -221,10 +314,14 @@ def dump_json(obj, path):
         f.write("{\n" + ",\n".join(lines) + "\n}\n")
 
 
-def make(model_type, out_root):
-    seed = MODELS[model_type]["seed"]
-    log(f"== {model_type} (seed {seed})")
-    model = build(model_type, seed)
+def make(name, out_root):
+    model_type, seed, overrides, options = spec(name)
+    log(f"== {name} (seed {seed})")
+    model = build(model_type, seed, overrides,
+                  options.get("bias_range", (-0.1, 0.1)))
+    if not options.get("golden", True):
+        save(name, model, out_root)
+        return
     cfg = model.config
     tap = RouterTap(model)
     prompt = torch.tensor([PROMPT])
@@ -261,6 +358,22 @@ def make(model_type, out_root):
     assert margin > MIN_MARGIN, f"greedy margin {margin} too small: new seed"
     routing_checks(model_type, model, tap)
     tap.close()
+    if "bias_range" in options:
+        zero = [l for l in LOGS if "instead of -inf" in l]
+        assert zero and not zero[-1].endswith(" 0 tokens"), \
+            "a 0.0 group mask would route the same: the variant tests nothing"
+    if options.get("config", {}).get("use_sliding_window"):
+        # Show that the per-layer window matters: every layer full.
+        with torch.no_grad():
+            types = list(cfg.layer_types)
+            log(f"  layer_types {types}")
+            cfg.layer_types = ["full_attention"] * len(types)
+            full_attn = model(full, use_cache=False).logits[0]
+            cfg.layer_types = types
+            win = model(full, use_cache=False).logits[0]
+        d = (full_attn - win).abs().max().item()
+        log(f"  window layers vs no window: max|diff| {d:.3g}")
+        assert d > 1e-3
 
     if model_type == "mixtral":
         # Show that the sliding window matters: same weights, no window.
@@ -275,18 +388,7 @@ def make(model_type, out_root):
             f"{w}: {(nowin[w:] - win[w:]).abs().max().item():.3g}")
         assert (nowin[w:] - win[w:]).abs().max().item() > 1e-3
 
-    out = os.path.join(out_root, model_type)
-    tmp = tempfile.mkdtemp(prefix=f"golden-{model_type}-")
-    try:
-        model.save_pretrained(tmp, safe_serialization=True)
-        if os.path.isdir(out):
-            shutil.rmtree(out)
-        os.makedirs(out)
-        for f in ("config.json", "model.safetensors"):
-            shutil.copyfile(os.path.join(tmp, f), os.path.join(out, f))
-    finally:
-        shutil.rmtree(tmp)
-
+    out = save(name, model, out_root)
     st = os.path.join(out, "model.safetensors")
     with safe_open(st, "pt") as f:
         keys = list(f.keys())
@@ -308,6 +410,7 @@ def make(model_type, out_root):
 
     golden = {
         "model_type": model_type,
+        "name": name,
         "prompt": PROMPT,
         "prefill_logits": [f32_list(r) for r in prefill],
         "greedy_tokens": tokens,
@@ -320,17 +423,35 @@ def make(model_type, out_root):
     dump_json(golden, os.path.join(out, "golden.json"))
 
 
+def write_config_keys(out_root):
+    """config-keys.json: per model type, every key transformers' default
+    config writes (to_dict) and every attribute_map alias; the importer's
+    key tables must hold them all (test/unit/HfConfigTest.cpp)."""
+    keys = {}
+    for t in MODELS:
+        config = AutoConfig.for_model(t)
+        keys[t] = sorted(set(config.to_dict()) | set(config.attribute_map))
+    path = os.path.join(out_root, "config-keys.json")
+    with open(path, "w") as f:
+        json.dump({"transformers_version": transformers.__version__,
+                   "keys": keys}, f, indent=1, sort_keys=True)
+        f.write("\n")
+    log(f"== wrote {path}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--only", choices=sorted(MODELS))
+    ap.add_argument("--only", choices=sorted(MODELS) + sorted(VARIANTS))
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
-    for t in ([args.only] if args.only else list(MODELS)):
+    for t in ([args.only] if args.only else list(MODELS) + list(VARIANTS)):
         make(t, args.out)
+    if not args.only:
+        write_config_keys(args.out)
     return 0
 
 

@@ -261,7 +261,7 @@ private:
                                      a.getSoftmaxScale().convertToDouble())),
         b_.getNamedAttr("norm_eps", b_.getF32FloatAttr(
                                         a.getNormEps().convertToDouble()))};
-    ropeAttrs(attrs, *table, /*interleaved=*/true);
+    ropeAttrs(attrs, *table, a.getRopeInterleave());
     return emit(a, "mla_attention",
                 {a.getQ(), a.getKvA(), a.getKvNorm(), a.getKvB(), a.getPositions()},
                 attrs, kv);

@@ -1,11 +1,12 @@
 //===- HfConfig.cpp - a Hugging Face MoE config.json, normalised ----------===//
 #include "compiler/import/HfConfig.h"
 #include "compiler/import/Safetensors.h"
+#include "moe/runtime/File.h"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
+#include <map>
 
 using json = nlohmann::json;
 
@@ -16,11 +17,23 @@ namespace {
 /// Typed access to config.json with one-line errors that name file and key.
 class Reader {
 public:
-  Reader(const json &j, const std::string &path, const std::string &type)
-      : j_(j), path_(path), type_(type) {}
+  /// `spelled`: the alias a key was written under, for messages.
+  Reader(const json &j, const std::string &path, const std::string &type,
+         std::map<std::string, std::string> spelled = {})
+      : j_(j), path_(path), type_(type), spelled_(std::move(spelled)) {}
+
+  /// `key` as the file spells it.
+  std::string name(const char *key) const {
+    auto it = spelled_.find(key);
+    return it == spelled_.end() ? key : it->second;
+  }
 
   [[noreturn]] void fail(const std::string &what) const {
     throw InputError(path_ + ": " + what);
+  }
+  /// Refuses key `key` at its present value: "key 'k' is v: why".
+  [[noreturn]] void refuse(const char *key, const std::string &why) const {
+    fail("key '" + name(key) + "' is " + shortText(j_.at(key)) + ": " + why);
   }
 
   bool has(const char *key) const {
@@ -30,7 +43,7 @@ public:
 
   int64_t integer(const char *key) const {
     if (!has(key))
-      fail("missing key '" + std::string(key) + "' (required for model_type " +
+      fail("missing key '" + name(key) + "' (required for model_type " +
            type_ + ")");
     return asInteger(key, j_.at(key));
   }
@@ -78,6 +91,8 @@ public:
       out.push_back(asInteger(key, e));
     return out;
   }
+  /// The value of a present key, unchecked.
+  const json &raw(const char *key) const { return j_.at(key); }
   const json &object(const char *key) const {
     static const json null;
     if (!has(key))
@@ -89,12 +104,13 @@ public:
   }
 
 private:
+  static std::string shortText(const json &v) {
+    std::string text = v.dump();
+    return text.size() > 40 ? text.substr(0, 37) + "..." : text;
+  }
   [[noreturn]] void mistyped(const char *key, const char *wanted,
                              const json &got) const {
-    std::string text = got.dump();
-    if (text.size() > 40)
-      text = text.substr(0, 37) + "...";
-    fail("key '" + std::string(key) + "' must be " + wanted + ", got " + text);
+    fail("key '" + name(key) + "' must be " + wanted + ", got " + shortText(got));
   }
   int64_t asInteger(const char *key, const json &v) const {
     if (!v.is_number_integer())
@@ -103,10 +119,10 @@ private:
   }
   int64_t check(const char *key, int64_t v) const {
     if (v <= 0)
-      fail("key '" + std::string(key) + "' must be positive, got " +
+      fail("key '" + name(key) + "' must be positive, got " +
            std::to_string(v));
     if (v > largest(key))
-      fail("key '" + std::string(key) + "' is " + std::to_string(v) +
+      fail("key '" + name(key) + "' is " + std::to_string(v) +
            ", above the largest this compiler accepts (" + std::to_string(largest(key)) + ")");
     return v;
   }
@@ -126,7 +142,39 @@ private:
 
   const json &j_;
   std::string path_, type_;
+  std::map<std::string, std::string> spelled_;
 };
+
+/// Replaces transformers' attribute_map aliases by the keys they stand for
+/// (recording in `spelled` how the file named them), then refuses any key
+/// the model type's table does not hold.
+json checkKeys(const json &config, Family family, const Reader &r,
+               std::map<std::string, std::string> &spelled) {
+  json j = config;
+  for (const ConfigKey &k : configKeys(family)) {
+    if (k.role != KeyRole::Alias || !j.contains(k.name))
+      continue;
+    if (j.contains(k.note) && j[k.note] != j[k.name])
+      r.fail("keys '" + std::string(k.name) + "' and '" + k.note +
+             "' name the same setting but differ (" + j[k.name].dump() + " vs " +
+             j[k.note].dump() + ")");
+    j[k.note] = j[k.name];
+    j.erase(k.name);
+    spelled[k.note] = k.name;
+  }
+  for (auto &[key, value] : j.items())
+    if (!value.is_null() && !findConfigKey(family, key))
+      r.fail("key '" + key + "' is not known for model_type " + familyName(family) +
+             ": it may change the model, and the importer would ignore it; remove it from "
+             "config.json if it does not (keys: docs/importer.md)");
+  return j;
+}
+
+void readActivation(const Reader &r) {
+  std::string act = r.string("hidden_act", "silu");
+  if (act != "silu" && act != "swish")
+    r.refuse("hidden_act", "only silu (swish) is implemented");
+}
 
 void readGqaAttention(const Reader &r, HfConfig &c) {
   c.numHeads = r.positive("num_attention_heads");
@@ -140,6 +188,8 @@ void readGqaAttention(const Reader &r, HfConfig &c) {
            " is not a multiple of num_attention_heads " +
            std::to_string(c.numHeads) + "; set 'head_dim'");
   c.headDim = r.positive("head_dim", c.hiddenSize / c.numHeads);
+  if (c.headDim % 2 != 0)
+    r.fail("head_dim must be even for RoPE, got " + std::to_string(c.headDim));
 }
 
 /// MLA dimensions and the softmax scale, YaRN mscale included (as in
@@ -148,6 +198,9 @@ void readMlaAttention(const Reader &r, HfConfig &c) {
   c.mla = true;
   c.numHeads = r.positive("num_attention_heads");
   c.numKvHeads = c.numHeads;
+  if (r.has("num_key_value_heads") && r.integer("num_key_value_heads") != c.numHeads)
+    r.refuse("num_key_value_heads", "MLA expands the latent to every head, so it must equal "
+                                    "num_attention_heads " + std::to_string(c.numHeads));
   c.qLoraRank = r.has("q_lora_rank") ? r.positive("q_lora_rank") : 0;
   c.kvLoraRank = r.positive("kv_lora_rank");
   c.qkNopeHeadDim = r.positive("qk_nope_head_dim");
@@ -157,6 +210,9 @@ void readMlaAttention(const Reader &r, HfConfig &c) {
     r.fail("qk_rope_head_dim must be even, got " +
            std::to_string(c.qkRopeHeadDim));
   c.headDim = c.qkNopeHeadDim + c.qkRopeHeadDim;
+  if (r.has("qk_head_dim") && r.integer("qk_head_dim") != c.headDim)
+    r.refuse("qk_head_dim", "must equal qk_nope_head_dim + qk_rope_head_dim = " +
+                                std::to_string(c.headDim));
   c.softmaxScale = 1.0 / std::sqrt(static_cast<double>(c.headDim));
   if (c.ropeScaling.is_object()) {
     double mscaleAllDim = c.ropeScaling.value("mscale_all_dim", 0.0);
@@ -166,38 +222,79 @@ void readMlaAttention(const Reader &r, HfConfig &c) {
       c.softmaxScale *= mscale * mscale;
     }
   }
+  // transformers: q_a_proj, kv_a_proj_with_mqa and o_proj carry the bias.
+  c.qkvBias = c.oBias = r.boolean("attention_bias", false);
 }
 
-/// RoPE base and scaling: transformers v4 writes `rope_theta` and
-/// `rope_scaling`; v5 writes one `rope_parameters` object holding both.
+/// The keys each RoPE type may hold, as transformers validates them.
+const std::vector<std::string> &ropeKeys(const std::string &type) {
+  static const std::vector<std::string> none;
+  static const std::map<std::string, std::vector<std::string>> keys = {
+      {"default", {"rope_type", "type", "rope_theta", "partial_rotary_factor"}},
+      {"linear", {"rope_type", "type", "rope_theta", "partial_rotary_factor", "factor"}},
+      {"yarn",
+       {"rope_type", "type", "rope_theta", "partial_rotary_factor", "factor",
+        "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow",
+        "mscale", "mscale_all_dim", "truncate"}}};
+  auto it = keys.find(type);
+  return it == keys.end() ? none : it->second;
+}
+
+/// RoPE base and scaling. transformers v4 writes `rope_theta` and
+/// `rope_scaling`; v5 one `rope_parameters` object holding both. As v5 reads
+/// them: `rope_scaling`, when set, replaces `rope_parameters`, and the
+/// object's own `rope_theta` wins over the top-level one.
 void readRope(const Reader &r, HfConfig &c) {
   double dflt = c.family == Family::Mixtral ? 1e6 : 1e4;
-  json scaling = r.object("rope_scaling");
   c.ropeTheta = r.number("rope_theta", dflt);
-  const json &params = r.object("rope_parameters");
-  if (!params.is_null()) {
-    scaling = params;
-    json theta = params.value("rope_theta", json(c.ropeTheta));
+  const json &legacy = r.object("rope_scaling");
+  json scaling = !legacy.is_null() && !legacy.empty() ? legacy : r.object("rope_parameters");
+  const char *from = !legacy.is_null() && !legacy.empty() ? "rope_scaling" : "rope_parameters";
+  double partial = r.number("partial_rotary_factor", 1.0);
+  if (scaling.is_object()) {
+    json theta = scaling.value("rope_theta", json(c.ropeTheta));
     if (!theta.is_number())
-      r.fail("rope_parameters.rope_theta must be a number, got " + theta.dump());
+      r.fail(std::string(from) + ".rope_theta must be a number, got " + theta.dump());
     c.ropeTheta = theta.get<double>();
+    json p = scaling.value("partial_rotary_factor", json(partial));
+    if (!p.is_number())
+      r.fail(std::string(from) + ".partial_rotary_factor must be a number, got " + p.dump());
+    partial = p.get<double>();
   }
   if (c.ropeTheta <= 0)
     r.fail("rope_theta must be positive, got " + std::to_string(c.ropeTheta));
-  if (scaling.is_null())
+  if (partial != 1.0)
+    r.fail("partial_rotary_factor " + json(partial).dump() +
+           " is not supported: RoPE is applied to whole heads (1.0) only");
+  if (scaling.is_null() || scaling.empty())
     return;
   json kind = scaling.contains("rope_type") ? scaling["rope_type"]
-                                            : scaling.value("type", json());
+                                            : scaling.value("type", json("default"));
   if (!kind.is_string())
-    r.fail("rope scaling needs a string 'rope_type' (or 'type'), got " +
-           scaling.dump());
+    r.fail(std::string(from) + " needs a string 'rope_type' (or 'type'), got " + scaling.dump());
+  const std::vector<std::string> &allowed = ropeKeys(kind.get<std::string>());
+  if (allowed.empty())
+    r.fail(std::string(from) + ".rope_type '" + kind.get<std::string>() +
+           "' is not supported (supported: default, linear, yarn)");
+  for (auto &[key, value] : scaling.items())
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+      r.fail(std::string(from) + "." + key + " is not known for rope_type '" +
+             kind.get<std::string>() + "' (known: " +
+             [&] {
+               std::string s;
+               for (const std::string &a : allowed)
+                 s += (s.empty() ? "" : ", ") + a;
+               return s;
+             }() + ")");
   if (kind == "default")
     return;
   auto factor = scaling.find("factor");
-  if (factor != scaling.end() && (!factor->is_number() || *factor <= 0))
-    r.fail("rope scaling factor must be a positive number, got " +
-           factor->dump());
+  if (factor == scaling.end() || !factor->is_number() || *factor <= 0)
+    r.fail(std::string(from) + " of type " + kind.get<std::string>() +
+           " needs a positive number 'factor', got " +
+           (factor == scaling.end() ? std::string("none") : factor->dump()));
   scaling.erase("rope_theta");
+  scaling.erase("partial_rotary_factor");
   c.ropeScaling = scaling;
 }
 
@@ -206,14 +303,42 @@ void readRouter(const Reader &r, HfConfig &c, const char *expertsKey) {
   c.topK = r.positive("num_experts_per_tok");
   if (c.topK > c.numExperts)
     r.fail("num_experts_per_tok " + std::to_string(c.topK) + " exceeds " +
-           expertsKey + " " + std::to_string(c.numExperts));
-  c.moeIntermediateSize = r.positive("moe_intermediate_size");
+           r.name(expertsKey) + " " + std::to_string(c.numExperts));
+}
+
+/// Per-layer sliding windows of Qwen2-MoE: `layer_types` when given, else
+/// transformers' default (every other layer below max_window_layers).
+void readQwen2Windows(const Reader &r, HfConfig &c) {
+  bool on = r.boolean("use_sliding_window", false);
+  int64_t below = r.integer("max_window_layers", 28);
+  c.slidingLayer.assign(size_t(c.numLayers), false);
+  if (r.has("layer_types")) {
+    const json &types = r.raw("layer_types");
+    if (!types.is_array() || int64_t(types.size()) != c.numLayers)
+      r.fail("layer_types must list one type per layer (" + std::to_string(c.numLayers) + ")");
+    for (size_t i = 0; i < types.size(); ++i) {
+      if (types[i] != "full_attention" && types[i] != "sliding_attention")
+        r.fail("layer_types[" + std::to_string(i) + "] is " + types[i].dump() +
+               "; known: full_attention, sliding_attention");
+      c.slidingLayer[i] = types[i] == "sliding_attention";
+    }
+  } else if (on) {
+    for (int64_t i = 0; i < c.numLayers; ++i)
+      c.slidingLayer[size_t(i)] = (i + 1) % 2 != 0 && i < below;
+  }
+  bool any = std::find(c.slidingLayer.begin(), c.slidingLayer.end(), true) != c.slidingLayer.end();
+  if (any && !on)
+    r.fail("layer_types has sliding_attention layers but use_sliding_window is false "
+           "(transformers then uses a window of 0)");
+  if (any)
+    c.slidingWindow = r.positive("sliding_window");
 }
 
 void readQwen(const Reader &r, HfConfig &c) {
   readGqaAttention(r, c);
   c.intermediateSize = r.positive("intermediate_size");
-  readRouter(r, c, r.has("num_experts") ? "num_experts" : "num_local_experts");
+  c.moeIntermediateSize = r.positive("moe_intermediate_size");
+  readRouter(r, c, c.family == Family::Qwen2Moe ? "num_experts" : "num_local_experts");
   c.normTopkProb = r.boolean("norm_topk_prob", false);
   int64_t step = r.positive("decoder_sparse_step", 1);
   std::vector<int64_t> denseOnly = r.integers("mlp_only_layers");
@@ -221,25 +346,49 @@ void readQwen(const Reader &r, HfConfig &c) {
     c.sparseLayer.push_back((i + 1) % step == 0 &&
                             std::find(denseOnly.begin(), denseOnly.end(), i) ==
                                 denseOnly.end());
-  if (r.boolean("use_sliding_window", false))
-    c.slidingWindow = r.positive("sliding_window");
   if (c.family == Family::Qwen2Moe) {
+    readQwen2Windows(r, c);
     c.qkvBias = r.boolean("qkv_bias", true);
     c.sharedIntermediateSize = r.positive("shared_expert_intermediate_size");
     c.sharedExpertGate = true;
   } else {
-    c.qkvBias = r.boolean("attention_bias", false);
+    bool on = r.boolean("use_sliding_window", false);
+    c.slidingLayer.assign(size_t(c.numLayers), on);
+    if (on)
+      c.slidingWindow = r.positive("sliding_window");
+    c.qkvBias = c.oBias = r.boolean("attention_bias", false);
     c.qkNorm = true;
   }
 }
 
+/// Keys of DeepSeek's own code that transformers does not read: accepted
+/// only at the value transformers' behaviour corresponds to.
+void readDeepseekRemoteKeys(const Reader &r, const HfConfig &c, bool v3) {
+  const char *scoring = v3 ? "sigmoid" : "softmax";
+  if (r.has("scoring_func") && r.string("scoring_func", "") != scoring)
+    r.refuse("scoring_func", std::string("transformers' ") + familyName(c.family) +
+                                 " always scores with " + scoring);
+  if (r.has("moe_layer_freq") && r.integer("moe_layer_freq") != 1)
+    r.refuse("moe_layer_freq", "transformers makes every layer after first_k_dense_replace "
+                               "sparse (moe_layer_freq 1); other values are not implemented");
+  if (!v3 && r.boolean("norm_topk_prob", false))
+    r.refuse("norm_topk_prob", "transformers' deepseek_v2 never renormalises the top-k "
+                               "weights; DeepSeek's own code would");
+  if (v3 && r.has("topk_method") && r.string("topk_method", "") != "noaux_tc")
+    r.refuse("topk_method", "transformers' deepseek_v3 always selects with the correction "
+                            "bias (noaux_tc)");
+}
+
 void readDeepseek(const Reader &r, HfConfig &c) {
-  readMlaAttention(r, c);
-  if (r.boolean("attention_bias", false))
-    r.fail("attention_bias true is not supported for MLA models");
-  c.intermediateSize = r.positive("intermediate_size");
-  readRouter(r, c, "n_routed_experts");
   bool v3 = c.family == Family::DeepseekV3;
+  readMlaAttention(r, c);
+  readDeepseekRemoteKeys(r, c, v3);
+  if (!v3 && r.boolean("mlp_bias", false))
+    r.refuse("mlp_bias", "MLP projections with biases are not implemented");
+  c.ropeInterleave = !v3 || r.boolean("rope_interleave", true);
+  c.intermediateSize = r.positive("intermediate_size");
+  c.moeIntermediateSize = r.positive("moe_intermediate_size");
+  readRouter(r, c, "n_routed_experts");
   c.sharedIntermediateSize =
       (r.has("n_shared_experts") && r.integer("n_shared_experts") != 0
            ? r.positive("n_shared_experts")
@@ -250,7 +399,6 @@ void readDeepseek(const Reader &r, HfConfig &c) {
     r.fail("routed_scaling_factor must be positive");
   // As in transformers: V3 always scores with sigmoid and selects with the
   // correction bias (noaux_tc); V2 always uses softmax and never renormalises.
-  // scoring_func (and V3's topk_method) are read by neither.
   c.scoring = v3 ? "sigmoid" : "softmax";
   c.normTopkProb = v3 && r.boolean("norm_topk_prob", true);
   c.topkMethod = v3 ? "noaux_tc" : r.string("topk_method", "greedy");
@@ -261,11 +409,15 @@ void readDeepseek(const Reader &r, HfConfig &c) {
   if (c.topkMethod == "noaux_tc" && !v3)
     r.fail("topk_method noaux_tc needs model_type deepseek_v3");
   if (c.topkMethod != "greedy") {
-    c.nGroup = r.positive("n_group");
-    c.topkGroup = r.positive("topk_group");
+    c.nGroup = r.positive("n_group", v3 ? 8 : 1);
+    c.topkGroup = r.positive("topk_group", v3 ? 4 : 1);
     if (c.numExperts % c.nGroup != 0)
       r.fail("n_group " + std::to_string(c.nGroup) + " does not divide " +
              std::to_string(c.numExperts) + " routed experts");
+    if (v3 && c.numExperts / c.nGroup < 2)
+      r.fail("n_group " + std::to_string(c.nGroup) + " leaves fewer than 2 of the " +
+             std::to_string(c.numExperts) + " routed experts per group (the group score "
+             "sums the best two)");
     if (c.topkGroup > c.nGroup)
       r.fail("topk_group " + std::to_string(c.topkGroup) + " exceeds n_group " +
              std::to_string(c.nGroup));
@@ -277,56 +429,106 @@ void readDeepseek(const Reader &r, HfConfig &c) {
   int64_t firstDense = r.integer("first_k_dense_replace", v3 ? 3 : 0);
   if (firstDense < 0)
     r.fail("first_k_dense_replace must be >= 0, got " + std::to_string(firstDense));
-  int64_t freq = r.positive("moe_layer_freq", 1);
   for (int64_t i = 0; i < c.numLayers; ++i)
-    c.sparseLayer.push_back(i >= firstDense && i % freq == 0);
+    c.sparseLayer.push_back(i >= firstDense);
+  c.slidingLayer.assign(size_t(c.numLayers), false);
+  if (v3) {
+    c.mtpLayers = r.integer("num_nextn_predict_layers", 0);
+    if (c.mtpLayers < 0 || c.mtpLayers > 1024)
+      r.fail("num_nextn_predict_layers must be in [0, 1024], got " + std::to_string(c.mtpLayers));
+  }
+}
+
+void readMixtral(const Reader &r, HfConfig &c) {
+  readGqaAttention(r, c);
+  c.moeIntermediateSize = r.positive("intermediate_size");
+  readRouter(r, c, "num_local_experts");
+  c.normTopkProb = true;
+  c.sparseLayer.assign(size_t(c.numLayers), true);
+  c.slidingLayer.assign(size_t(c.numLayers), r.has("sliding_window"));
+  if (r.has("sliding_window"))
+    c.slidingWindow = r.positive("sliding_window");
 }
 
 /// FP8 checkpoints with block scales (DeepSeek-V3, Qwen3 FP8): the block
 /// size of their `*_scale_inv` tensors.
 void readQuantization(const Reader &r, HfConfig &c) {
   const json &quant = r.object("quantization_config");
-  if (!quant.is_null()) {
-    std::string method = quant.value("quant_method", "");
-    if (method != "fp8")
-      r.fail("quantization_config.quant_method '" + method +
-             "' is not supported (only fp8 block scales)");
-    json block = quant.value("weight_block_size", json::array({128, 128}));
-    if (!block.is_array() || block.size() != 2 || !block[0].is_number_integer() ||
-        !block[1].is_number_integer() || block[0] <= 0 || block[1] <= 0 ||
-        block[0] > (1 << 20) || block[1] > (1 << 20))
-      r.fail("quantization_config.weight_block_size must be two positive "
-             "integers, got " + block.dump());
-    c.fp8Block = {block[0].get<int64_t>(), block[1].get<int64_t>()};
-  }
+  if (quant.is_null())
+    return;
+  for (auto &[key, value] : quant.items())
+    if (key != "quant_method" && key != "fmt" && key != "activation_scheme" &&
+        key != "weight_block_size" && key != "modules_to_not_convert")
+      r.fail("quantization_config." + key + " is not known (known: quant_method, fmt, "
+             "activation_scheme, weight_block_size, modules_to_not_convert)");
+  std::string method = quant.value("quant_method", "");
+  if (method != "fp8")
+    r.fail("quantization_config.quant_method '" + method +
+           "' is not supported (only fp8 block scales)");
+  if (quant.value("fmt", "e4m3") != "e4m3")
+    r.fail("quantization_config.fmt " + quant["fmt"].dump() + " is not supported (e4m3 only)");
+  // Activations are not quantised here; "dynamic" quantises them per call
+  // in transformers, "static" would need input scales this does not read.
+  if (quant.value("activation_scheme", "dynamic") != "dynamic")
+    r.fail("quantization_config.activation_scheme " + quant["activation_scheme"].dump() +
+           " is not supported (dynamic only)");
+  json block = quant.value("weight_block_size", json::array({128, 128}));
+  if (!block.is_array() || block.size() != 2 || !block[0].is_number_integer() ||
+      !block[1].is_number_integer() || block[0] <= 0 || block[1] <= 0 ||
+      block[0] > (1 << 20) || block[1] > (1 << 20))
+    r.fail("quantization_config.weight_block_size must be two positive "
+           "integers, got " + block.dump());
+  c.fp8Block = {block[0].get<int64_t>(), block[1].get<int64_t>()};
+}
+
+/// An id or a list of ids (config.json and generation_config.json).
+std::vector<int64_t> readEos(const Reader &r) {
+  if (!r.has("eos_token_id"))
+    return {};
+  const json &v = r.raw("eos_token_id");
+  if (v.is_array())
+    return r.integers("eos_token_id");
+  return {r.integer("eos_token_id")};
+}
+
+/// A small JSON file beside config.json, or null when there is none.
+json readSibling(const std::string &configPath, const char *name) {
+  std::string path = (std::filesystem::path(configPath).parent_path() / name).string();
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path)))
+    return json();
+  auto text = rt::readFile(path, 64u << 20);
+  if (!text)
+    throw InputError(text.status().message());
+  json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    throw InputError(path + ": not a JSON object");
+  return j;
 }
 
 } // namespace
 
-HfConfig HfConfig::parse(const json &j, const std::string &path) {
-  if (!j.is_object())
+HfConfig HfConfig::parse(const json &config, const std::string &path) {
+  if (!config.is_object())
     throw InputError(path + ": must be a JSON object");
   HfConfig c;
   c.path = path;
-  Reader any(j, path, "?");
+  Reader any(config, path, "?");
   c.modelType = any.string("model_type", "");
   if (c.modelType.empty())
     any.fail("missing key 'model_type'");
-  static const std::pair<const char *, Family> families[] = {
-      {"mixtral", Family::Mixtral},
-      {"qwen2_moe", Family::Qwen2Moe},
-      {"qwen3_moe", Family::Qwen3Moe},
-      {"deepseek_v2", Family::DeepseekV2},
-      {"deepseek_v3", Family::DeepseekV3}};
+  static const Family families[] = {Family::Mixtral, Family::Qwen2Moe, Family::Qwen3Moe,
+                                    Family::DeepseekV2, Family::DeepseekV3};
   auto it = std::find_if(std::begin(families), std::end(families),
-                         [&](auto &f) { return c.modelType == f.first; });
+                         [&](Family f) { return c.modelType == familyName(f); });
   if (it == std::end(families))
     any.fail("unsupported model_type '" + c.modelType +
              "'; supported: mixtral, qwen2_moe, qwen3_moe, deepseek_v2, "
              "deepseek_v3");
-  c.family = it->second;
+  c.family = *it;
 
-  Reader r(j, path, c.modelType);
+  std::map<std::string, std::string> spelled;
+  const json j = checkKeys(config, c.family, any, spelled);
+  Reader r(j, path, c.modelType, spelled);
   c.vocabSize = r.positive("vocab_size");
   c.hiddenSize = r.positive("hidden_size");
   c.numLayers = r.positive("num_hidden_layers");
@@ -336,24 +538,14 @@ HfConfig HfConfig::parse(const json &j, const std::string &path) {
     r.fail("rms_norm_eps must be positive");
   c.tieWordEmbeddings = r.boolean("tie_word_embeddings", false);
   c.torchDtype = r.string("torch_dtype", r.string("dtype", "bfloat16"));
-  if (r.has("eos_token_id") && j.at("eos_token_id").is_number_integer())
-    c.eosTokenId = r.integer("eos_token_id");
+  c.eosTokenIds = readEos(r);
+  readActivation(r);
   readRope(r, c);
   readQuantization(r, c);
 
   switch (c.family) {
   case Family::Mixtral:
-    readGqaAttention(r, c);
-    c.moeIntermediateSize = r.positive("intermediate_size");
-    c.numExperts = r.positive("num_local_experts");
-    c.topK = r.positive("num_experts_per_tok");
-    if (c.topK > c.numExperts)
-      r.fail("num_experts_per_tok " + std::to_string(c.topK) +
-             " exceeds num_local_experts " + std::to_string(c.numExperts));
-    c.normTopkProb = true;
-    c.sparseLayer.assign(c.numLayers, true);
-    if (r.has("sliding_window"))
-      c.slidingWindow = r.positive("sliding_window");
+    readMixtral(r, c);
     break;
   case Family::Qwen2Moe:
   case Family::Qwen3Moe:
@@ -368,20 +560,29 @@ HfConfig HfConfig::parse(const json &j, const std::string &path) {
 }
 
 HfConfig HfConfig::load(const std::string &path) {
-  std::ifstream in(path);
-  if (!in)
-    throw InputError(path + ": cannot open (is this a Hugging Face model "
-                            "directory?)");
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  auto text = rt::readFile(path, 64u << 20);
+  if (!text) {
+    std::string m = text.status().message();
+    if (m.find("no such file") != std::string::npos)
+      m += " (is this a Hugging Face model directory?)";
+    throw InputError(m);
+  }
+  json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded())
     throw InputError(path + ": not valid JSON");
   HfConfig c = parse(j, path);
-  std::string tokPath =
-      (std::filesystem::path(path).parent_path() / "tokenizer_config.json").string();
-  std::ifstream tok(tokPath);
-  json t = tok ? json::parse(tok, nullptr, false) : json();
-  if (t.is_object() && t.value("tokenizer_class", "") == "ByT5Tokenizer")
+  json tok = readSibling(path, "tokenizer_config.json");
+  if (tok.is_object() && tok.value("tokenizer_class", json()) == "ByT5Tokenizer")
     c.tokenizer = "byt5";
+  json gen = readSibling(path, "generation_config.json");
+  std::string genPath =
+      (std::filesystem::path(path).parent_path() / "generation_config.json").string();
+  if (gen.is_object() && gen.contains("eos_token_id") && !gen["eos_token_id"].is_null())
+    c.eosTokenIds = readEos(Reader(gen, genPath, c.modelType));
+  for (int64_t id : c.eosTokenIds)
+    if (id < 0 || id >= c.vocabSize)
+      throw InputError(path + ": eos_token_id " + std::to_string(id) +
+                       " is outside the vocabulary [0, " + std::to_string(c.vocabSize) + ")");
   return c;
 }
 

@@ -3,11 +3,15 @@
 // Reads config.json of the supported model types into one struct whose
 // fields mean the same for every family. Keys that shape the model are
 // required; the rest take the defaults of the transformers configuration
-// class. Plain C++ (no MLIR).
+// class. Every key must be in the model type's table (ConfigKeys.h), and a
+// key set to a value that is not implemented is refused by name. Plain C++
+// (no MLIR).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_COMPILER_IMPORT_HFCONFIG_H
 #define MOE_COMPILER_IMPORT_HFCONFIG_H
+
+#include "compiler/import/ConfigKeys.h"
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -16,8 +20,6 @@
 #include <vector>
 
 namespace moe {
-
-enum class Family { Mixtral, Qwen2Moe, Qwen3Moe, DeepseekV2, DeepseekV3 };
 
 struct HfConfig {
   std::string modelType;
@@ -28,7 +30,9 @@ struct HfConfig {
   double rmsNormEps = 1e-6;
   bool tieWordEmbeddings = false;
   std::string torchDtype; ///< "bfloat16", "float32", ... as in config.json
-  int64_t eosTokenId = -1;
+  /// Tokens that end a sequence: generation_config.json's eos_token_id when
+  /// that file has one, else config.json's (an id or a list of ids).
+  std::vector<int64_t> eosTokenIds;
   /// "byt5" when tokenizer_config.json names ByT5Tokenizer (token = byte + 3);
   /// empty when the tokenizer is one the runtime cannot apply.
   std::string tokenizer;
@@ -37,13 +41,16 @@ struct HfConfig {
   int64_t numHeads = 0, numKvHeads = 0, headDim = 0;
   double ropeTheta = 10000.0;
   nlohmann::json ropeScaling;            ///< null when absent
-  std::optional<int64_t> slidingWindow;
-  bool qkvBias = false;                  ///< bias on q/k/v projections
+  int64_t slidingWindow = 0;             ///< the window of sliding layers
+  std::vector<bool> slidingLayer;        ///< per layer: attends within slidingWindow
+  bool qkvBias = false;                  ///< bias on q/k/v (MLA: q_a_proj, kv_a_proj)
+  bool oBias = false;                    ///< bias on o_proj
   bool qkNorm = false;                   ///< RMSNorm of q and k per head
   bool mla = false;
   int64_t qLoraRank = 0;                 ///< 0: plain q_proj
   int64_t kvLoraRank = 0, qkNopeHeadDim = 0, qkRopeHeadDim = 0, vHeadDim = 0;
   double softmaxScale = 0;               ///< MLA, with the YaRN mscale folded in
+  bool ropeInterleave = true;            ///< MLA: RoPE on pairs (2i, 2i+1), else (i, i+d/2)
 
   // Feed-forward.
   int64_t intermediateSize = 0;          ///< dense layers
@@ -61,11 +68,15 @@ struct HfConfig {
   // FP8 block quantisation (DeepSeek-V3 checkpoints).
   std::vector<int64_t> fp8Block;         ///< empty: not quantised
 
+  /// Multi-token-prediction layers stored after the decoder layers
+  /// (DeepSeek-V3's num_nextn_predict_layers); their tensors are skipped.
+  int64_t mtpLayers = 0;
+
   /// Where the fields came from, for messages.
   std::string path;
 
   /// Reads and checks `path` (a config.json), and the tokenizer_config.json
-  /// beside it when there is one. Throws InputError.
+  /// and generation_config.json beside it when they exist. Throws InputError.
   static HfConfig load(const std::string &path);
   /// Parses an already-read JSON object; `path` is used in messages.
   static HfConfig parse(const nlohmann::json &json, const std::string &path);

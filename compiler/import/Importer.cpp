@@ -18,9 +18,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <new>
 #include <optional>
+#include <set>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -51,6 +53,8 @@ public:
   bool has(const std::string &name) const {
     return catalog_ && catalog_->find(name);
   }
+  /// Every tensor check() has resolved, scales included.
+  const std::set<std::string> &used() const { return used_; }
 
   Resolved check(const std::string &name, const std::vector<int64_t> &shape,
                  WeightKind kind) const {
@@ -99,6 +103,7 @@ private:
   const TensorInfo &find(const std::string &name,
                          const std::vector<int64_t> &shape) const {
     const TensorInfo *info = catalog_->find(name);
+    used_.insert(name);
     if (!info)
       fail(catalog_->source(), "tensor '" + name + "' is missing (expected " +
                                    "shape " + shapeString(shape) + ")");
@@ -111,7 +116,45 @@ private:
 
   const HfConfig &config_;
   const TensorCatalog *catalog_;
+  mutable std::set<std::string> used_;
 };
+
+/// Why a checkpoint tensor no op uses may be left out, or null when it
+/// may not: then it would be silently dropped, and the import refuses.
+const char *documentedSkip(const HfConfig &c, const std::string &name) {
+  if (name.size() > 20 && name.compare(name.size() - 20, 20, ".rotary_emb.inv_freq") == 0)
+    return "RoPE frequencies, recomputed from the config";
+  if (name == "lm_head.weight" && c.tieWordEmbeddings)
+    return "tied to model.embed_tokens.weight (tie_word_embeddings)";
+  const std::string layers = "model.layers.";
+  if (c.mtpLayers > 0 && name.compare(0, layers.size(), layers) == 0) {
+    int64_t layer = std::atoll(name.c_str() + layers.size());
+    if (layer >= c.numLayers && layer < c.numLayers + c.mtpLayers)
+      return "multi-token-prediction layer (num_nextn_predict_layers)";
+  }
+  return nullptr;
+}
+
+/// Refuses a checkpoint holding tensors that no op consumes (a bias the
+/// config does not announce, an unknown scale), naming the first of them.
+void checkAllUsed(const HfConfig &c, const TensorCatalog &catalog,
+                  const std::set<std::string> &used) {
+  std::vector<const TensorInfo *> left;
+  std::string first;
+  for (auto &[name, info] : catalog.tensors())
+    if (!used.count(name) && !documentedSkip(c, name)) {
+      if (left.empty())
+        first = name;
+      left.push_back(&info);
+    }
+  if (left.empty())
+    return;
+  throw InputError(left[0]->file + ": tensor '" + first + "' " + shapeString(left[0]->shape) +
+                   " is not used by the model as config.json describes it" +
+                   (left.size() > 1 ? " (nor are " + std::to_string(left.size() - 1) + " more)"
+                                    : std::string()) +
+                   "; the importer refuses to drop weights it does not understand");
+}
 
 Type elementType(MLIRContext *ctx, const std::string &dtype) {
   Builder b(ctx);
@@ -239,7 +282,8 @@ private:
                         b_.getI64IntegerAttr(c.maxPositions)),
         b_.getNamedAttr("tie_word_embeddings",
                         b_.getBoolAttr(c.tieWordEmbeddings)),
-        b_.getNamedAttr("eos_token_id", b_.getI64IntegerAttr(c.eosTokenId))};
+        b_.getNamedAttr("eos_token_id",
+                        b_.getI64IntegerAttr(c.eosTokenIds.empty() ? -1 : c.eosTokenIds[0]))};
     if (!c.tokenizer.empty())
       items.push_back(b_.getNamedAttr("tokenizer", b_.getStringAttr(c.tokenizer)));
     return b_.getDictionaryAttr(items);
@@ -332,16 +376,15 @@ private:
         c.ropeScaling.is_object()
             ? cast<DictionaryAttr>(toAttribute(b_, c.ropeScaling))
             : DictionaryAttr();
-    IntegerAttr window = c.slidingWindow
-                             ? b_.getI64IntegerAttr(*c.slidingWindow)
-                             : IntegerAttr();
+    IntegerAttr window = c.slidingLayer[size_t(i)] ? b_.getI64IntegerAttr(c.slidingWindow)
+                                                   : IntegerAttr();
     Value attn = b_.create<AttentionOp>(
         loc_, activation(qDim), q, k, v, positions_, qkNorm,
         b_.getI64IntegerAttr(i), b_.getI64IntegerAttr(c.numHeads),
         b_.getI64IntegerAttr(c.numKvHeads), b_.getI64IntegerAttr(c.headDim),
         b_.getF64FloatAttr(c.ropeTheta), scaling, window,
         c.qkNorm ? b_.getF64FloatAttr(c.rmsNormEps) : FloatAttr());
-    return linear(attn, p + ".o_proj", c.hiddenSize);
+    return linear(attn, p + ".o_proj", c.hiddenSize, c.oBias);
   }
 
   Value mlaAttention(int64_t i, const std::string &p, Value x) {
@@ -349,14 +392,14 @@ private:
     int64_t qDim = c.numHeads * (c.qkNopeHeadDim + c.qkRopeHeadDim);
     Value q;
     if (c.qLoraRank > 0) {
-      Value qa = linear(x, p + ".q_a_proj", c.qLoraRank);
+      Value qa = linear(x, p + ".q_a_proj", c.qLoraRank, c.qkvBias);
       qa = rmsNorm(qa, p + ".q_a_layernorm.weight", kMlaNormEps);
       q = linear(qa, p + ".q_b_proj", qDim);
     } else {
       q = linear(x, p + ".q_proj", qDim);
     }
     Value kvA = linear(x, p + ".kv_a_proj_with_mqa",
-                       c.kvLoraRank + c.qkRopeHeadDim);
+                       c.kvLoraRank + c.qkRopeHeadDim, c.qkvBias);
     Value kvNorm =
         weight(p + ".kv_a_layernorm.weight", {c.kvLoraRank}, WeightKind::Plain);
     Value kvB = weight(p + ".kv_b_proj.weight",
@@ -374,8 +417,8 @@ private:
         b_.getI64IntegerAttr(c.qkNopeHeadDim),
         b_.getI64IntegerAttr(c.qkRopeHeadDim), b_.getI64IntegerAttr(c.vHeadDim),
         b_.getF64FloatAttr(c.softmaxScale), b_.getF64FloatAttr(c.ropeTheta),
-        scaling, b_.getF64FloatAttr(kMlaNormEps));
-    return linear(attn, p + ".o_proj", c.hiddenSize);
+        scaling, b_.getF64FloatAttr(kMlaNormEps), b_.getBoolAttr(c.ropeInterleave));
+    return linear(attn, p + ".o_proj", c.hiddenSize, c.oBias);
   }
 
   /// gate/up/down projections of one dense MLP named `p` (`p.gate_proj`...).
@@ -476,6 +519,8 @@ OwningOpRef<ModuleOp> importCheckpoint(MLIRContext &context,
     WeightSource source(config, catalog ? &*catalog : nullptr);
     OwningOpRef<ModuleOp> module =
         ModuleBuilder(context, config, source).build();
+    if (catalog)
+      checkAllUsed(config, *catalog, source.used());
 
     std::string diagnostic;
     ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {

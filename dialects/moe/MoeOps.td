@@ -207,8 +207,9 @@ def Moe_MlaAttentionOp : Moe_Op<"mla_attention"> {
     tensor<T x kv_lora_rank+rope>` (output of `kv_a_proj_with_mqa`),
     `kv_norm: tensor<kv_lora_rank>` (`kv_a_layernorm`), `kv_b:
     tensor<heads*(nope+v_dim) x kv_lora_rank>` (`kv_b_proj`), positions.
-    RoPE rotates interleaved pairs (dims 2i, 2i+1) of the rope part, unlike
-    `moe.attention`'s half rotation. The cache of slot `layer` holds only the
+    RoPE rotates interleaved pairs (dims 2i, 2i+1) of the rope part
+    (`rope_interleave`, DeepSeek's default), or, without it, pairs (i, i + d/2)
+    as `moe.attention` does. The cache of slot `layer` holds only the
     normalised latent and the one shared RoPE key per token. `softmax_scale` already includes the YaRN
     mscale correction. Result: `tensor<T x heads*v_dim>`.
   }];
@@ -219,7 +220,8 @@ def Moe_MlaAttentionOp : Moe_Op<"mla_attention"> {
                        I64Attr:$qk_rope_head_dim, I64Attr:$v_head_dim,
                        F64Attr:$softmax_scale, F64Attr:$rope_theta,
                        OptionalAttr<DictionaryAttr>:$rope_scaling,
-                       DefaultValuedAttr<F64Attr, "1e-6">:$norm_eps);
+                       DefaultValuedAttr<F64Attr, "1e-6">:$norm_eps,
+                       DefaultValuedAttr<BoolAttr, "true">:$rope_interleave);
   let results = (outs Moe_Tensor:$result);
   let assemblyFormat = [{
     $q `,` $kv_a `,` $kv_norm `,` $kv_b `positions` $positions

@@ -39,8 +39,10 @@ void score(const float *logits, int64_t e, Scoring scoring, float *scores) {
     scores[i] /= sum;
 }
 
-// Sets choice to 0.0 outside the p.topkGroup best groups (as masked_fill in
-// transformers, so a negative biased choice can lose to a masked expert).
+// Masks choice outside the p.topkGroup best groups as transformers does:
+// DeepSeek-V3 (noaux_tc) with -inf, so that a negative biased score still
+// beats every masked expert; DeepSeek-V2 with 0.0 (its softmax scores are
+// positive, so the two agree except on underflow, where 0.0 is what it does).
 void keepBestGroups(const RouterParams &p, float *choice,
                     std::vector<float> &groupScore,
                     std::vector<int32_t> &groupIds) {
@@ -63,9 +65,10 @@ void keepBestGroups(const RouterParams &p, float *choice,
   std::vector<bool> kept(p.nGroup, false);
   for (int64_t i = 0; i < p.topkGroup; ++i)
     kept[groupIds[i]] = true;
+  const float masked = p.method == TopkMethod::NoAuxTc ? -INFINITY : 0.0f;
   for (int64_t g = 0; g < p.nGroup; ++g)
     if (!kept[g])
-      std::fill(choice + g * size, choice + (g + 1) * size, 0.0f);
+      std::fill(choice + g * size, choice + (g + 1) * size, masked);
 }
 
 } // namespace

@@ -41,7 +41,8 @@ def main():
     prefill = max_err(rows[:prompt], golden["prefill_logits"])
     # greedy_logits[0] is the last prompt row; then one row per decode step.
     greedy = max_err([rows[prompt - 1]] + rows[prompt:], golden["greedy_logits"])
-    print(f"{golden['model_type']}: prefill logits max abs err {prefill:.3g}, "
+    name = golden.get("name", golden["model_type"])
+    print(f"{name}: prefill logits max abs err {prefill:.3g}, "
           f"greedy-step logits max abs err {greedy:.3g} (tolerance {a.tolerance:g})")
     if prefill > a.tolerance or greedy > a.tolerance:
         ok = False
@@ -53,7 +54,7 @@ def main():
               f"  golden {golden['greedy_tokens']}")
         ok = False
     else:
-        print(f"{golden['model_type']}: {steps} greedy tokens identical")
+        print(f"{name}: {steps} greedy tokens identical")
     return 0 if ok else 1
 
 

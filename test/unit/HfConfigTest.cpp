@@ -2,7 +2,11 @@
 #include "compiler/import/HfConfig.h"
 #include "compiler/import/Safetensors.h"
 
+#include "moe/runtime/File.h"
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <gtest/gtest.h>
 
 using json = nlohmann::json;
@@ -86,6 +90,113 @@ TEST(HfConfig, Errors) {
   j["num_experts_per_tok"] = 300;
   EXPECT_NE(errorOf(j).find("num_experts_per_tok 300 exceeds"),
             std::string::npos);
+}
+
+json mixtral() {
+  return json::parse(R"({
+    "model_type": "mixtral", "vocab_size": 32, "hidden_size": 16,
+    "intermediate_size": 24, "num_hidden_layers": 3, "num_attention_heads": 2,
+    "num_key_value_heads": 1, "num_local_experts": 4, "num_experts_per_tok": 2})");
+}
+
+// Every key transformers 5.24's default configs write (and every alias of
+// their attribute_map), recorded by tools/make-goldens.py, is in the table
+// of its model type: read, or known to be inert.
+TEST(HfConfig, TablesHoldEveryTransformersKey) {
+  auto text = moe::rt::readFile(MOE_GOLDENS_DIR "/config-keys.json");
+  ASSERT_TRUE(text) << text.status().message();
+  json keys = json::parse(*text)["keys"];
+  ASSERT_EQ(keys.size(), 5u);
+  for (moe::Family f : {moe::Family::Mixtral, moe::Family::Qwen2Moe, moe::Family::Qwen3Moe,
+                        moe::Family::DeepseekV2, moe::Family::DeepseekV3}) {
+    ASSERT_TRUE(keys.contains(moe::familyName(f)));
+    for (const json &k : keys[moe::familyName(f)])
+      EXPECT_NE(moe::findConfigKey(f, k.get<std::string>()), nullptr)
+          << moe::familyName(f) << ": " << k;
+  }
+}
+
+TEST(HfConfig, AliasesReadAsTheKeyTheyName) {
+  json j = mixtral();
+  j.erase("num_local_experts");
+  j["num_experts"] = 6;
+  EXPECT_EQ(moe::HfConfig::parse(j, "config.json").numExperts, 6);
+  j["num_experts"] = "6";
+  EXPECT_EQ(errorOf(j), "config.json: key 'num_experts' must be an integer, got \"6\"");
+}
+
+TEST(HfConfig, UnknownKeysAreRefusedNullOnesIgnored) {
+  json j = mixtral();
+  j["some_new_field"] = nullptr;
+  EXPECT_EQ(errorOf(j), "");
+  j["some_new_field"] = 2;
+  EXPECT_NE(errorOf(j).find("key 'some_new_field' is not known for model_type mixtral"),
+            std::string::npos);
+  j = mixtral();
+  j["hidden_act"] = "swish";
+  EXPECT_EQ(errorOf(j), "");
+  j["hidden_act"] = "relu";
+  EXPECT_EQ(errorOf(j), "config.json: key 'hidden_act' is \"relu\": only silu (swish) is "
+                        "implemented");
+}
+
+// transformers v5: rope_scaling, when set, replaces rope_parameters; the
+// object's own rope_theta wins over the top-level key.
+TEST(HfConfig, RopeScalingWinsOverRopeParameters) {
+  json j = mixtral();
+  j["rope_theta"] = 500.0;
+  j["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 700.0}};
+  moe::HfConfig c = moe::HfConfig::parse(j, "config.json");
+  EXPECT_EQ(c.ropeTheta, 700.0);
+  EXPECT_EQ(c.ropeScaling["factor"], 2.0);
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 4.0}};
+  c = moe::HfConfig::parse(j, "config.json");
+  EXPECT_EQ(c.ropeTheta, 500.0);
+  EXPECT_EQ(c.ropeScaling["factor"], 4.0);
+}
+
+// Qwen2-MoE's default layer_types: sliding on even layers below
+// max_window_layers (transformers 5.24's __post_init__).
+TEST(HfConfig, Qwen2WindowLayers) {
+  json j = {{"model_type", "qwen2_moe"}, {"vocab_size", 10}, {"hidden_size", 8},
+            {"intermediate_size", 16}, {"moe_intermediate_size", 4},
+            {"shared_expert_intermediate_size", 8}, {"num_hidden_layers", 6},
+            {"num_attention_heads", 2}, {"num_experts", 4}, {"num_experts_per_tok", 2},
+            {"use_sliding_window", true}, {"sliding_window", 5}, {"max_window_layers", 4}};
+  moe::HfConfig c = moe::HfConfig::parse(j, "config.json");
+  EXPECT_EQ(c.slidingLayer, (std::vector<bool>{true, false, true, false, false, false}));
+  EXPECT_EQ(c.slidingWindow, 5);
+  j["layer_types"] = {"full_attention", "sliding_attention", "full_attention",
+                      "full_attention", "full_attention", "sliding_attention"};
+  c = moe::HfConfig::parse(j, "config.json");
+  EXPECT_EQ(c.slidingLayer, (std::vector<bool>{false, true, false, false, false, true}));
+  j["use_sliding_window"] = false;
+  EXPECT_NE(errorOf(j).find("use_sliding_window is false"), std::string::npos);
+}
+
+// generation_config.json's eos_token_id (an id or a list) wins over
+// config.json's.
+TEST(HfConfig, EosFromGenerationConfig) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("hfconfig-eos-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  json j = mixtral();
+  j["eos_token_id"] = 2;
+  std::ofstream(dir / "config.json") << j.dump();
+  EXPECT_EQ(moe::HfConfig::load((dir / "config.json").string()).eosTokenIds,
+            (std::vector<int64_t>{2}));
+  std::ofstream(dir / "generation_config.json") << R"({"eos_token_id": [7, 3]})";
+  EXPECT_EQ(moe::HfConfig::load((dir / "config.json").string()).eosTokenIds,
+            (std::vector<int64_t>{7, 3}));
+  std::ofstream(dir / "generation_config.json") << R"({"eos_token_id": [7, 40]})";
+  try {
+    moe::HfConfig::load((dir / "config.json").string());
+    ADD_FAILURE() << "eos 40 is outside a vocabulary of 32";
+  } catch (const moe::InputError &e) {
+    EXPECT_NE(std::string(e.what()).find("eos_token_id 40 is outside the vocabulary [0, 32)"),
+              std::string::npos);
+  }
+  fs::remove_all(dir);
 }
 
 } // namespace

@@ -533,7 +533,7 @@ Routing referenceRouter(const std::vector<float> &x, int64_t tokens,
         if (std::find(groups.begin(), groups.begin() + p.topkGroup, g) ==
             groups.begin() + p.topkGroup)
           for (int64_t e = g * size; e < (g + 1) * size; ++e)
-            choice[e] = 0.0;
+            choice[e] = p.method == TopkMethod::NoAuxTc ? -INFINITY : 0.0; // as transformers
     }
     const std::vector<int32_t> chosen = rankDescending(choice);
     std::vector<double> weights;
@@ -682,6 +682,22 @@ TEST(Router, NoAuxTcBiasChangesChoiceNotWeights) {
   EXPECT_NEAR(r.weights[1], sigmoid(2.0), 1e-6);
 }
 
+// transformers 5.24 masks the unkept groups with -inf: a token whose biased
+// scores are all negative still picks from its kept groups (a 0.0 mask would
+// pick the masked experts instead).
+TEST(Router, NoAuxTcNegativeBiasedScoresStayInKeptGroups) {
+  ExactRouter r;
+  r.p.topK = 2;
+  r.p.scoring = Scoring::Sigmoid;
+  r.p.method = TopkMethod::NoAuxTc;
+  r.p.nGroup = 2;
+  r.p.topkGroup = 1;
+  r.bias = {-2.0f, -2.0f, -3.0f, -3.0f};
+  // Group 0 sums to about -2.8, group 1 to about -4.8: group 0 is kept.
+  r.route({1.0f, 0.0f, 1.0f, 0.0f});
+  EXPECT_EQ(r.indices, (std::vector<int32_t>{0, 1}));
+}
+
 TEST(Router, NoAuxTcGroupOfTwoBestExcludesBestExpert) {
   ExactRouter r;
   r.p.topK = 2;
@@ -697,22 +713,6 @@ TEST(Router, NoAuxTcGroupOfTwoBestExcludesBestExpert) {
   EXPECT_EQ(r.indices, (std::vector<int32_t>{2, 3}));
   const double sum = sigmoid(1.0) + sigmoid(0.5);
   EXPECT_NEAR(r.weights[0], sigmoid(1.0) / sum * 2.5, 1e-6);
-}
-
-TEST(Router, NoAuxTcMaskedExpertBeatsNegativeChoice) {
-  ExactRouter r;
-  r.p.topK = 2;
-  r.p.scoring = Scoring::Sigmoid;
-  r.p.method = TopkMethod::NoAuxTc;
-  r.p.nGroup = 2;
-  r.p.topkGroup = 1;
-  // Group 1 is kept, but its expert 3 has a negative choice, below the 0.0 of
-  // the masked experts: as in transformers, masked expert 0 is taken, weighed
-  // by its unbiased score.
-  r.bias = {-2.0f, -2.0f, 0.0f, -2.0f};
-  r.route({0.0f, 0.0f, 1.0f, 0.0f});
-  EXPECT_EQ(r.indices, (std::vector<int32_t>{2, 0}));
-  EXPECT_NEAR(r.weights[1], 0.5, 1e-6);
 }
 
 // --- Experts ---

@@ -1,0 +1,175 @@
+//===- File.cpp - the one checked way to open input and output files ------===//
+#include "moe/runtime/File.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace moe::rt {
+namespace {
+
+std::string kindOf(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISFIFO(mode))
+    return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode))
+    return "a device";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  return "not a regular file";
+}
+
+Status errnoError(const std::string &path, const char *what) {
+  return Status::error(path + ": " + what + " (" + std::strerror(errno) + ")");
+}
+
+} // namespace
+
+Expected<InputFile> InputFile::open(const std::string &path) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT)
+    return Status::error(path + ": no such file");
+  if (fd < 0)
+    return errnoError(path, "cannot open");
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    Status s = errnoError(path, "cannot stat");
+    ::close(fd);
+    return s;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::error(path + ": is " + kindOf(st.st_mode) + ", expected a regular file");
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return InputFile(fd, uint64_t(st.st_size), path);
+}
+
+InputFile::InputFile(InputFile &&other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), size_(other.size_), path_(std::move(other.path_)) {}
+
+InputFile &InputFile::operator=(InputFile &&other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0)
+      ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    size_ = other.size_;
+    path_ = std::move(other.path_);
+  }
+  return *this;
+}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+Status InputFile::readAt(uint64_t offset, void *out, size_t bytes) const {
+  char *to = static_cast<char *>(out);
+  size_t done = 0;
+  while (done < bytes) {
+    ssize_t n = ::pread(fd_, to + done, bytes - done, off_t(offset + done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return errnoError(path_, "cannot read");
+    if (n == 0)
+      return Status::error(path_ + ": ends at byte " + std::to_string(offset + done) +
+                           ", expected at least " + std::to_string(offset + bytes) +
+                           " (truncated, or changed while being read?)");
+    done += size_t(n);
+  }
+  return Status::ok();
+}
+
+Expected<std::string> readFile(const std::string &path, uint64_t maxBytes) {
+  auto file = InputFile::open(path);
+  if (!file)
+    return file.status();
+  if (file->size() > maxBytes)
+    return Status::error(path + ": " + std::to_string(file->size()) +
+                         " bytes, more than the " + std::to_string(maxBytes) +
+                         " this input may have");
+  std::string bytes(size_t(file->size()), '\0');
+  if (Status s = file->readAt(0, bytes.data(), bytes.size()); !s)
+    return s;
+  // One byte more must be end of file, and the size must still be the one
+  // read: a file that grows or shrinks meanwhile is not read half old.
+  char extra;
+  ssize_t more = ::pread(file->fd(), &extra, 1, off_t(bytes.size()));
+  struct stat st;
+  if (more != 0 || ::fstat(file->fd(), &st) != 0 || uint64_t(st.st_size) != file->size())
+    return Status::error(path + ": changed size while being read (" +
+                         std::to_string(file->size()) + " bytes when opened); read it again "
+                         "once it is complete");
+  return bytes;
+}
+
+Expected<OutputFile> OutputFile::create(const std::string &path) {
+  if (path == "-")
+    return OutputFile(stdout, path);
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return Status::error(path + ": is a directory, expected a file to write");
+  // O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == ENXIO)
+    return Status::error(path + ": is a FIFO that nobody reads; cannot write to it");
+  if (fd < 0)
+    return errnoError(path, "cannot create");
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::ftruncate(fd, 0) != 0) {
+    Status s = errnoError(path, "cannot truncate");
+    ::close(fd);
+    return s;
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  std::FILE *stream = ::fdopen(fd, "wb");
+  if (!stream) {
+    Status s = errnoError(path, "cannot open");
+    ::close(fd);
+    return s;
+  }
+  return OutputFile(stream, path);
+}
+
+OutputFile::OutputFile(OutputFile &&other) noexcept
+    : stream_(std::exchange(other.stream_, nullptr)), path_(std::move(other.path_)) {}
+
+OutputFile &OutputFile::operator=(OutputFile &&other) noexcept {
+  if (this != &other) {
+    (void)close();
+    stream_ = std::exchange(other.stream_, nullptr);
+    path_ = std::move(other.path_);
+  }
+  return *this;
+}
+
+OutputFile::~OutputFile() { (void)close(); }
+
+Status OutputFile::write(const void *data, size_t bytes) {
+  if (!stream_)
+    return Status::error(path_ + ": already closed");
+  if (std::fwrite(data, 1, bytes, stream_) != bytes)
+    return errnoError(isStdout() ? "standard output" : path_, "write failed");
+  return Status::ok();
+}
+
+Status OutputFile::close() {
+  if (!stream_)
+    return Status::ok();
+  std::FILE *s = std::exchange(stream_, nullptr);
+  bool ok = std::fflush(s) == 0;
+  if (s != stdout)
+    ok = std::fclose(s) == 0 && ok;
+  if (!ok)
+    return errnoError(path_ == "-" ? "standard output" : path_, "write failed");
+  return Status::ok();
+}
+
+} // namespace moe::rt
