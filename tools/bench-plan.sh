@@ -24,7 +24,7 @@ PY
 "$bin/moe-plan" show "$work/plan" | sed -n '5,6p'
 loads=()
 for i in 1 2 3 4 5; do
-  loads+=($("$bin/moe-run" "$work/plan" --prompt-tokens 1 --max-new-tokens 1 --json |
+  loads+=($("$bin/moe-run" "$work/plan" --prompt-tokens 1 --max-new-tokens 1 --json - |
             python3 -c 'import json,sys; print(json.load(sys.stdin)["plan_load_ms"])'))
 done
 echo "plan load (open, verify plan, mmap weights), 5 runs: ${loads[*]} ms"

@@ -70,7 +70,7 @@ def main():
         runs.append((label, pts))
     xs = [x for _, pts in runs for x, _ in pts]
     tput = [(lab, [(x, l["output_tokens_per_second"]) for x, l in pts]) for lab, pts in runs]
-    itl = [(lab, [(x, l["itl_ms"][2]) for x, l in pts]) for lab, pts in runs]
+    itl = [(lab, [(x, l["itl_ms"]["p99"]) for x, l in pts]) for lab, pts in runs]
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * W}" height="{H + 24}" '
            f'font-family="sans-serif" font-size="11">',
            f'<rect width="{2 * W}" height="{H + 24}" fill="white"/>']
@@ -90,8 +90,8 @@ def main():
     for label, pts in runs:
         for x, l in pts:
             print(f"| {label} | {x} | {l['requests_per_second']:.1f} | "
-                  f"{l['output_tokens_per_second']:.0f} | {l['ttft_ms'][2]:.1f} | "
-                  f"{l['itl_ms'][0]:.2f} / {l['itl_ms'][2]:.2f} | {l['preemptions']} "
+                  f"{l['output_tokens_per_second']:.0f} | {l['ttft_ms']['p99']:.1f} | "
+                  f"{l['itl_ms']['p50']:.2f} / {l['itl_ms']['p99']:.2f} | {l['preemptions']} "
                   f"({l['swap_outs']} / {l['preemptions'] - l['swap_outs']}) | "
                   f"{l['swap_out_bytes'] / 2**20:.2f} / {l['swap_in_bytes'] / 2**20:.2f} |")
 

@@ -9,7 +9,7 @@ packages=(
   build-essential cmake ninja-build ccache git python3
   llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools
   libflatbuffers-dev flatbuffers-compiler
-  nlohmann-json3-dev libgtest-dev libgmock-dev
+  nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
   libdnnl-dev
 )
 if [ "${1:-}" = "--fuzz" ]; then

@@ -16,8 +16,9 @@ struct DefaultPipelineOptions
   Option<int64_t> maxContext{*this, "max-context",
                              llvm::cl::desc("KV-cache tokens per sequence"),
                              llvm::cl::init(4096)};
-  Option<bool> fuse{*this, "fuse", llvm::cl::desc("run moe-fuse-experts first"),
-                    llvm::cl::init(true)};
+  Option<bool> fusion{*this, "fusion", llvm::cl::desc("run moe-fuse-experts (as moe-compile "
+                                                       "--fusion)"),
+                      llvm::cl::init(true)};
   Option<std::string> precision{*this, "precision",
                                 llvm::cl::desc("moe-assign-precision policy"),
                                 llvm::cl::init("keep")};
@@ -47,7 +48,7 @@ void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     precision.overrides = options.precisionOverrides;
     pm.addPass(createAssignPrecisionPass(precision));
   }
-  if (options.fuse)
+  if (options.fusion)
     pm.addPass(createFuseExpertsPass());
   pm.addPass(createMoeToPlanPass(MoeToPlanPassOptions{options.maxContext}));
   pm.addPass(createPlanMemoryPass(PlanMemoryPassOptions{options.maxBatchTokens}));
@@ -56,7 +57,7 @@ void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &option
 std::string defaultPipelineText(const PipelineOptions &options) {
   return std::string("builtin.module(") +
          (assignsPrecision(options) ? assignPrecisionText(options) : std::string()) +
-         (options.fuse ? "moe-fuse-experts, " : "") +
+         (options.fusion ? "moe-fuse-experts, " : "") +
          "moe-to-plan{max-context=" + std::to_string(options.maxContext) +
          "}, moe-plan-memory{max-batch-tokens=" + std::to_string(options.maxBatchTokens) +
          "})";
@@ -68,7 +69,7 @@ void registerPipelines() {
       "moe module -> planned plan module (moe-assign-precision, moe-fuse-experts, "
       "moe-to-plan, moe-plan-memory)",
       [](mlir::OpPassManager &pm, const DefaultPipelineOptions &o) {
-        buildDefaultPipeline(pm, {o.maxBatchTokens, o.maxContext, o.fuse, o.precision});
+        buildDefaultPipeline(pm, {o.maxBatchTokens, o.maxContext, o.fusion, o.precision});
       });
 }
 

@@ -13,7 +13,7 @@ namespace moe {
 struct PipelineOptions {
   int64_t maxBatchTokens = 256;
   int64_t maxContext = 4096;
-  bool fuse = true; ///< run moe-fuse-experts first
+  bool fusion = true; ///< run moe-fuse-experts
   std::string precision = "keep"; ///< moe-assign-precision's policy
   std::vector<std::string> precisionOverrides; ///< and its component=precision overrides
 };

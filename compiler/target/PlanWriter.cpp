@@ -13,6 +13,7 @@
 #include "dialects/plan/PlanOps.h"
 #include "moe/runtime/Checksum.h"
 #include "moe/runtime/PlanFormat.h"
+#include "moe/runtime/Version.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -428,7 +429,9 @@ private:
         fb::CreateProgramDirect(b_, 0, &instructions_)};
     std::string hash = checkpointHash();
     std::string source = fs::absolute(options_.checkpointDir).lexically_normal().string();
-    auto provenance = fb::CreateProvenanceDirect(b_, "moe-compiler 0.1.0",
+    std::string compiler = std::string("moe-compiler ") + rt::version() + " (commit " +
+                           rt::gitCommit() + ")";
+    auto provenance = fb::CreateProvenanceDirect(b_, compiler.c_str(),
                                                  options_.pipeline.c_str(), source.c_str(),
                                                  hash.c_str());
     auto plan = fb::CreatePlanDirect(b_, rt::kFormatMajor, rt::kFormatMinor, modelConfig,

@@ -1,6 +1,8 @@
 //===- Evaluate.cpp - bits per byte, routing statistics -------------------===//
 #include "moe/runtime/Evaluate.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -22,7 +24,7 @@ std::pair<double, int64_t> logSumExp(const float *row, int64_t vocab) {
 
 Expected<TextScore> scoreTokens(Session &session, const std::vector<int32_t> &tokens,
                                 int64_t context, Session *reference,
-                                std::optional<int32_t> start) {
+                                std::optional<int32_t> start, const Progress &progress) {
   int64_t maxContext = session.maxContext(), chunk = session.maxBatchTokens();
   const int64_t vocab = session.vocabSize();
   if (reference) {
@@ -51,6 +53,8 @@ Expected<TextScore> scoreTokens(Session &session, const std::vector<int32_t> &to
     window.assign(start ? 1 : 0, start.value_or(0));
     window.insert(window.end(), tokens.begin() + long(at), tokens.begin() + long(at + take));
     at += start ? take : take - 1;
+    if (progress)
+      progress(std::min<uint64_t>(at, tokens.size()), tokens.size());
     const int64_t n = int64_t(window.size()) - 1;
     for (int64_t from = 0; from < n; from += chunk) {
       // Rows from..from+m-1 predict tokens from+1..from+m of the window.
@@ -96,30 +100,28 @@ Expected<TextScore> scoreTokens(Session &session, const std::vector<int32_t> &to
 }
 
 Expected<TextScore> scoreText(Session &session, const ByteTokenizer &tokenizer,
-                              const std::string &text, int64_t context, Session *reference) {
+                              const std::string &text, int64_t context, Session *reference,
+                              const Progress &progress) {
   if (text.empty())
     return Status::error("nothing to evaluate: the text is empty");
-  return scoreTokens(session, tokenizer.encode(text), context, reference, tokenizer.startId());
+  return scoreTokens(session, tokenizer.encode(text), context, reference, tokenizer.startId(),
+                     progress);
 }
 
 std::string expertLoadJson(const plan::Plan &plan, const std::vector<ExpertLoad> &load) {
-  std::ostringstream os;
-  os << "{\"model_type\": \"" << plan.config()->model_type()->str()
-     << "\", \"num_experts\": " << plan.config()->num_experts()
-     << ", \"top_k\": " << plan.config()->top_k() << ", \"layers\": [";
-  for (size_t i = 0; i < load.size(); ++i) {
+  nlohmann::json layers = nlohmann::json::array();
+  const uint64_t k = uint64_t(std::max(1, plan.config()->top_k()));
+  for (const ExpertLoad &l : load) {
     uint64_t total = 0;
-    for (uint64_t c : load[i].counts)
+    for (uint64_t c : l.counts)
       total += c;
-    uint64_t k = uint64_t(std::max(1, plan.config()->top_k()));
-    os << (i ? ", " : "") << "{\"layer\": " << load[i].layer << ", \"tokens\": " << total / k
-       << ", \"counts\": [";
-    for (size_t e = 0; e < load[i].counts.size(); ++e)
-      os << (e ? ", " : "") << load[i].counts[e];
-    os << "]}";
+    layers.push_back({{"layer", l.layer}, {"tokens", total / k}, {"counts", l.counts}});
   }
-  os << "]}\n";
-  return os.str();
+  nlohmann::json j = {{"model_type", plan.config()->model_type()->str()},
+                      {"num_experts", plan.config()->num_experts()},
+                      {"top_k", plan.config()->top_k()},
+                      {"layers", layers}};
+  return j.dump(1) + "\n";
 }
 
 std::string expertLoadHistogram(const std::vector<ExpertLoad> &load) {

@@ -10,7 +10,7 @@ PROMPTS = ["And God said", "The LORD is my shepherd", "In the beginning",
 
 def generate(plan, prompt):
     out = subprocess.run(["moe-run", plan, "--prompt", prompt, "--max-new-tokens", "32",
-                          "--json"], check=True, capture_output=True, text=True).stdout
+                          "--json", "-"], check=True, capture_output=True, text=True).stdout
     return json.loads(out)["generated_tokens"]
 
 

@@ -1,33 +1,45 @@
 //===- RuntimeFlags.h - flags the runtime tools share -----------*- C++ -*-===//
+//
+// The same name, help and check for the same setting in moe-run, moe-bench
+// and moe-roofline.
+//
+//===----------------------------------------------------------------------===//
 #ifndef MOE_TOOLS_COMMON_RUNTIMEFLAGS_H
 #define MOE_TOOLS_COMMON_RUNTIMEFLAGS_H
 
 #include "moe/runtime/PlanFormat.h"
-#include "tools/common/Args.h"
+#include "tools/common/Cli.h"
+
+#include <optional>
+#include <string>
 
 namespace moe::tools {
 
-/// The KV-cache type --kv-dtype names; nullopt when absent (use the plan's).
-inline std::optional<plan::DType> kvDtypeFlag(const Args &args) {
-  if (!args.has("kv-dtype"))
-    return std::nullopt;
-  std::optional<plan::DType> type = rt::parseKvDtype(args.str("kv-dtype"));
-  if (!type)
-    throw ArgError("--kv-dtype must be f32, bf16, int8 or fp8, got '" + args.str("kv-dtype") +
-                   "'");
-  return type;
+/// --kv-dtype T: the KV-cache element type of this run ("" keeps the plan's).
+inline void addKvDtype(Cli &cli, std::string &kvDtype) {
+  cli.app
+      .add_option("--kv-dtype", kvDtype,
+                  "KV-cache type for this run: f32, bf16, int8 or fp8 (default: the plan's)")
+      ->check(oneOf({"f32", "bf16", "int8", "fp8"}))
+      ->type_name("T");
 }
 
-/// --memory-limit MIB in bytes; 0 when absent (the device's memory).
-inline uint64_t memoryLimitFlag(const Args &args) {
-  if (!args.has("memory-limit"))
-    return 0;
-  double mib = args.number("memory-limit", 0);
-  if (!(mib > 0) || mib > 1e12)
-    throw ArgError("--memory-limit takes a positive size in MiB, got '" +
-                   args.str("memory-limit") + "'");
-  return uint64_t(mib * 1048576.0);
+/// The type --kv-dtype names; nullopt when absent.
+inline std::optional<plan::DType> kvDtype(const std::string &flag) {
+  return flag.empty() ? std::nullopt : rt::parseKvDtype(flag);
 }
+
+/// --memory-limit MIB: refuse to start above it (0 when absent).
+inline void addMemoryLimit(Cli &cli, double &mib) {
+  cli.app
+      .add_option("--memory-limit", mib,
+                  "refuse to start if weights + activations + KV cache exceed MIB")
+      ->check(positiveFinite())
+      ->type_name("MIB");
+}
+
+/// The --memory-limit in bytes; 0 when absent (the device's memory).
+inline uint64_t memoryLimitBytes(double mib) { return uint64_t(mib * 1048576.0); }
 
 } // namespace moe::tools
 

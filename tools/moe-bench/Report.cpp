@@ -1,5 +1,6 @@
 //===- Report.cpp - moe-bench's figures, as text and as JSON --------------===//
 #include "tools/moe-bench/Report.h"
+#include "tools/common/Output.h"
 
 #include <algorithm>
 #include <array>
@@ -9,34 +10,22 @@
 namespace moe::bench {
 namespace {
 
-/// p50, p90, p99 of `v` (nearest rank), in milliseconds.
-std::array<double, 3> percentiles(std::vector<double> v) {
-  std::array<double, 3> out{0, 0, 0};
-  if (v.empty())
-    return out;
-  std::sort(v.begin(), v.end());
-  const double ps[3] = {50, 90, 99};
-  for (int i = 0; i < 3; ++i)
-    out[size_t(i)] = 1e3 * v[std::min(v.size() - 1, size_t(ps[i] / 100.0 * double(v.size())))];
-  return out;
-}
-
+/// Times to first token and between tokens, in seconds, ascending.
 struct Latencies {
-  std::array<double, 3> ttft, itl;
+  std::vector<double> ttft, itl;
   uint64_t generated = 0;
 };
 
 Latencies latencies(const Outcome &o) {
-  std::vector<double> ttft, itl;
   Latencies l;
   for (const rt::GenerationResult &r : o.results) {
-    ttft.push_back(r.firstToken - r.submitted);
+    l.ttft.push_back(r.firstToken - r.submitted);
     for (size_t i = 1; i < r.tokenTimes.size(); ++i)
-      itl.push_back(r.tokenTimes[i] - r.tokenTimes[i - 1]);
+      l.itl.push_back(r.tokenTimes[i] - r.tokenTimes[i - 1]);
     l.generated += r.tokens.size();
   }
-  l.ttft = percentiles(ttft);
-  l.itl = percentiles(itl);
+  std::sort(l.ttft.begin(), l.ttft.end());
+  std::sort(l.itl.begin(), l.itl.end());
   return l;
 }
 
@@ -51,21 +40,24 @@ std::string label(const Level &level) {
 
 } // namespace
 
-void printLevel(const Level &level, int64_t kvBlocks) {
+void printLevel(std::FILE *out, const Level &level, int64_t kvBlocks) {
   const Outcome &o = *level.outcome;
   const rt::EngineStats &st = o.stats;
   Latencies l = latencies(o);
-  std::printf("%s: %zu/%zu requests completed, %llu rejected (queue full)", label(level).c_str(),
+  std::fprintf(out, "%s: %zu/%zu requests completed, %llu rejected (queue full)", label(level).c_str(),
               o.results.size(), level.requests, (unsigned long long)o.queueFull);
   if (!o.invalid.empty())
-    std::printf(", %zu rejected (invalid)", o.invalid.size());
-  std::printf(" in %.2f s: %.2f req/s, decode %.0f tok/s, prefill %.0f tok/s\n", o.seconds,
+    std::fprintf(out, ", %zu rejected (invalid)", o.invalid.size());
+  std::fprintf(out, " in %.2f s: %.2f req/s, decode %.0f tok/s, prefill %.0f tok/s\n", o.seconds,
               rate(double(o.results.size()), o.seconds),
               rate(double(st.decodeTokens), st.decodeSeconds),
               rate(double(st.prefillTokens), st.prefillSeconds));
-  std::printf("  TTFT ms p50 %.1f p90 %.1f p99 %.1f | ITL ms p50 %.2f p90 %.2f p99 %.2f\n",
-              l.ttft[0], l.ttft[1], l.ttft[2], l.itl[0], l.itl[1], l.itl[2]);
-  std::printf("  KV peak %lld of %lld blocks (%.2f MiB, %lld bytes per block); preemptions "
+  using tools::percentile;
+  std::fprintf(out, "  TTFT ms p50 %.1f p90 %.1f p99 %.1f | ITL ms p50 %.2f p90 %.2f p99 %.2f\n",
+               1e3 * percentile(l.ttft, 50), 1e3 * percentile(l.ttft, 90),
+               1e3 * percentile(l.ttft, 99), 1e3 * percentile(l.itl, 50),
+               1e3 * percentile(l.itl, 90), 1e3 * percentile(l.itl, 99));
+  std::fprintf(out, "  KV peak %lld of %lld blocks (%.2f MiB, %lld bytes per block); preemptions "
               "%llu (%llu swapped to host, %llu recomputed: %llu tokens); %llu generated "
               "tokens\n",
               (long long)st.peakBlocks, (long long)kvBlocks,
@@ -74,46 +66,49 @@ void printLevel(const Level &level, int64_t kvBlocks) {
               (unsigned long long)(st.preemptions - st.swapOuts),
               (unsigned long long)st.recomputedTokens, (unsigned long long)l.generated);
   if (o.hostBlocks > 0)
-    std::printf("  host pool: peak %lld of %lld blocks; swapped out %.2f MiB (%llu), in %.2f "
+    std::fprintf(out, "  host pool: peak %lld of %lld blocks; swapped out %.2f MiB (%llu), in %.2f "
                 "MiB (%llu), %.1f ms copying\n",
                 (long long)st.peakHostBlocks, (long long)o.hostBlocks,
                 mib(double(st.swapOutBytes)), (unsigned long long)st.swapOuts,
                 mib(double(st.swapInBytes)), (unsigned long long)st.swapIns,
                 st.swapSeconds * 1e3);
   if (level.identical >= 0)
-    std::printf("  verify: %lld/%zu outputs token-identical to running alone\n",
+    std::fprintf(out, "  verify: %lld/%zu outputs token-identical to running alone\n",
                 (long long)level.identical, o.results.size());
 }
 
-std::string levelJson(const Level &level) {
+nlohmann::json levelJson(const Level &level) {
   const Outcome &o = *level.outcome;
   const rt::EngineStats &st = o.stats;
   Latencies l = latencies(o);
-  std::ostringstream j;
-  auto triple = [](const std::array<double, 3> &a) {
-    std::ostringstream s;
-    s << "[" << a[0] << ", " << a[1] << ", " << a[2] << "]";
-    return s.str();
-  };
-  j << "{\"" << level.loadKey << "\": " << level.load << ", \"requests\": " << level.requests
-    << ", \"completed\": " << o.results.size() << ", \"rejected\": " << st.rejected
-    << ", \"rejected_queue_full\": " << o.queueFull
-    << ", \"rejected_invalid\": " << o.invalid.size() << ", \"seconds\": " << o.seconds
-    << ", \"requests_per_second\": " << rate(double(o.results.size()), o.seconds)
-    << ", \"generated_tokens\": " << l.generated
-    << ", \"output_tokens_per_second\": " << rate(double(l.generated), o.seconds)
-    << ", \"decode_tokens\": " << st.decodeTokens << ", \"prefill_tokens\": " << st.prefillTokens
-    << ", \"decode_seconds\": " << st.decodeSeconds
-    << ", \"prefill_seconds\": " << st.prefillSeconds << ", \"ttft_ms\": " << triple(l.ttft)
-    << ", \"itl_ms\": " << triple(l.itl) << ", \"peak_kv_blocks\": " << st.peakBlocks
-    << ", \"kv_bytes_per_block\": " << o.kvBytesPerBlock
-    << ", \"preemptions\": " << st.preemptions << ", \"swap_outs\": " << st.swapOuts
-    << ", \"swap_ins\": " << st.swapIns << ", \"swap_out_bytes\": " << st.swapOutBytes
-    << ", \"swap_in_bytes\": " << st.swapInBytes << ", \"swap_seconds\": " << st.swapSeconds
-    << ", \"host_blocks\": " << o.hostBlocks << ", \"peak_host_blocks\": " << st.peakHostBlocks
-    << ", \"recomputed_tokens\": " << st.recomputedTokens
-    << ", \"identical_to_solo\": " << level.identical << "}";
-  return j.str();
+  return {{level.loadKey, level.load},
+          {"requests", level.requests},
+          {"completed", o.results.size()},
+          {"rejected", st.rejected},
+          {"rejected_queue_full", o.queueFull},
+          {"rejected_invalid", o.invalid.size()},
+          {"seconds", o.seconds},
+          {"requests_per_second", rate(double(o.results.size()), o.seconds)},
+          {"generated_tokens", l.generated},
+          {"output_tokens_per_second", rate(double(l.generated), o.seconds)},
+          {"decode_tokens", st.decodeTokens},
+          {"prefill_tokens", st.prefillTokens},
+          {"decode_seconds", st.decodeSeconds},
+          {"prefill_seconds", st.prefillSeconds},
+          {"ttft_ms", tools::percentileJson(l.ttft, 1e3)},
+          {"itl_ms", tools::percentileJson(l.itl, 1e3)},
+          {"peak_kv_blocks", st.peakBlocks},
+          {"kv_bytes_per_block", o.kvBytesPerBlock},
+          {"preemptions", st.preemptions},
+          {"swap_outs", st.swapOuts},
+          {"swap_ins", st.swapIns},
+          {"swap_out_bytes", st.swapOutBytes},
+          {"swap_in_bytes", st.swapInBytes},
+          {"swap_seconds", st.swapSeconds},
+          {"host_blocks", o.hostBlocks},
+          {"peak_host_blocks", st.peakHostBlocks},
+          {"recomputed_tokens", st.recomputedTokens},
+          {"identical_to_solo", level.identical}};
 }
 
 } // namespace moe::bench

@@ -4,6 +4,9 @@
 
 #include "tools/moe-bench/Driver.h"
 
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
 #include <string>
 
 namespace moe::bench {
@@ -20,9 +23,9 @@ struct Level {
 
 /// Prints the level's figures: throughput, TTFT/ITL percentiles, KV use,
 /// preemptions and host-swap traffic.
-void printLevel(const Level &level, int64_t kvBlocks);
-/// The level as a JSON object.
-std::string levelJson(const Level &level);
+void printLevel(std::FILE *out, const Level &level, int64_t kvBlocks);
+/// The level as a JSON object (percentiles as {"p50", "p90", "p99"}).
+nlohmann::json levelJson(const Level &level);
 
 } // namespace moe::bench
 

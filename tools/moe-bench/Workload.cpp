@@ -1,12 +1,13 @@
 //===- Workload.cpp - the requests moe-bench sends, and when --------------===//
 #include "tools/moe-bench/Workload.h"
 
+#include "moe/runtime/File.h"
 #include "moe/runtime/Tokenizer.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
-#include <fstream>
+#include <sstream>
 #include <optional>
 #include <random>
 
@@ -48,9 +49,10 @@ std::vector<rt::GenerationRequest> syntheticWorkload(const SyntheticSpec &spec, 
 
 rt::Expected<std::vector<rt::GenerationRequest>>
 readWorkload(const std::string &path, const plan::Plan &plan, uint64_t seed) {
-  std::ifstream in(path);
-  if (!in)
-    return rt::Status::error(path + ": cannot open the workload file");
+  auto text = rt::readFile(path);
+  if (!text)
+    return text.status();
+  std::istringstream in(*text);
   TokenSource token{std::mt19937_64(seed), int64_t(plan.config()->vocab_size())};
   std::optional<rt::ByteTokenizer> tokenizer;
   std::vector<rt::GenerationRequest> requests;

@@ -10,7 +10,8 @@
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
-#include "tools/common/Args.h"
+#include "tools/common/Cli.h"
+#include "tools/common/Output.h"
 #include "tools/common/RuntimeFlags.h"
 #include "tools/moe-bench/Driver.h"
 #include "tools/moe-bench/Report.h"
@@ -19,7 +20,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <iostream>
 
 using namespace moe;
@@ -27,58 +27,35 @@ using namespace moe::bench;
 
 namespace {
 
-const char *kHelp = R"(moe-bench: serving benchmark (continuous batching, paged KV cache)
+struct Flags {
+  std::string planDir, promptLen, outputLen, workload, json, kvDtype;
+  std::vector<int64_t> concurrency;
+  std::vector<double> rate;
+  int64_t requests = 0, sharedPrefix = 0, blockSize = 16, kvBlocks = 0, budget = 0,
+          maxWaiting = 1024;
+  double memoryLimit = 0, hostPool = 0;
+  uint64_t seed = 0;
+  int threads = 0;
+  bool verify = false, prefixCaching = false;
+};
 
-usage: moe-bench <plan-dir> [options]
-
-load (one of; default --concurrency 8):
-  --concurrency LIST   closed loop: requests in flight, e.g. 1,8,32
-  --rate LIST          open loop: Poisson arrivals, requests per second, e.g. 5,20
-  --requests N         requests per level (default: 4 x concurrency; 64 with --rate)
-workload (random prompts unless --workload):
-  --prompt-len A:B     prompt lengths, uniform in [A, B] (default 16:64)
-  --output-len A:B     new tokens per request (default 16:64)
-  --shared-prefix N    every prompt starts with the same N tokens (default 0)
-  --workload FILE      JSON Lines, one request per line: {"output_len": N} with
-                       one of "prompt" (text), "prompt_tokens" ([ids]) or
-                       "prompt_len" (random ids)
-  --seed S             seed of prompts and arrivals (default 0)
-engine:
-  --block-size N       KV tokens per block (default 16)
-  --kv-blocks N        KV pool size in blocks (default: 32 of the longest requests)
-  --budget N           tokens per step (default: the plan's max batch)
-  --max-waiting N      waiting-queue bound (default 1024)
-  --kv-dtype T         KV-cache type: f32, bf16, int8, fp8 (default: the plan's)
-  --memory-limit MIB   refuse to start if weights + activations + KV pool exceed it
-  --host-pool MIB      host memory for the KV of preempted requests (swap out,
-                       swap back in later); without it preemption recomputes
-  --prefix-caching     share KV blocks of common prefixes; each level also runs
-                       without it and prints the ratios
-checks and output:
-  --verify             rerun each request alone; require identical outputs
-  --json FILE          write the results as JSON
-
-Requests the engine refuses (too long for the context, bad token ids, more
-KV blocks than the pool) are reported and the rest are served; the exit
-status is then 1.
-)";
-
-int fail(const std::string &m) {
-  std::cerr << "moe-bench: error: " << m << "\n";
-  return 1;
-}
-
-std::pair<int64_t, int64_t> range(const tools::Args &args, const std::string &name,
-                                  int64_t lo, int64_t hi) {
-  if (!args.has(name))
-    return {lo, hi};
-  std::string v = args.str(name);
+/// "A:B" (or "A") with 1 <= A <= B; `dflt` when the flag is absent.
+std::pair<int64_t, int64_t> range(const std::string &name, const std::string &v,
+                                  std::pair<int64_t, int64_t> dflt) {
+  if (v.empty())
+    return dflt;
   size_t colon = v.find(':');
   char *end = nullptr;
-  long long a = std::strtoll(v.c_str(), &end, 10);
-  long long b = colon == std::string::npos ? a : std::strtoll(v.c_str() + colon + 1, &end, 10);
-  if (*end || a < 1 || b < a)
-    throw tools::ArgError("--" + name + " takes A:B with 1 <= A <= B, got '" + v + "'");
+  long long a = std::strtoll(v.c_str(), &end, 10), b = a;
+  bool ok = end != v.c_str();
+  if (colon != std::string::npos) {
+    ok = ok && end == v.c_str() + colon;
+    const char *second = v.c_str() + colon + 1;
+    b = std::strtoll(second, &end, 10);
+    ok = ok && end != second;
+  }
+  if (!ok || *end || a < 1 || b < a || b > (1 << 24))
+    throw std::invalid_argument("--" + name + " takes A:B with 1 <= A <= B, got '" + v + "'");
   return {a, b};
 }
 
@@ -97,51 +74,42 @@ rt::Expected<int64_t> verify(const rt::LoadedPlan &plan, rt::Device &device,
   return identical;
 }
 
-int benchMain(const tools::Args &args) {
-  if (args.positional.size() != 1)
-    return fail("expected one plan directory (see --help)");
-  auto plan = rt::LoadedPlan::open(args.positional[0]);
+int benchMain(const Flags &f, tools::Cli &cli) {
+  auto fail = [&](const std::string &m) { return cli.fail(m); };
+  tools::Output out(f.json);
+  if (rt::Status st = out.open(); !st)
+    return fail(st.message());
+  auto plan = rt::LoadedPlan::open(f.planDir);
   if (!plan)
     return fail(plan.status().message());
-  auto device = rt::createCpuDevice();
+  rt::CpuDeviceOptions deviceOptions;
+  deviceOptions.threads = f.threads;
+  auto device = rt::createCpuDevice(deviceOptions);
   const plan::Plan &p = (*plan)->plan();
   int64_t context = p.kv_cache()->max_context(), vocab = p.config()->vocab_size();
-  uint64_t seed = uint64_t(args.integer("seed", 0));
 
-  bool open = args.has("rate");
-  if (open && args.has("concurrency"))
-    return fail("--rate (open loop) and --concurrency (closed loop) exclude each other");
-  std::vector<double> levels =
-      open ? args.numbers("rate")
-           : (args.has("concurrency")
-                  ? [&] {
-                      std::vector<double> c;
-                      for (int64_t v : args.integers("concurrency"))
-                        c.push_back(double(v));
-                      return c;
-                    }()
-                  : std::vector<double>{8});
-  for (double l : levels)
-    if (!(l > 0))
-      return fail(std::string(open ? "--rate" : "--concurrency") + " values must be positive");
+  const bool open = !f.rate.empty();
+  std::vector<double> levels = f.rate;
+  if (!open)
+    for (int64_t c : f.concurrency.empty() ? std::vector<int64_t>{8} : f.concurrency)
+      levels.push_back(double(c));
 
   std::vector<rt::GenerationRequest> fromFile;
   SyntheticSpec spec;
-  spec.seed = seed;
-  if (args.has("workload")) {
-    for (const char *flag : {"prompt-len", "output-len", "shared-prefix", "requests"})
-      if (args.has(flag))
-        return fail(std::string("--") + flag + " does not apply to --workload");
-    auto w = readWorkload(args.str("workload"), p, seed);
+  spec.seed = f.seed;
+  if (!f.workload.empty()) {
+    auto w = readWorkload(f.workload, p, f.seed);
     if (!w)
       return fail(w.status().message());
     fromFile = w.take();
   } else {
-    std::tie(spec.promptLo, spec.promptHi) = range(args, "prompt-len", 16, 64);
-    std::tie(spec.outputLo, spec.outputHi) = range(args, "output-len", 16, 64);
-    spec.sharedPrefix = args.integer("shared-prefix", 0);
-    if (spec.sharedPrefix < 0)
-      return fail("--shared-prefix must be >= 0");
+    try {
+      std::tie(spec.promptLo, spec.promptHi) = range("prompt-len", f.promptLen, {16, 64});
+      std::tie(spec.outputLo, spec.outputHi) = range("output-len", f.outputLen, {16, 64});
+    } catch (const std::invalid_argument &e) {
+      return fail(e.what());
+    }
+    spec.sharedPrefix = f.sharedPrefix;
     int64_t longest = spec.sharedPrefix + spec.promptHi + spec.outputHi;
     if (longest > context)
       return fail("prompt + output lengths up to " + std::to_string(longest) +
@@ -149,55 +117,43 @@ int benchMain(const tools::Args &args) {
   }
 
   rt::EngineOptions options;
-  options.blockSize = args.integer("block-size", 16);
-  if (options.blockSize < 1)
-    return fail("--block-size must be positive");
+  options.blockSize = f.blockSize;
   int64_t longest = spec.sharedPrefix + spec.promptHi + spec.outputHi;
   if (!fromFile.empty()) {
     longest = 0;
     for (const rt::GenerationRequest &r : fromFile)
       longest = std::max(longest, std::min(context, int64_t(r.prompt.size()) + r.maxNewTokens));
   }
-  options.numBlocks =
-      args.integer("kv-blocks", 32 * ((longest + options.blockSize - 1) / options.blockSize));
-  options.tokenBudget = args.integer("budget", 0);
-  if (args.has("budget") && options.tokenBudget < 1)
-    return fail("--budget must be a positive token count, got " +
-                std::to_string(options.tokenBudget));
-  options.maxWaiting = args.integer("max-waiting", 1024);
-  options.kvDtype = tools::kvDtypeFlag(args);
-  options.memoryLimit = tools::memoryLimitFlag(args);
-  if (args.has("host-pool")) {
-    double mib = args.number("host-pool", 0);
-    if (!(mib > 0))
-      return fail("--host-pool must be a positive size in MiB, got " + args.str("host-pool") +
-                  "; leave it out to preempt by recompute");
-    options.hostPoolBytes = uint64_t(mib * 1048576.0);
-  }
+  options.numBlocks = f.kvBlocks > 0
+                          ? f.kvBlocks
+                          : 32 * ((longest + options.blockSize - 1) / options.blockSize);
+  options.tokenBudget = f.budget;
+  options.maxWaiting = f.maxWaiting;
+  options.kvDtype = tools::kvDtype(f.kvDtype);
+  options.memoryLimit = tools::memoryLimitBytes(f.memoryLimit);
+  if (f.hostPool > 0)
+    options.hostPoolBytes = uint64_t(f.hostPool * 1048576.0);
 
   bool progress = ::isatty(2);
-  std::string json = "{\"plan\": \"" + args.positional[0] +
-                     "\", \"kv_blocks\": " + std::to_string(options.numBlocks) +
-                     ", \"block_size\": " + std::to_string(options.blockSize) +
-                     ", \"host_pool_bytes\": " +
-                     std::to_string(options.hostPoolBytes.value_or(0)) + ", \"levels\": [";
+  nlohmann::json document = {{"plan", f.planDir},
+                             {"kv_blocks", options.numBlocks},
+                             {"block_size", options.blockSize},
+                             {"host_pool_bytes", options.hostPoolBytes.value_or(0)},
+                             {"levels", nlohmann::json::array()}};
   size_t invalid = 0, submitted = 0;
-  for (size_t li = 0; li < levels.size(); ++li) {
-    double level = levels[li];
+  for (double level : levels) {
     Load load{int64_t(level), {}};
     std::vector<rt::GenerationRequest> requests = fromFile;
     if (fromFile.empty()) {
-      spec.requests = args.integer("requests", open ? 64 : 4 * int64_t(level));
-      if (spec.requests < 1)
-        return fail("--requests must be positive");
+      spec.requests = f.requests > 0 ? f.requests : (open ? 64 : 4 * int64_t(level));
       requests = syntheticWorkload(spec, vocab);
     }
     if (open)
-      load.arrivals = poissonArrivals(requests.size(), level, seed);
+      load.arrivals = poissonArrivals(requests.size(), level, f.seed);
 
     Outcome baseline;
     rt::EngineOptions levelOptions = options;
-    if (args.has("prefix-caching")) {
+    if (f.prefixCaching) {
       auto plain = drive(**plan, *device, options, requests, load, progress);
       if (!plain)
         return fail(plain.status().message());
@@ -217,40 +173,44 @@ int benchMain(const tools::Args &args) {
     submitted += requests.size();
 
     Level report{open ? "rate" : "concurrency", level, requests.size(), &o, -1};
-    if (args.has("verify")) {
+    if (f.verify) {
       auto identical = verify(**plan, *device, levelOptions, requests, o);
       if (!identical)
         return fail(identical.status().message());
       report.identical = *identical;
     }
-    printLevel(report, options.numBlocks);
+    printLevel(out.text(), report, options.numBlocks);
+    nlohmann::json levelDoc = levelJson(report);
     if (levelOptions.prefixCaching) {
       const rt::EngineStats &on = o.stats, &off = baseline.stats;
-      std::printf("  prefix caching: %llu prompt tokens served from cache; vs without: peak KV "
-                  "blocks %lld / %lld = %.2f, prefill tokens computed %llu / %llu = %.2f, "
-                  "prefill time %.3f / %.3f s = %.2f\n",
-                  (unsigned long long)on.cachedTokens, (long long)on.peakBlocks,
-                  (long long)off.peakBlocks,
-                  double(on.peakBlocks) / double(std::max<int64_t>(1, off.peakBlocks)),
-                  (unsigned long long)on.prefillTokens, (unsigned long long)off.prefillTokens,
-                  double(on.prefillTokens) / double(std::max<uint64_t>(1, off.prefillTokens)),
-                  on.prefillSeconds, off.prefillSeconds,
-                  on.prefillSeconds / std::max(1e-9, off.prefillSeconds));
+      auto ratio = [](double a, double b) { return a / std::max(b, 1e-9); };
+      std::fprintf(out.text(),
+                   "  prefix caching: %llu prompt tokens served from cache; vs without: peak KV "
+                   "blocks %lld / %lld = %.2f, prefill tokens computed %llu / %llu = %.2f, "
+                   "prefill time %.3f / %.3f s = %.2f\n",
+                   (unsigned long long)on.cachedTokens, (long long)on.peakBlocks,
+                   (long long)off.peakBlocks,
+                   ratio(double(on.peakBlocks), double(std::max<int64_t>(1, off.peakBlocks))),
+                   (unsigned long long)on.prefillTokens, (unsigned long long)off.prefillTokens,
+                   ratio(double(on.prefillTokens), double(std::max<uint64_t>(1, off.prefillTokens))),
+                   on.prefillSeconds, off.prefillSeconds,
+                   ratio(on.prefillSeconds, off.prefillSeconds));
+      levelDoc["prefix_caching"] = {
+          {"cached_tokens", on.cachedTokens},
+          {"peak_kv_blocks_without", off.peakBlocks},
+          {"prefill_tokens_without", off.prefillTokens},
+          {"prefill_seconds_without", off.prefillSeconds}};
     }
-    json += (li ? ", " : "") + levelJson(report);
+    document["levels"].push_back(levelDoc);
     if (report.identical >= 0 && report.identical != int64_t(o.results.size()))
       return fail("batched outputs differ from solo runs");
     if (o.results.size() + o.queueFull + o.invalid.size() != requests.size())
       return fail("requests lost: " + std::to_string(requests.size() - o.results.size() -
                                                      o.queueFull - o.invalid.size()));
   }
-  json += "]}\n";
-  if (args.has("json")) {
-    std::ofstream out(args.str("json"));
-    out << json;
-    if (!out)
-      return fail(args.str("json") + ": cannot write");
-  }
+  if (out.wantsJson())
+    if (rt::Status st = out.writeJson(document); !st)
+      return fail(st.message());
   if (invalid)
     return fail(std::to_string(invalid) + " of " + std::to_string(submitted) +
                 " requests rejected as invalid (reasons above); the others were served");
@@ -260,9 +220,76 @@ int benchMain(const tools::Args &args) {
 } // namespace
 
 int main(int argc, char **argv) {
-  return tools::toolMain(argc, argv, "moe-bench", kHelp,
-                         {"concurrency", "rate", "requests", "prompt-len", "output-len", "seed",
-                          "block-size", "kv-blocks", "budget", "max-waiting", "json",
-                          "shared-prefix", "kv-dtype", "host-pool", "workload", "memory-limit"},
-                         {"verify", "prefix-caching"}, benchMain);
+  tools::Cli cli("moe-bench", "moe-bench: serving benchmark (continuous batching, paged KV "
+                              "cache). Requests the engine refuses (too long, bad token ids, "
+                              "more KV blocks than the pool) are reported and the rest served; "
+                              "the exit status is then 1.");
+  Flags f;
+  CLI::App &app = cli.app;
+  cli.addPlan(f.planDir);
+  auto *concurrency =
+      app.add_option("--concurrency", f.concurrency,
+                     "closed loop: requests in flight, a comma-separated list of levels, e.g. "
+                     "1,8,32 (default 8)")
+          ->delimiter(',')
+          ->check(tools::integerIn(1, 1 << 20))
+          ->type_name("LIST");
+  app.add_option("--rate", f.rate,
+                 "open loop: Poisson arrivals, requests per second, a list, e.g. 5,20")
+      ->delimiter(',')
+      ->check(tools::positiveFinite())
+      ->type_name("LIST")
+      ->excludes(concurrency);
+  auto *requests = app.add_option("--requests", f.requests,
+                                  "requests per level (default: 4 x concurrency; 64 with --rate)")
+                       ->check(tools::integerIn(1, 1 << 24))
+                       ->type_name("N");
+  auto *promptLen = app.add_option("--prompt-len", f.promptLen,
+                                   "prompt lengths, uniform in [A, B] (default 16:64)")
+                        ->type_name("A:B");
+  auto *outputLen =
+      app.add_option("--output-len", f.outputLen, "new tokens per request (default 16:64)")
+          ->type_name("A:B");
+  auto *sharedPrefix = app.add_option("--shared-prefix", f.sharedPrefix,
+                                      "every prompt starts with the same N tokens (default 0)")
+                           ->check(tools::integerIn(0, 1 << 24))
+                           ->type_name("N");
+  app.add_option("--workload", f.workload,
+                 "JSON Lines, one request per line: {\"output_len\": N} with one of \"prompt\" "
+                 "(text), \"prompt_tokens\" ([ids]) or \"prompt_len\" (random ids)")
+      ->type_name("FILE")
+      ->excludes(requests)
+      ->excludes(promptLen)
+      ->excludes(outputLen)
+      ->excludes(sharedPrefix);
+  app.add_option("--seed", f.seed, "seed of prompts and arrivals (default 0)")->type_name("S");
+  app.add_option("--block-size", f.blockSize, "KV tokens per block (default 16)")
+      ->check(tools::integerIn(1, 1 << 16))
+      ->type_name("N");
+  app.add_option("--kv-blocks", f.kvBlocks,
+                 "KV pool size in blocks (default: 32 of the longest requests)")
+      ->check(tools::integerIn(1, int64_t(1) << 30))
+      ->type_name("N");
+  app.add_option("--budget", f.budget, "tokens per step (default: the plan's max batch)")
+      ->check(tools::integerIn(1, 1 << 24))
+      ->type_name("N");
+  app.add_option("--max-waiting", f.maxWaiting, "waiting-queue bound (default 1024)")
+      ->check(tools::integerIn(1, 1 << 24))
+      ->type_name("N");
+  tools::addKvDtype(cli, f.kvDtype);
+  tools::addMemoryLimit(cli, f.memoryLimit);
+  app.add_option("--host-pool", f.hostPool,
+                 "host memory for the KV of preempted requests (swapped out, back in later); "
+                 "without it preemption recomputes")
+      ->check(tools::positiveFinite())
+      ->type_name("MIB");
+  app.add_flag("--prefix-caching", f.prefixCaching,
+               "share KV blocks of common prefixes; each level also runs without it and "
+               "prints the ratios");
+  app.add_flag("--verify", f.verify, "rerun each request alone; require identical outputs");
+  cli.addJson(f.json);
+  cli.addThreads(f.threads);
+  if (auto code = cli.parse(argc, argv))
+    return *code;
+  return benchMain(f, cli);
 }

@@ -1,6 +1,7 @@
 //===- AutoPrecision.cpp - moe-compile --precision=auto -------------------===//
 #include "AutoPrecision.h"
 
+#include "moe/runtime/File.h"
 #include "moe/runtime/Evaluate.h"
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
@@ -55,7 +56,7 @@ struct Measure {
 class Search {
 public:
   Search(const CompileFn &compile, const AutoPrecisionOptions &options, llvm::raw_ostream &log)
-      : compile_(compile), options_(options), log_(log), device_(rt::createCpuDevice()) {}
+      : compile_(compile), options_(options), log_(log), device_(rt::createCpuDevice({options.threads})) {}
 
   bool run(std::vector<std::string> &overrides, std::string &error) {
     if (!reference(error))
@@ -147,10 +148,10 @@ private:
     auto tokenizer = rt::ByteTokenizer::forPlan(refPlan_->plan());
     std::string text = kSample;
     if (!options_.calibrationFile.empty()) {
-      std::ifstream in(options_.calibrationFile, std::ios::binary);
-      if (!in)
-        return fail(options_.calibrationFile + ": cannot open", error);
-      text.assign(std::istreambuf_iterator<char>(in), {});
+      auto read = rt::readFile(options_.calibrationFile);
+      if (!read)
+        return fail(read.status().message(), error);
+      text = read.take();
     }
     const int32_t vocab = refPlan_->plan().config()->vocab_size();
     if (tokenizer) {

@@ -29,6 +29,7 @@ struct AutoPrecisionOptions {
   std::string calibrationFile;
   int64_t calibrationTokens = 1024; ///< at most this many are scored
   std::string workDir;              ///< candidate plans go here (removed after)
+  int threads = 0;                  ///< kernel threads of the measuring runs (0: all)
 };
 
 /// Compiles the checkpoint with moe-assign-precision's `policy` and

@@ -3,19 +3,29 @@
 // Parses, verifies, transforms and prints moe/plan IR. Every dialect and
 // implemented pass of the project is registered here, plus MLIR's generic
 // transforms (canonicalize, cse, ...), so the usual mlir-opt flags work.
+// Its flags are MLIR's (llvm::cl, as every *-opt tool's); --version prints
+// the project's version and commit like every other tool.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Registration.h"
+#include "moe/runtime/Version.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/raw_ostream.h"
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   moe::registerAllDialects(registry);
   moe::registerAllPasses();
   mlir::registerTransformsPasses();
+  llvm::cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "moe-opt " << moe::rt::version() << " (commit " << moe::rt::gitCommit()
+       << "; MLIR " << LLVM_VERSION_STRING << ")\n";
+  });
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "moe optimizer: MoE dialects and passes\n", registry));
 }

@@ -6,13 +6,16 @@
 //   moe-plan verify <plan-dir>   structure, semantics and every weight checksum
 //
 //===----------------------------------------------------------------------===//
+#include "moe/runtime/File.h"
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/PlanFormat.h"
 #include "moe/runtime/Session.h"
 #include "runtime/schema/PlanSchemaText.h"
+#include "tools/common/Cli.h"
 
 #include "flatbuffers/idl.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -25,20 +28,10 @@ namespace fb = moe::plan;
 
 namespace {
 
-const char *kHelp = R"(moe-plan: inspect and verify compiled MoE plans
-
-usage: moe-plan show <plan-dir>     readable summary
-       moe-plan weights <plan-dir>  each weight: how it is stored (precision and
-                                    scale group), shape and bytes with its scales
-       moe-plan json <plan-dir>     the plan as JSON
-       moe-plan verify <plan-dir>   check the plan and every weight checksum
-)";
-
 int fail(const std::string &message) {
   std::cerr << "moe-plan: error: " << message << "\n";
   return 1;
 }
-
 
 /// The tensors that hold the scales of an I8/I4 weight.
 std::vector<bool> scaleTensors(const fb::Plan &p) {
@@ -144,9 +137,10 @@ int json(const LoadedPlan &loaded, const std::string &dir) {
   if (!parser.Parse(kPlanSchemaText))
     return fail("internal: the embedded schema does not parse: " + parser.error_);
   std::string text;
-  std::ifstream in(dir + "/" + kPlanFileName, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), {});
-  if (!flatbuffers::GenerateText(parser, bytes.data(), &text))
+  auto bytes = moe::rt::readFile(dir + "/" + kPlanFileName);
+  if (!bytes)
+    return fail(bytes.status().message());
+  if (!flatbuffers::GenerateText(parser, bytes->data(), &text))
     return fail("cannot print the plan as JSON");
   (void)loaded;
   std::cout << text;
@@ -156,15 +150,27 @@ int json(const LoadedPlan &loaded, const std::string &dir) {
 } // namespace
 
 int main(int argc, char **argv) {
-  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    std::cout << kHelp;
-    return 0;
-  }
-  if (argc != 3)
-    return fail("expected a command and a plan directory (see --help)");
-  std::string command = argv[1], dir = argv[2];
-  if (command != "show" && command != "weights" && command != "json" && command != "verify")
-    return fail("unknown command '" + command + "' (show, weights, json or verify)");
+  moe::tools::Cli cli("moe-plan", "moe-plan: inspect and verify compiled MoE plans");
+  std::string dir;
+  struct Command {
+    const char *name, *help;
+  };
+  const Command commands[] = {
+      {"show", "readable summary: model, weights per type, memory, instructions"},
+      {"weights", "each weight: precision, scale group, shape and bytes"},
+      {"json", "the whole plan as JSON"},
+      {"verify", "check the plan and every weight checksum"}};
+  for (const Command &c : commands)
+    cli.addPlan(dir, cli.app.add_subcommand(c.name, c.help));
+  cli.app.require_subcommand(1);
+  if (argc > 1 && argv[1][0] != '-' &&
+      std::none_of(std::begin(commands), std::end(commands),
+                   [&](const Command &c) { return std::string(argv[1]) == c.name; }))
+    return fail("unknown command '" + std::string(argv[1]) +
+                "' (show, weights, json or verify; see --help)");
+  if (auto code = cli.parse(argc, argv))
+    return *code;
+  const std::string command = cli.app.get_subcommands().front()->get_name();
   LoadOptions options;
   options.verifyWeights = command == "verify";
   auto loaded = LoadedPlan::open(dir, options);

@@ -11,7 +11,8 @@
 #include "moe/runtime/Engine.h"
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
-#include "tools/common/Args.h"
+#include "tools/common/Cli.h"
+#include "tools/common/Output.h"
 #include "tools/moe-roofline/Machine.h"
 #include "tools/moe-roofline/PlanCost.h"
 
@@ -31,26 +32,12 @@ using namespace moe;
 
 namespace {
 
-const char *kHelp = R"(moe-roofline: a plan's speed against this machine's roofline
-
-usage: moe-roofline <plan-dir> [--baseline <plan-dir>] [options]
-
-  --baseline DIR       a second plan (e.g. compiled with fusion off); ratios
-                       plan / baseline are printed
-  --decode-steps N     decode tokens timed per sequence (default 32)
-  --prompt-len N       prompt tokens before decoding (default 16)
-  --batch B            sequences decoded together for the batched figure (default 64)
-  --prefill-tokens P   tokens of the timed prefill (default: the plan's max batch)
-  --triad-mib M        size of each STREAM array (default 256)
-  --repeats N          measure the machine and each plan N times, alternating,
-                       keep the best of each (default 3)
-  --json FILE          write the figures as JSON
-)";
-
-int fail(const std::string &m) {
-  std::cerr << "moe-roofline: error: " << m << "\n";
-  return 1;
-}
+struct Flags {
+  std::string plan, baseline, json;
+  int64_t decodeSteps = 32, promptLen = 16, batch = 64, prefillTokens = 0, triadMib = 256,
+          repeats = 3;
+  int threads = 0;
+};
 
 struct Figures {
   double decode1 = 0, decodeB = 0; ///< tokens/s
@@ -109,12 +96,8 @@ rt::Expected<std::vector<double>> decodeRates(std::vector<Subject> &subjects, in
 
 /// One round: every figure of every subject, each measured with the
 /// subjects interleaved.
-rt::Expected<std::vector<Figures>> measure(std::vector<Subject> &subjects,
-                                           const tools::Args &args) {
-  int64_t steps = args.integer("decode-steps", 32), prompt = args.integer("prompt-len", 16),
-          batch = args.integer("batch", 64);
-  if (steps < 1 || prompt < 1 || batch < 1)
-    throw tools::ArgError("--decode-steps, --prompt-len and --batch must be positive");
+rt::Expected<std::vector<Figures>> measure(std::vector<Subject> &subjects, const Flags &flags) {
+  const int64_t steps = flags.decodeSteps, prompt = flags.promptLen, batch = flags.batch;
   std::vector<Figures> f(subjects.size());
   std::fprintf(stderr, "  decode batch 1 ...\n");
   auto d1 = decodeRates(subjects, 1, prompt, steps);
@@ -133,13 +116,13 @@ rt::Expected<std::vector<Figures>> measure(std::vector<Subject> &subjects,
     const plan::Plan &p = subjects[i].plan->plan();
     f[i].decode1 = (*d1)[i];
     f[i].decodeB = (*dB)[i];
-    f[i].prefillTokens = args.integer("prefill-tokens", p.max_batch_tokens());
-    if (f[i].prefillTokens < 1 || f[i].prefillTokens > p.max_batch_tokens() ||
+    f[i].prefillTokens = flags.prefillTokens > 0 ? flags.prefillTokens : p.max_batch_tokens();
+    if (f[i].prefillTokens > p.max_batch_tokens() ||
         f[i].prefillTokens > p.kv_cache()->max_context())
-      throw tools::ArgError("--prefill-tokens must lie in [1, " +
-                            std::to_string(std::min<int64_t>(p.max_batch_tokens(),
-                                                             p.kv_cache()->max_context())) +
-                            "] for " + subjects[i].dir);
+      return rt::Status::error("--prefill-tokens must lie in [1, " +
+                               std::to_string(std::min<int64_t>(p.max_batch_tokens(),
+                                                                p.kv_cache()->max_context())) +
+                               "] for " + subjects[i].dir);
     rt::SessionOptions so;
     so.maxContext = f[i].prefillTokens;
     auto session = rt::Session::create(*subjects[i].plan, *subjects[i].device, so);
@@ -174,45 +157,45 @@ rt::Expected<std::vector<Figures>> measure(std::vector<Subject> &subjects,
   return f;
 }
 
-void report(const std::string &name, const Figures &f, double triad, double peak,
-            int64_t batch) {
+void report(std::FILE *out, const std::string &name, const Figures &f, double triad,
+            double peak, int64_t batch) {
   double roof = triad * 1e9 / f.bytesPerToken;
   double prefillRate = f.prefillFlops / f.prefillSeconds / 1e9;
-  std::printf("%s\n", name.c_str());
-  std::printf("  decode batch 1: %.2f tok/s; %.1f MB read per token; roofline %.2f tok/s; "
-              "%.2f of roofline (%.2f GB/s)\n",
-              f.decode1, f.bytesPerToken / 1e6, roof, f.decode1 / roof,
-              f.decode1 * f.bytesPerToken / 1e9);
-  std::printf("  prefill %lld tokens: %.3f s, %.1f GFLOP, %.1f GFLOP/s = %.2f of matmul peak\n",
-              (long long)f.prefillTokens, f.prefillSeconds, f.prefillFlops / 1e9, prefillRate,
-              prefillRate / peak);
-  std::printf("  decode batch %lld: %.1f tok/s = %.1fx batch 1\n", (long long)batch, f.decodeB,
-              f.decodeB / f.decode1);
+  std::fprintf(out, "%s\n", name.c_str());
+  std::fprintf(out,
+               "  decode batch 1: %.2f tok/s; %.1f MB read per token; roofline %.2f tok/s; "
+               "%.2f of roofline (%.2f GB/s)\n",
+               f.decode1, f.bytesPerToken / 1e6, roof, f.decode1 / roof,
+               f.decode1 * f.bytesPerToken / 1e9);
+  std::fprintf(out,
+               "  prefill %lld tokens: %.3f s, %.1f GFLOP, %.1f GFLOP/s = %.2f of matmul peak\n",
+               (long long)f.prefillTokens, f.prefillSeconds, f.prefillFlops / 1e9, prefillRate,
+               prefillRate / peak);
+  std::fprintf(out, "  decode batch %lld: %.1f tok/s = %.1fx batch 1\n", (long long)batch,
+               f.decodeB, f.decodeB / f.decode1);
 }
 
-std::string json(const Figures &f, double triad, double peak) {
-  std::ostringstream j;
+nlohmann::json figuresJson(const Figures &f, double triad, double peak) {
   double roof = triad * 1e9 / f.bytesPerToken;
-  j << "{\"decode1_tokens_per_second\": " << f.decode1
-    << ", \"bytes_per_token\": " << f.bytesPerToken << ", \"roofline_tokens_per_second\": " << roof
-    << ", \"roofline_fraction\": " << f.decode1 / roof
-    << ", \"prefill_tokens\": " << f.prefillTokens << ", \"prefill_seconds\": " << f.prefillSeconds
-    << ", \"prefill_gflops\": " << f.prefillFlops / 1e9
-    << ", \"prefill_peak_fraction\": " << f.prefillFlops / f.prefillSeconds / 1e9 / peak
-    << ", \"decode_batch_tokens_per_second\": " << f.decodeB
-    << ", \"batch_speedup\": " << f.decodeB / f.decode1 << "}";
-  return j.str();
+  return {{"decode1_tokens_per_second", f.decode1},
+          {"bytes_per_token", f.bytesPerToken},
+          {"roofline_tokens_per_second", roof},
+          {"roofline_fraction", f.decode1 / roof},
+          {"prefill_tokens", f.prefillTokens},
+          {"prefill_seconds", f.prefillSeconds},
+          {"prefill_gflops", f.prefillFlops / 1e9},
+          {"prefill_peak_fraction", f.prefillFlops / f.prefillSeconds / 1e9 / peak},
+          {"decode_batch_tokens_per_second", f.decodeB},
+          {"batch_speedup", f.decodeB / f.decode1}};
 }
 
-int rooflineMain(const tools::Args &args) {
-  if (args.positional.size() != 1)
-    return fail("expected one plan directory (see --help)");
-  int64_t mib = args.integer("triad-mib", 256);
-  if (mib < 1)
-    return fail("--triad-mib must be positive");
-  int64_t batch = args.integer("batch", 64), repeats = args.integer("repeats", 3);
-  if (repeats < 1)
-    return fail("--repeats must be positive");
+int rooflineMain(const Flags &flags, tools::Cli &cli) {
+  tools::Output out(flags.json);
+  if (rt::Status st = out.open(); !st)
+    return cli.fail(st.message());
+  if (flags.threads > 0)
+    omp_set_num_threads(flags.threads); // the machine's ceilings too
+  const int64_t batch = flags.batch, repeats = flags.repeats;
   // The ceilings are measured before every round and the best kept: other
   // tenants of a shared machine only ever lower them, and a low ceiling
   // would flatter the fractions. Within a round plan and baseline are
@@ -220,15 +203,17 @@ int rooflineMain(const tools::Args &args) {
   // noisy moment does not favour one of them; best of `repeats` rounds each.
   double triad = 0.0;
   roofline::MatmulPeak peak{0.0, ""};
-  std::vector<std::string> dirs = {args.positional[0]};
-  if (args.has("baseline"))
-    dirs.push_back(args.str("baseline"));
+  std::vector<std::string> dirs = {flags.plan};
+  if (!flags.baseline.empty())
+    dirs.push_back(flags.baseline);
   std::vector<Subject> subjects;
   for (const std::string &dir : dirs) {
     auto plan = rt::LoadedPlan::open(dir);
     if (!plan)
-      return fail(plan.status().message());
-    subjects.push_back({dir, std::move(*plan), rt::createCpuDevice()});
+      return cli.fail(plan.status().message());
+    rt::CpuDeviceOptions device;
+    device.threads = flags.threads;
+    subjects.push_back({dir, std::move(*plan), rt::createCpuDevice(device)});
   }
   std::vector<Figures> best;
   // Per round, plan / baseline: decode batch 1, prefill speed, decode batch B.
@@ -236,13 +221,13 @@ int rooflineMain(const tools::Args &args) {
   for (int64_t r = 0; r < repeats; ++r) {
     std::fprintf(stderr, "round %lld of %lld: measuring the machine ...\n", (long long)r + 1,
                  (long long)repeats);
-    triad = std::max(triad, roofline::triadGBps(size_t(mib) << 18, 10));
+    triad = std::max(triad, roofline::triadGBps(size_t(flags.triadMib) << 18, 10));
     roofline::MatmulPeak p = roofline::matmulPeak(2048);
     if (p.gflops > peak.gflops)
       peak = p;
-    auto f = measure(subjects, args);
+    auto f = measure(subjects, flags);
     if (!f)
-      return fail(f.status().message());
+      return cli.fail(f.status().message());
     if (f->size() > 1) {
       const Figures &p = (*f)[0], &b = (*f)[1];
       ratios.push_back({p.decode1 / b.decode1, b.prefillSeconds / p.prefillSeconds,
@@ -259,19 +244,21 @@ int rooflineMain(const tools::Args &args) {
     }
   }
   double ours = roofline::linearGflops(cpu::WeightType::BF16, 512, 2048, 2048);
-  std::printf("machine: %d threads; STREAM triad %.2f GB/s; matmul peak %.1f GFLOP/s (%s); our "
-              "linear kernel, bf16 weights, 512 x 2048 x 2048: %.1f GFLOP/s = %.2f of peak "
-              "(ceilings: best of %lld measurements between the runs)\n",
-              omp_get_max_threads(), triad, peak.gflops, peak.how.c_str(), ours,
-              ours / peak.gflops, (long long)repeats);
-  report("plan " + dirs[0], best[0], triad, peak.gflops, batch);
-  std::ostringstream j;
-  j << "{\"triad_gbps\": " << triad << ", \"matmul_peak_gflops\": " << peak.gflops
-    << ", \"linear_bf16_gflops\": " << ours << ", \"batch\": " << batch
-    << ", \"plan\": " << json(best[0], triad, peak.gflops);
+  std::fprintf(out.text(),
+               "machine: %d threads; STREAM triad %.2f GB/s; matmul peak %.1f GFLOP/s (%s); our "
+               "linear kernel, bf16 weights, 512 x 2048 x 2048: %.1f GFLOP/s = %.2f of peak "
+               "(ceilings: best of %lld measurements between the runs)\n",
+               omp_get_max_threads(), triad, peak.gflops, peak.how.c_str(), ours,
+               ours / peak.gflops, (long long)repeats);
+  report(out.text(), "plan " + dirs[0], best[0], triad, peak.gflops, batch);
+  nlohmann::json document = {{"triad_gbps", triad},
+                             {"matmul_peak_gflops", peak.gflops},
+                             {"linear_bf16_gflops", ours},
+                             {"batch", batch},
+                             {"plan", figuresJson(best[0], triad, peak.gflops)}};
   if (dirs.size() > 1) {
     const Figures &b = best[1];
-    report("baseline " + dirs[1], b, triad, peak.gflops, batch);
+    report(out.text(), "baseline " + dirs[1], b, triad, peak.gflops, batch);
     // The median round's ratio of each figure (the two plans measured
     // interleaved in that round).
     std::array<double, 3> median;
@@ -282,28 +269,59 @@ int rooflineMain(const tools::Args &args) {
       std::sort(v.begin(), v.end());
       median[k] = v[v.size() / 2];
     }
-    std::printf("plan / baseline (median of %zu interleaved rounds): decode batch 1 %.3f, "
-                "prefill speed %.3f, decode batch %lld %.3f\n",
-                ratios.size(), median[0], median[1], (long long)batch, median[2]);
-    j << ", \"baseline\": " << json(b, triad, peak.gflops) << ", \"ratios\": {\"decode1\": "
-      << median[0] << ", \"prefill\": " << median[1] << ", \"decode_batch\": " << median[2]
-      << "}";
+    std::fprintf(out.text(),
+                 "plan / baseline (median of %zu interleaved rounds): decode batch 1 %.3f, "
+                 "prefill speed %.3f, decode batch %lld %.3f\n",
+                 ratios.size(), median[0], median[1], (long long)batch, median[2]);
+    document["baseline"] = figuresJson(b, triad, peak.gflops);
+    document["ratios"] = {
+        {"decode1", median[0]}, {"prefill", median[1]}, {"decode_batch", median[2]}};
   }
-  j << "}\n";
-  if (args.has("json")) {
-    std::ofstream out(args.str("json"));
-    out << j.str();
-    if (!out)
-      return fail(args.str("json") + ": cannot write");
-  }
+  if (out.wantsJson())
+    if (rt::Status st = out.writeJson(document); !st)
+      return cli.fail(st.message());
   return 0;
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
-  return tools::toolMain(argc, argv, "moe-roofline", kHelp,
-                         {"baseline", "decode-steps", "prompt-len", "batch", "prefill-tokens",
-                          "triad-mib", "repeats", "json"},
-                         {}, rooflineMain);
+  tools::Cli cli("moe-roofline",
+                 "moe-roofline: a plan's speed against this machine's roofline (STREAM triad "
+                 "bandwidth for decode, the matmul peak for prefill), optionally paired with a "
+                 "baseline plan measured in the same run");
+  Flags f;
+  CLI::App &app = cli.app;
+  cli.addPlan(f.plan);
+  app.add_option("--baseline", f.baseline,
+                 "a second plan (e.g. compiled with --fusion=false); ratios plan / baseline are "
+                 "printed")
+      ->type_name("DIR");
+  app.add_option("--decode-steps", f.decodeSteps, "decode tokens timed per sequence (default 32)")
+      ->check(tools::integerIn(1, 1 << 20))
+      ->type_name("N");
+  app.add_option("--prompt-len", f.promptLen, "prompt tokens before decoding (default 16)")
+      ->check(tools::integerIn(1, 1 << 20))
+      ->type_name("N");
+  app.add_option("--batch", f.batch,
+                 "sequences decoded together for the batched figure (default 64)")
+      ->check(tools::integerIn(1, 1 << 16))
+      ->type_name("B");
+  app.add_option("--prefill-tokens", f.prefillTokens,
+                 "tokens of the timed prefill (default: the plan's max batch)")
+      ->check(tools::integerIn(1, 1 << 24))
+      ->type_name("P");
+  app.add_option("--triad-mib", f.triadMib, "size of each STREAM array in MiB (default 256)")
+      ->check(tools::integerIn(1, 1 << 16))
+      ->type_name("M");
+  app.add_option("--repeats", f.repeats,
+                 "measure the machine and each plan N times, alternating, keep the best of "
+                 "each (default 3)")
+      ->check(tools::integerIn(1, 1000))
+      ->type_name("N");
+  cli.addJson(f.json);
+  cli.addThreads(f.threads);
+  if (auto code = cli.parse(argc, argv))
+    return *code;
+  return rooflineMain(f, cli);
 }

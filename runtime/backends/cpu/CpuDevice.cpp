@@ -10,6 +10,8 @@
 #include "kernels/cpu/Attention.h"
 #include "kernels/cpu/Kernels.h"
 
+#include <omp.h>
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -195,14 +197,24 @@ public:
 
 class CpuStream final : public Stream {
 public:
-  Status launch(const KernelCall &call) override { return run(call); }
+  explicit CpuStream(int threads) : threads_(threads) {}
+  Status launch(const KernelCall &call) override {
+    // OpenMP's thread count is per calling thread: set it where kernels run.
+    if (threads_ > 0 && omp_get_max_threads() != threads_)
+      omp_set_num_threads(threads_);
+    return run(call);
+  }
   Status record(Event &) override { return Status::ok(); }
   Status wait(Event &) override { return Status::ok(); }
   Status synchronize() override { return Status::ok(); }
+
+private:
+  int threads_;
 };
 
 class CpuDevice final : public Device {
 public:
+  explicit CpuDevice(const CpuDeviceOptions &options) : stream_(options.threads) {}
   std::string name() const override { return "cpu"; }
   uint64_t memoryBytes() const override {
     return uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGE_SIZE));
@@ -238,6 +250,8 @@ private:
 
 } // namespace
 
-std::unique_ptr<Device> createCpuDevice() { return std::make_unique<CpuDevice>(); }
+std::unique_ptr<Device> createCpuDevice(const CpuDeviceOptions &options) {
+  return std::make_unique<CpuDevice>(options);
+}
 
 } // namespace moe::rt

@@ -5,6 +5,7 @@
 #include "moe/runtime/Session.h"
 #include "moe/runtime/Tokenizer.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -25,6 +26,9 @@ struct TextScore {
   std::optional<Comparison> comparison; ///< with a reference session
 };
 
+/// Called after each window with the tokens scored so far and in all.
+using Progress = std::function<void(uint64_t done, uint64_t total)>;
+
 /// Scores `text` under the model. The bytes are cut into consecutive windows
 /// of (context - 1) bytes, each run as [start] + bytes from position 0, and
 /// every byte is predicted from the tokens before it in its window (the
@@ -33,14 +37,15 @@ struct TextScore {
 /// score carries the comparison.
 Expected<TextScore> scoreText(Session &session, const ByteTokenizer &tokenizer,
                               const std::string &text, int64_t context,
-                              Session *reference = nullptr);
+                              Session *reference = nullptr, const Progress &progress = {});
 
 /// The same for a token sequence. With `start`, windows of context - 1
 /// tokens each follow `start` and every token is predicted; without, windows
 /// of `context` tokens overlap by one and every token but the first is.
 Expected<TextScore> scoreTokens(Session &session, const std::vector<int32_t> &tokens,
                                 int64_t context, Session *reference = nullptr,
-                                std::optional<int32_t> start = std::nullopt);
+                                std::optional<int32_t> start = std::nullopt,
+                                const Progress &progress = {});
 
 /// The routing counts as JSON: {"model_type", "num_experts", "top_k",
 /// "layers": [{"layer": L, "tokens": n, "counts": [...]}, ...]} (the traffic

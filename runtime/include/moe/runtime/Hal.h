@@ -100,8 +100,12 @@ public:
                            float *recv, const std::vector<size_t> &recvCounts) = 0;
 };
 
+struct CpuDeviceOptions {
+  /// Kernel threads; 0: OpenMP's default (one per core, or OMP_NUM_THREADS).
+  int threads = 0;
+};
 /// The CPU backend (kernels/cpu, OpenMP threads).
-std::unique_ptr<Device> createCpuDevice();
+std::unique_ptr<Device> createCpuDevice(const CpuDeviceOptions &options = {});
 /// The single-rank collective.
 std::unique_ptr<Collective> createLocalCollective();
 
