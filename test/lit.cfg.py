@@ -26,3 +26,11 @@ config.substitutions.append(("%check-bpb", f"{config.python_executable} {config.
 # lit runs tests in parallel and each runtime tool runs OpenMP threads: let
 # idle threads sleep instead of spinning, so oversubscribed cores make progress.
 config.environment["OMP_WAIT_POLICY"] = "PASSIVE"
+
+# %unprivileged runs a command as nobody when the tests run as root, so that
+# a file with mode 000 is really unreadable to it (root reads any file).
+if os.geteuid() == 0:
+    config.substitutions.append(
+        ("%unprivileged", "setpriv --reuid=65534 --regid=65534 --clear-groups"))
+else:
+    config.substitutions.append(("%unprivileged", ""))

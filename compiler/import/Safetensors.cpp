@@ -1,9 +1,9 @@
 //===- Safetensors.cpp - read safetensors headers -------------------------===//
 #include "compiler/import/Safetensors.h"
+#include "moe/runtime/File.h"
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -101,19 +101,17 @@ std::string shapeString(const std::vector<int64_t> &shape) {
 }
 
 void TensorCatalog::addFile(const std::string &path) {
-  std::error_code ec;
-  uint64_t fileSize = fs::file_size(path, ec);
-  if (ec)
-    fail(path, "cannot read: " + ec.message());
-  std::ifstream in(path, std::ios::binary);
+  auto in = rt::InputFile::open(path);
   if (!in)
-    fail(path, "cannot open for reading");
+    throw InputError(in.status().message());
+  const uint64_t fileSize = in->size();
   if (fileSize < 8)
     fail(path, "truncated: " + std::to_string(fileSize) +
                    " bytes, but a safetensors file starts with an 8-byte "
                    "header length");
   unsigned char lenBytes[8];
-  in.read(reinterpret_cast<char *>(lenBytes), 8);
+  if (rt::Status st = in->readAt(0, lenBytes, 8); !st)
+    throw InputError(st.message());
   uint64_t headerSize = 0;
   for (int i = 7; i >= 0; --i)
     headerSize = (headerSize << 8) | lenBytes[i];
@@ -126,10 +124,8 @@ void TensorCatalog::addFile(const std::string &path) {
                    " bytes runs past the end of the file (" +
                    std::to_string(fileSize) + " bytes)");
   std::string text(headerSize, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(headerSize));
-  if (!in)
-    fail(path, "could not read the " + std::to_string(headerSize) +
-                   "-byte header");
+  if (rt::Status st = in->readAt(8, text.data(), headerSize); !st)
+    throw InputError(st.message());
   json header = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded())
     fail(path, "header is not valid JSON");
@@ -176,8 +172,10 @@ TensorCatalog TensorCatalog::open(const std::string &dir) {
                      ": no model.safetensors or model.safetensors.index.json "
                      "(use --shape-only to import from config.json alone)");
   catalog.source_ = index.string();
-  std::ifstream in(index);
-  json parsed = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  auto indexText = rt::readFile(index.string(), 1u << 30);
+  if (!indexText)
+    throw InputError(indexText.status().message());
+  json parsed = json::parse(*indexText, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded() || !parsed.is_object())
     fail(index.string(), "is not a JSON object");
   auto map = parsed.find("weight_map");

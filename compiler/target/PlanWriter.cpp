@@ -12,6 +12,7 @@
 #include "dialects/moe/MoeOps.h"
 #include "dialects/plan/PlanOps.h"
 #include "moe/runtime/Checksum.h"
+#include "moe/runtime/File.h"
 #include "moe/runtime/PlanFormat.h"
 #include "moe/runtime/Version.h"
 
@@ -376,10 +377,10 @@ private:
 
   std::string checkpointHash() {
     rt::Checksum64 sum;
-    std::ifstream config(fs::path(options_.checkpointDir) / "config.json",
-                         std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(config)), {});
-    sum.update(text.data(), text.size());
+    auto text = rt::readFile((fs::path(options_.checkpointDir) / "config.json").string());
+    if (!text)
+      throw InputError(text.status().message());
+    sum.update(text->data(), text->size());
     for (auto &[name, info] : catalog_.tensors()) {
       std::ostringstream os;
       os << name << ' ' << info.dtype << ' ' << shapeString(info.shape) << ' '

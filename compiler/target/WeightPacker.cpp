@@ -1,5 +1,6 @@
 //===- WeightPacker.cpp - stream checkpoint tensors into a weight file ----===//
 #include "compiler/target/WeightPacker.h"
+#include "moe/runtime/File.h"
 #include "moe/runtime/Checksum.h"
 #include "moe/runtime/PlanFormat.h"
 
@@ -57,33 +58,19 @@ void WeightPacker::end(Packed &packed, const rt::Checksum64 &sum) {
 // multiple of `unit` bytes (except a short file, which throws).
 template <typename Consume>
 void WeightPacker::read(const TensorInfo &part, size_t unit, Consume consume) {
-  int fd = ::open(part.file.c_str(), O_RDONLY);
-  if (fd < 0)
-    throw InputError(part.file + ": cannot open (" + std::strerror(errno) + ")");
+  auto in = rt::InputFile::open(part.file);
+  if (!in)
+    throw InputError(in.status().message());
   const size_t piece = std::max(unit, buffer_.size() / unit * unit);
   if (buffer_.size() < piece)
     buffer_.resize(piece);
-  uint64_t done = 0;
-  while (done < part.size) {
-    size_t want = size_t(std::min<uint64_t>(piece, part.size - done)), got = 0;
-    while (got < want) {
-      ssize_t n = ::pread(fd, buffer_.data() + got, want - got, off_t(part.offset + done + got));
-      if (n <= 0) {
-        ::close(fd);
-        throw InputError(part.file + ": short read at byte " +
-                         std::to_string(part.offset + done + got) + " (file truncated?)");
-      }
-      got += size_t(n);
-    }
-    try {
-      consume(buffer_.data(), want);
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
+  for (uint64_t done = 0; done < part.size;) {
+    size_t want = size_t(std::min<uint64_t>(piece, part.size - done));
+    if (rt::Status st = in->readAt(part.offset + done, buffer_.data(), want); !st)
+      throw InputError(st.message());
+    consume(buffer_.data(), want);
     done += want;
   }
-  ::close(fd);
 }
 
 WeightPacker::Packed WeightPacker::append(const std::vector<const TensorInfo *> &parts) {

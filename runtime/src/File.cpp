@@ -103,6 +103,8 @@ Expected<std::string> readFile(const std::string &path, uint64_t maxBytes) {
   // read: a file that grows or shrinks meanwhile is not read half old.
   char extra;
   ssize_t more = ::pread(file->fd(), &extra, 1, off_t(bytes.size()));
+  if (more < 0)
+    return errnoError(path, "cannot read");
   struct stat st;
   if (more != 0 || ::fstat(file->fd(), &st) != 0 || uint64_t(st.st_size) != file->size())
     return Status::error(path + ": changed size while being read (" +

@@ -1,5 +1,6 @@
 //===- Plan.cpp - load and verify a compiled plan ------------------------===//
 #include "moe/runtime/Plan.h"
+#include "moe/runtime/File.h"
 #include "moe/runtime/Checksum.h"
 #include "moe/runtime/PlanFormat.h"
 #include "PlanShapes.h"
@@ -121,19 +122,12 @@ Expected<std::unique_ptr<LoadedPlan>> LoadedPlan::open(const std::string &dir,
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return Status::error(dir + ": not a plan directory (run moe-compile <hf-dir> -o " +
                          dir + " first)");
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in)
-    return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::streamoff size = in.tellg();
-  if (size < 24)
-    return Status::error(path + ": truncated (" + str(size) + " bytes)");
-  if (uint64_t(size) > kMaxPlanBytes)
-    return Status::error(path + ": " + str(size) + " bytes is too large for a plan");
-  loaded->bytes_.resize(size_t(size));
-  in.seekg(0);
-  in.read(reinterpret_cast<char *>(loaded->bytes_.data()), size);
-  if (!in)
-    return Status::error(path + ": read failed");
+  auto bytes = readFile(path, kMaxPlanBytes);
+  if (!bytes)
+    return bytes.status();
+  if (bytes->size() < 24)
+    return Status::error(path + ": truncated (" + str(bytes->size()) + " bytes)");
+  loaded->bytes_.assign(bytes->begin(), bytes->end());
 
   size_t bodySize = loaded->bytes_.size() - kPlanTrailerBytes;
   const uint8_t *buf = loaded->bytes_.data();
@@ -359,27 +353,22 @@ Status LoadedPlan::mapWeights() {
   const plan::Plan &p = *plan_;
   for (const auto *file : *p.weight_files()) {
     std::string path = dir_ + "/" + file->path()->str();
-    int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0)
-      return Status::error(path + ": cannot open weight file (" + std::strerror(errno) + ")");
-    struct stat st;
-    ::fstat(fd, &st);
-    if (uint64_t(st.st_size) < file->size()) {
-      ::close(fd);
-      return Status::error(path + ": " + str(st.st_size) + " bytes, but the plan needs " +
+    auto in = InputFile::open(path);
+    if (!in)
+      return in.status();
+    if (in->size() < file->size())
+      return Status::error(path + ": " + str(in->size()) + " bytes, but the plan needs " +
                            str(file->size()) + " (truncated weight file?)");
-    }
+    const int fd = in->fd();
     Mapping m;
     m.size = file->size();
     if (m.size > 0) {
       m.data = ::mmap(nullptr, m.size, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (m.data == MAP_FAILED) {
-        ::close(fd);
+      if (m.data == MAP_FAILED)
         return Status::error(path + ": mmap failed (" + std::strerror(errno) + ")");
-      }
     }
-    ::close(fd);
-    mappings_.push_back(m);
+    mappings_.push_back(m); // the mapping outlives the descriptor
+
   }
   return Status::ok();
 }
