@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/target/PlanWriter.h"
 #include "compiler/import/Safetensors.h"
+#include "compiler/target/StagedDirectory.h"
 #include "compiler/target/WeightPacker.h"
 #include "dialects/moe/MoeOps.h"
 #include "dialects/plan/PlanOps.h"
@@ -22,7 +23,6 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -94,9 +94,16 @@ public:
     catalog_ = TensorCatalog::open(options_.checkpointDir);
     for (Operation &op : main.getBody().front())
       visit(op);
-    fs::create_directories(options_.outputDir);
+    // Written beside the target, moved into place by one rename: a reader of
+    // the old plan keeps its mapped weights, and a failure or an interrupt
+    // leaves the old plan as it was.
+    StagedDirectory staged(options_.outputDir, rt::kPlanFileName);
+    dir_ = staged.path();
     packWeights();
     finishPlan(arena.getInt());
+    if (options_.cancelled && *options_.cancelled)
+      throw InputError("interrupted");
+    staged.commit();
   }
 
 private:
@@ -354,7 +361,8 @@ private:
 
   void packWeights() {
     std::string file = std::string(rt::kWeightFilePrefix) + "0.bin";
-    WeightPacker packer((fs::path(options_.outputDir) / file).string(), totalWeightBytes_);
+    WeightPacker packer((fs::path(dir_) / file).string(), totalWeightBytes_,
+                        options_.cancelled);
     auto place = [&](uint32_t tensor, const WeightPacker::Packed &p) {
       tensors_[tensor].offset = p.offset;
       tensors_[tensor].checksum = p.checksum;
@@ -440,25 +448,23 @@ private:
                                      int32_t(maxTokens_), uint64_t(arenaBytes),
                                      totalWeightBytes_, kv, provenance);
     fb::FinishPlanBuffer(b_, plan);
-    fs::path path = fs::path(options_.outputDir) / rt::kPlanFileName;
-    fs::path tmp = path.string() + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary);
-      out.write(reinterpret_cast<const char *>(b_.GetBufferPointer()), b_.GetSize());
-      uint64_t sum = rt::checksum64(b_.GetBufferPointer(), b_.GetSize());
-      char trailer[rt::kPlanTrailerBytes];
-      std::memcpy(trailer, rt::kPlanTrailerTag, sizeof rt::kPlanTrailerTag);
-      for (int i = 0; i < 8; ++i)
-        trailer[8 + i] = char((sum >> (8 * i)) & 0xff);
-      out.write(trailer, sizeof trailer);
-      if (!out)
-        throw InputError(tmp.string() + ": write failed");
-    }
-    fs::rename(tmp, path);
+    auto out = rt::OutputFile::create((fs::path(dir_) / rt::kPlanFileName).string());
+    if (!out)
+      throw InputError(out.status().message());
+    uint64_t sum = rt::checksum64(b_.GetBufferPointer(), b_.GetSize());
+    char trailer[rt::kPlanTrailerBytes];
+    std::memcpy(trailer, rt::kPlanTrailerTag, sizeof rt::kPlanTrailerTag);
+    for (int i = 0; i < 8; ++i)
+      trailer[8 + i] = char((sum >> (8 * i)) & 0xff);
+    for (rt::Status st : {out->write(b_.GetBufferPointer(), b_.GetSize()),
+                          out->write(trailer, sizeof trailer), out->close()})
+      if (!st)
+        throw InputError(st.message());
   }
 
   ModuleOp module_;
   const PlanWriteOptions &options_;
+  std::string dir_; ///< where the files go: the staging directory
   TensorCatalog catalog_;
   flatbuffers::FlatBufferBuilder b_;
   int64_t maxTokens_ = 0;
@@ -521,6 +527,8 @@ bool writePlan(ModuleOp module, const PlanWriteOptions &options, std::string &er
   } catch (const fs::filesystem_error &e) {
     error = e.what();
   }
+  if (options.cancelled && *options.cancelled)
+    error = "interrupted by a signal; " + options.outputDir + " was left as it was";
   return false;
 }
 

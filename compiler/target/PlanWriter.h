@@ -5,20 +5,26 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "runtime/schema/plan_generated.h"
 
+#include <atomic>
 #include <string>
 
 namespace moe {
 
 struct PlanWriteOptions {
   std::string checkpointDir; ///< where the weights are read from
-  std::string outputDir;     ///< created if missing
+  std::string outputDir;     ///< created, or replaced in one rename
   std::string pipeline;      ///< recorded in the provenance
   moe::plan::DType kvDtype = moe::plan::DType::F32; ///< KV-cache element type
+  /// When set (by a signal handler), writing stops and the target is left
+  /// as it was.
+  const std::atomic<bool> *cancelled = nullptr;
 };
 
 /// Serialises a module that went through moe-to-plan and moe-plan-memory:
-/// streams its weights from the checkpoint into outputDir/weights-0.bin and
-/// writes outputDir/plan.moeplan. Returns false with a one-line `error`.
+/// streams its weights from the checkpoint into weights-0.bin and writes
+/// plan.moeplan, in a staging directory that then replaces outputDir in one
+/// rename (StagedDirectory.h). Returns false with a one-line `error`; the
+/// old outputDir is then untouched.
 bool writePlan(mlir::ModuleOp module, const PlanWriteOptions &options,
                std::string &error);
 

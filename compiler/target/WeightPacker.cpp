@@ -18,8 +18,10 @@ namespace {
 constexpr size_t kBufferBytes = 16u << 20;
 } // namespace
 
-WeightPacker::WeightPacker(const std::string &path, uint64_t totalBytes)
-    : path_(path), total_(totalBytes), tty_(::isatty(2)), buffer_(kBufferBytes) {
+WeightPacker::WeightPacker(const std::string &path, uint64_t totalBytes,
+                           const std::atomic<bool> *cancelled)
+    : path_(path), total_(totalBytes), tty_(::isatty(2)), cancelled_(cancelled),
+      buffer_(kBufferBytes) {
   out_ = std::fopen(path.c_str(), "wb");
   if (!out_)
     throw InputError(path + ": cannot create (" + std::strerror(errno) + ")");
@@ -41,6 +43,8 @@ void WeightPacker::begin(Packed &packed) {
 }
 
 void WeightPacker::write(const char *data, size_t bytes, rt::Checksum64 &sum) {
+  if (cancelled_ && *cancelled_)
+    throw InputError(path_ + ": interrupted");
   sum.update(data, bytes);
   if (std::fwrite(data, 1, bytes, out_) != bytes)
     throw InputError(path_ + ": write failed (" + std::strerror(errno) + ")");

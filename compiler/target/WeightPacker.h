@@ -13,6 +13,7 @@
 #include "compiler/target/WeightEncoding.h"
 #include "moe/runtime/Checksum.h"
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -22,8 +23,10 @@ namespace moe {
 
 class WeightPacker {
 public:
-  /// Opens `path` for writing; `totalBytes` (for progress) may be 0.
-  WeightPacker(const std::string &path, uint64_t totalBytes);
+  /// Opens `path` for writing; `totalBytes` (for progress) may be 0. When
+  /// `*cancelled` becomes true, the next write throws InputError.
+  WeightPacker(const std::string &path, uint64_t totalBytes,
+               const std::atomic<bool> *cancelled = nullptr);
   ~WeightPacker();
 
   struct Packed {
@@ -55,6 +58,7 @@ private:
   std::FILE *out_ = nullptr;
   uint64_t written_ = 0, total_ = 0, tensors_ = 0, shown_ = 0;
   bool tty_ = false;
+  const std::atomic<bool> *cancelled_;
   std::vector<char> buffer_;
 };
 

@@ -22,13 +22,31 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <signal.h>
 #include <sys/resource.h>
+
+#include <atomic>
 
 #include <algorithm>
 #include <chrono>
 #include <optional>
 
 namespace {
+
+/// Set by SIGTERM and SIGINT: the plan being written is abandoned and the
+/// old one left in place. A second signal kills at once (SA_RESETHAND).
+std::atomic<bool> interrupted{false};
+
+void onSignal(int) { interrupted = true; }
+
+void catchInterrupts() {
+  struct sigaction sa = {};
+  sa.sa_handler = onSignal;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
 
 struct Flags {
   std::string input, output, pipeline, kvDtype = "f32", precision = "keep", calibration,
@@ -111,6 +129,7 @@ int main(int argc, char **argv) {
   if (auto code = cli.parse(argc, argv))
     return *code;
   auto fail = [&](const std::string &m) { return cli.fail(m); };
+  catchInterrupts();
   if (f.emit == "plan" && f.output.empty())
     return fail("missing -o <plan-dir> (or use --emit=mlir)");
   const moe::plan::DType kvType = *moe::rt::parseKvDtype(f.kvDtype);
@@ -158,7 +177,7 @@ int main(int argc, char **argv) {
       copy->print(llvm::outs());
       return true;
     }
-    return moe::writePlan(*copy, {f.input, dir, text, kvType}, error);
+    return moe::writePlan(*copy, {f.input, dir, text, kvType, &interrupted}, error);
   };
   std::vector<std::string> overrides;
   if (autoPrecision) {
