@@ -57,7 +57,7 @@ for policy in $policies; do
   "$bin/moe-run" "$work/kjv-$policy" --eval-file "$work/eval.txt" --compare-to "$work/kjv-fp32" \
     --json - > "$work/kjv-$policy.json"
   row "$policy" "$work/kjv-$policy" "$work/kjv-fp32" "$work/kjv-$policy.json" \
-    "$("$bin/moe-run" "$work/kjv-$policy" --prompt "And God said" --max-new-tokens 200 --json - | tps)"
+    "$("$bin/moe-run" "$work/kjv-$policy" --prompt "And God said" --max-new-tokens 200 --ignore-eos --json - | tps)"
 done
 
 prompt=$(python3 -c "import random; r = random.Random(7); print(','.join(str(r.randrange(96)) for _ in range(60)))")
@@ -72,7 +72,7 @@ for family in mixtral qwen2_moe qwen3_moe deepseek_v2 deepseek_v3; do
     "$bin/moe-run" "$work/$family-$policy" --prompt-tokens "$prompt" --compare-to "$work/$family-fp32" \
       --json - > "$work/$family-$policy.json"
     row "$policy" "$work/$family-$policy" "$work/$family-fp32" "$work/$family-$policy.json" \
-      "$("$bin/moe-run" "$work/$family-$policy" --prompt-tokens 5,17,42 --max-new-tokens 50 --json - | tps)"
+      "$("$bin/moe-run" "$work/$family-$policy" --prompt-tokens 5,17,42 --max-new-tokens 50 --ignore-eos --json - | tps)"
   done
 done
 

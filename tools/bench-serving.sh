@@ -10,7 +10,8 @@ svg=${3:-docs/serving-offload.svg}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$work"
 "$bin/moe-compile" "$here/../examples/kjv-moe" -o "$work/plan" >/dev/null
-common=(--concurrency 1,8,32,128,256 --requests 256 --prompt-len 16:64 --output-len 16:64 --seed 0)
+common=(--concurrency 1,8,32,128,256 --requests 256 --prompt-len 16:64 --output-len 16:64 --seed 0
+        --ignore-eos)
 echo "== preemption by recompute"
 "$bin/moe-bench" "$work/plan" "${common[@]}" --json "$work/recompute.json"
 echo "== preemption by swap to a 64 MiB host pool"

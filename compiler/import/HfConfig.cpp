@@ -539,6 +539,7 @@ HfConfig HfConfig::parse(const json &config, const std::string &path) {
   c.tieWordEmbeddings = r.boolean("tie_word_embeddings", false);
   c.torchDtype = r.string("torch_dtype", r.string("dtype", "bfloat16"));
   c.eosTokenIds = readEos(r);
+  c.configEosTokenId = c.eosTokenIds.empty() ? -1 : c.eosTokenIds[0];
   readActivation(r);
   readRope(r, c);
   readQuantization(r, c);
@@ -579,7 +580,10 @@ HfConfig HfConfig::load(const std::string &path) {
       (std::filesystem::path(path).parent_path() / "generation_config.json").string();
   if (gen.is_object() && gen.contains("eos_token_id") && !gen["eos_token_id"].is_null())
     c.eosTokenIds = readEos(Reader(gen, genPath, c.modelType));
-  for (int64_t id : c.eosTokenIds)
+  std::vector<int64_t> ids = c.eosTokenIds;
+  if (c.configEosTokenId != -1)
+    ids.push_back(c.configEosTokenId);
+  for (int64_t id : ids)
     if (id < 0 || id >= c.vocabSize)
       throw InputError(path + ": eos_token_id " + std::to_string(id) +
                        " is outside the vocabulary [0, " + std::to_string(c.vocabSize) + ")");

@@ -33,6 +33,9 @@ struct HfConfig {
   /// Tokens that end a sequence: generation_config.json's eos_token_id when
   /// that file has one, else config.json's (an id or a list of ids).
   std::vector<int64_t> eosTokenIds;
+  /// config.json's eos_token_id (the first of a list), -1 if none: the id a
+  /// byte tokenizer starts sequences with.
+  int64_t configEosTokenId = -1;
   /// "byt5" when tokenizer_config.json names ByT5Tokenizer (token = byte + 3);
   /// empty when the tokenizer is one the runtime cannot apply.
   std::string tokenizer;

@@ -282,8 +282,8 @@ private:
                         b_.getI64IntegerAttr(c.maxPositions)),
         b_.getNamedAttr("tie_word_embeddings",
                         b_.getBoolAttr(c.tieWordEmbeddings)),
-        b_.getNamedAttr("eos_token_id",
-                        b_.getI64IntegerAttr(c.eosTokenIds.empty() ? -1 : c.eosTokenIds[0]))};
+        b_.getNamedAttr("eos_token_id", b_.getI64IntegerAttr(c.configEosTokenId)),
+        b_.getNamedAttr("eos_token_ids", b_.getDenseI64ArrayAttr(c.eosTokenIds))};
     if (!c.tokenizer.empty())
       items.push_back(b_.getNamedAttr("tokenizer", b_.getStringAttr(c.tokenizer)));
     return b_.getDictionaryAttr(items);

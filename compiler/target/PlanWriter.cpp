@@ -427,11 +427,17 @@ private:
     };
     auto tokenizer = config ? config.getAs<StringAttr>("tokenizer") : StringAttr();
     auto eos = config ? config.getAs<IntegerAttr>("eos_token_id") : IntegerAttr();
+    auto eosList = config ? config.getAs<DenseI64ArrayAttr>("eos_token_ids")
+                          : DenseI64ArrayAttr();
+    std::vector<int32_t> eosIds;
+    if (eosList)
+      for (int64_t id : eosList.asArrayRef())
+        eosIds.push_back(int32_t(id));
     auto modelConfig = fb::CreateModelConfigDirect(
         b_, type ? type.str().c_str() : "", get("vocab_size"), get("hidden_size"),
         get("num_layers"), get("num_experts"), get("top_k"),
         get("max_position_embeddings"), tokenizer ? tokenizer.str().c_str() : "",
-        eos ? int32_t(eos.getInt()) : -1);
+        eos ? int32_t(eos.getInt()) : -1, &eosIds);
     std::vector<flatbuffers::Offset<fb::WeightFile>> files = {
         fb::CreateWeightFileDirect(b_, weightFile_.c_str(), weightFileSize_)};
     std::vector<flatbuffers::Offset<fb::Program>> programs = {

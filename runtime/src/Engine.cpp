@@ -69,6 +69,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const LoadedPlan &plan, Device 
                                                  const EngineOptions &options) {
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;
+  e->plan_ = &plan;
   SessionOptions so;
   so.blockSize = options.blockSize;
   so.numBlocks = options.numBlocks;
@@ -142,9 +143,13 @@ Expected<int64_t> Engine::submit(GenerationRequest request) {
     if (t < 0 || t >= vocab_)
       return reject("token id " + std::to_string(t) + " out of vocabulary [0, " +
                     std::to_string(vocab_) + ")");
+  auto stop = StopRules::create(plan_->plan(), request.stop);
+  if (!stop)
+    return reject(stop.status().message());
   auto s = std::make_unique<Sequence>(Sequence{nextId_++, request, request.prompt,
                                                request.prompt.size(), 0, {}, {}, {},
-                                               Sampler(request.sampling), {}});
+                                               Sampler(request.sampling), stop.take(), {},
+                                               false});
   s->result.id = s->id;
   s->result.submitted = now();
   s->blocks.reserve(size_t(need));
@@ -375,9 +380,15 @@ Status Engine::step() {
     s.context.push_back(next);
     s.result.tokens.push_back(next);
     s.result.tokenTimes.push_back(t1);
+    if (auto reason = s.stop.check(s.result.tokens)) {
+      s.result.finishReason = *reason;
+      s.result.tokenTimes.resize(s.result.tokens.size()); // a stop string's tokens went
+      s.ended = true;
+    }
   }
   for (size_t i = running_.size(); i-- > 0;)
-    if (int64_t(running_[i]->result.tokens.size()) >= running_[i]->request.maxNewTokens)
+    if (running_[i]->ended ||
+        int64_t(running_[i]->result.tokens.size()) >= running_[i]->request.maxNewTokens)
       finish(i);
   return Status::ok();
 }

@@ -109,6 +109,17 @@ static Status checkQuantization(const plan::Plan &p, uint32_t id, const std::str
   return Status::ok();
 }
 
+std::vector<int32_t> eosTokens(const plan::Plan &plan) {
+  const plan::ModelConfig *c = plan.config();
+  if (!c)
+    return {};
+  if (c->eos_token_ids())
+    return std::vector<int32_t>(c->eos_token_ids()->begin(), c->eos_token_ids()->end());
+  if (c->eos_token_id() >= 0)
+    return {c->eos_token_id()};
+  return {};
+}
+
 const char *dtypeName(plan::DType dtype) {
   return dtypeSize(dtype) ? plan::EnumNameDType(dtype) : "?";
 }
@@ -175,6 +186,10 @@ Status LoadedPlan::check() const {
       !p.outputs() || !p.kv_cache() || !p.kv_cache()->layers() || !p.weight_files())
     return Status::error("incomplete plan: config, tensors, programs, inputs, outputs, "
                          "weight files and KV-cache spec are all required");
+  for (int32_t id : eosTokens(p))
+    if (id < 0 || id >= p.config()->vocab_size())
+      return Status::error("end-of-sequence token " + str(id) + " outside the vocabulary [0, " +
+                           str(p.config()->vocab_size()) + ")");
   size_t numTensors = p.tensors()->size();
   int64_t maxTokens = p.max_batch_tokens();
   if (maxTokens < 1 || maxTokens > (1 << 24))

@@ -11,7 +11,7 @@ prompt=$(python3 -c "import json,sys; print(','.join(map(str, json.load(open(sys
 rm -rf "$work" && mkdir -p "$work"
 moe-compile "$golden" -o "$work/plan" > /dev/null
 moe-compile "$golden" -o "$work/plan3" --max-batch-tokens 3 > /dev/null
-run() { moe-run "$1" --prompt-tokens "$prompt" --max-new-tokens 16 --json - --dump-logits "$2.bin" "${@:3}" > "$2.json"; }
+run() { moe-run "$1" --prompt-tokens "$prompt" --max-new-tokens 16 --ignore-eos --json - --dump-logits "$2.bin" "${@:3}" > "$2.json"; }
 run "$work/plan" "$work/cached"
 run "$work/plan" "$work/recompute" --recompute
 run "$work/plan3" "$work/chunked"

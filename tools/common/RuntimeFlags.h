@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace moe::tools {
 
@@ -27,6 +28,17 @@ inline void addKvDtype(Cli &cli, std::string &kvDtype) {
 /// The type --kv-dtype names; nullopt when absent.
 inline std::optional<plan::DType> kvDtype(const std::string &flag) {
   return flag.empty() ? std::nullopt : rt::parseKvDtype(flag);
+}
+
+/// --ignore-eos and --stop STRING: where generated sequences end.
+inline void addStopFlags(Cli &cli, bool &ignoreEos, std::vector<std::string> &stop) {
+  cli.app.add_flag("--ignore-eos", ignoreEos,
+                   "go on generating through the model's end-of-sequence tokens");
+  cli.app
+      .add_option("--stop", stop,
+                  "end a sequence when its text ends with STRING, which is cut off (byte-level "
+                  "models; repeat the flag for several)")
+      ->type_name("STRING");
 }
 
 /// --memory-limit MIB: refuse to start above it (0 when absent).

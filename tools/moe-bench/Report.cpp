@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <cstdio>
 #include <sstream>
 
@@ -14,6 +15,7 @@ namespace {
 struct Latencies {
   std::vector<double> ttft, itl;
   uint64_t generated = 0;
+  std::map<std::string, uint64_t> finished; ///< finish reason -> requests
 };
 
 Latencies latencies(const Outcome &o) {
@@ -23,6 +25,7 @@ Latencies latencies(const Outcome &o) {
     for (size_t i = 1; i < r.tokenTimes.size(); ++i)
       l.itl.push_back(r.tokenTimes[i] - r.tokenTimes[i - 1]);
     l.generated += r.tokens.size();
+    ++l.finished[rt::finishReasonName(r.finishReason)];
   }
   std::sort(l.ttft.begin(), l.ttft.end());
   std::sort(l.itl.begin(), l.itl.end());
@@ -52,6 +55,10 @@ void printLevel(std::FILE *out, const Level &level, int64_t kvBlocks) {
               rate(double(o.results.size()), o.seconds),
               rate(double(st.decodeTokens), st.decodeSeconds),
               rate(double(st.prefillTokens), st.prefillSeconds));
+  std::fprintf(out, "  finished: %llu at the length limit, %llu at end of sequence, %llu at a "
+                    "stop string\n",
+               (unsigned long long)l.finished["length"], (unsigned long long)l.finished["eos"],
+               (unsigned long long)l.finished["stop"]);
   using tools::percentile;
   std::fprintf(out, "  TTFT ms p50 %.1f p90 %.1f p99 %.1f | ITL ms p50 %.2f p90 %.2f p99 %.2f\n",
                1e3 * percentile(l.ttft, 50), 1e3 * percentile(l.ttft, 90),
@@ -108,7 +115,10 @@ nlohmann::json levelJson(const Level &level) {
           {"host_blocks", o.hostBlocks},
           {"peak_host_blocks", st.peakHostBlocks},
           {"recomputed_tokens", st.recomputedTokens},
-          {"identical_to_solo", level.identical}};
+          {"identical_to_solo", level.identical},
+          {"finish_reasons",
+           {{"length", l.finished["length"]}, {"eos", l.finished["eos"]},
+            {"stop", l.finished["stop"]}}}};
 }
 
 } // namespace moe::bench

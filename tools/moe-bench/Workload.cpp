@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <sstream>
 #include <optional>
@@ -43,12 +44,14 @@ std::vector<rt::GenerationRequest> syntheticWorkload(const SyntheticSpec &spec, 
     while (int64_t(r.prompt.size()) < len)
       r.prompt.push_back(token());
     r.maxNewTokens = uniform(token.rng, spec.outputLo, spec.outputHi);
+    r.stop = spec.stop;
   }
   return requests;
 }
 
 rt::Expected<std::vector<rt::GenerationRequest>>
-readWorkload(const std::string &path, const plan::Plan &plan, uint64_t seed) {
+readWorkload(const std::string &path, const plan::Plan &plan, uint64_t seed,
+             const rt::StopOptions &defaults) {
   auto text = rt::readFile(path);
   if (!text)
     return text.status();
@@ -60,8 +63,9 @@ readWorkload(const std::string &path, const plan::Plan &plan, uint64_t seed) {
   for (int lineNo = 1; std::getline(in, line); ++lineNo) {
     auto bad = [&](const std::string &what) {
       return rt::Status::error(path + ":" + std::to_string(lineNo) + ": " + what +
-                               " (each line: {\"output_len\": N, and one of \"prompt\", "
-                               "\"prompt_tokens\" or \"prompt_len\"})");
+                               " (each line: {\"output_len\": N, one of \"prompt\", "
+                               "\"prompt_tokens\" or \"prompt_len\", and optionally "
+                               "\"stop\": [strings] and \"ignore_eos\": bool})");
     };
     if (line.find_first_not_of(" \t\r") == std::string::npos)
       continue;
@@ -72,7 +76,7 @@ readWorkload(const std::string &path, const plan::Plan &plan, uint64_t seed) {
       return bad("not a JSON object");
     for (auto it = j.begin(); it != j.end(); ++it)
       if (it.key() != "output_len" && it.key() != "prompt" && it.key() != "prompt_tokens" &&
-          it.key() != "prompt_len")
+          it.key() != "prompt_len" && it.key() != "stop" && it.key() != "ignore_eos")
         return bad("unknown key \"" + it.key() + "\"");
     auto positive = [&](const char *key) -> std::optional<int64_t> {
       if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() < 1)
@@ -84,6 +88,19 @@ readWorkload(const std::string &path, const plan::Plan &plan, uint64_t seed) {
     if (!out)
       return bad("\"output_len\" must be a positive integer");
     r.maxNewTokens = *out;
+    r.stop = defaults;
+    if (j.contains("ignore_eos")) {
+      if (!j["ignore_eos"].is_boolean())
+        return bad("\"ignore_eos\" must be true or false");
+      r.stop.ignoreEos = j["ignore_eos"].get<bool>();
+    }
+    if (j.contains("stop")) {
+      const nlohmann::json &stop = j["stop"];
+      if (!stop.is_array() ||
+          !std::all_of(stop.begin(), stop.end(), [](const auto &s) { return s.is_string(); }))
+        return bad("\"stop\" must be a list of strings");
+      r.stop.strings = stop.get<std::vector<std::string>>();
+    }
     int prompts = int(j.contains("prompt")) + int(j.contains("prompt_tokens")) +
                   int(j.contains("prompt_len"));
     if (prompts != 1)

@@ -15,6 +15,7 @@ struct SyntheticSpec {
   int64_t requests = 0, promptLo = 16, promptHi = 64, outputLo = 16, outputHi = 64;
   int64_t sharedPrefix = 0;
   uint64_t seed = 0;
+  rt::StopOptions stop; ///< where each generated sequence may end early
 };
 
 std::vector<rt::GenerationRequest> syntheticWorkload(const SyntheticSpec &spec, int64_t vocab);
@@ -22,11 +23,14 @@ std::vector<rt::GenerationRequest> syntheticWorkload(const SyntheticSpec &spec, 
 /// Reads a JSON Lines workload: one object per line with "output_len" and
 /// exactly one of "prompt" (text, through the plan's tokenizer),
 /// "prompt_tokens" (token ids) or "prompt_len" (that many random ids drawn
-/// with `seed`). Blank lines are skipped; errors name the file and line.
+/// with `seed`); optionally "stop" (strings) and "ignore_eos", which
+/// override `defaults`. Blank lines are skipped; errors name the file and
+/// line.
 /// Requests that parse but cannot run (too long, bad ids) are left for the
 /// engine to reject one by one.
 rt::Expected<std::vector<rt::GenerationRequest>>
-readWorkload(const std::string &path, const plan::Plan &plan, uint64_t seed);
+readWorkload(const std::string &path, const plan::Plan &plan, uint64_t seed,
+             const rt::StopOptions &defaults);
 
 /// Arrival times (seconds from the start) of `n` requests as a Poisson
 /// process of `rate` requests per second.

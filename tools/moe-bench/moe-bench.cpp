@@ -36,7 +36,8 @@ struct Flags {
   double memoryLimit = 0, hostPool = 0;
   uint64_t seed = 0;
   int threads = 0;
-  bool verify = false, prefixCaching = false;
+  bool verify = false, prefixCaching = false, ignoreEos = false;
+  std::vector<std::string> stop;
 };
 
 /// "A:B" (or "A") with 1 <= A <= B; `dflt` when the flag is absent.
@@ -97,8 +98,9 @@ int benchMain(const Flags &f, tools::Cli &cli) {
   std::vector<rt::GenerationRequest> fromFile;
   SyntheticSpec spec;
   spec.seed = f.seed;
+  spec.stop = rt::StopOptions{f.ignoreEos, f.stop};
   if (!f.workload.empty()) {
-    auto w = readWorkload(f.workload, p, f.seed);
+    auto w = readWorkload(f.workload, p, f.seed, spec.stop);
     if (!w)
       return fail(w.status().message());
     fromFile = w.take();
@@ -276,6 +278,7 @@ int main(int argc, char **argv) {
   app.add_option("--max-waiting", f.maxWaiting, "waiting-queue bound (default 1024)")
       ->check(tools::integerIn(1, 1 << 24))
       ->type_name("N");
+  tools::addStopFlags(cli, f.ignoreEos, f.stop);
   tools::addKvDtype(cli, f.kvDtype);
   tools::addMemoryLimit(cli, f.memoryLimit);
   app.add_option("--host-pool", f.hostPool,

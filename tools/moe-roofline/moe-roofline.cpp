@@ -74,6 +74,7 @@ rt::Expected<std::vector<double>> decodeRates(std::vector<Subject> &subjects, in
       for (int64_t i = 0; i < prompt; ++i)
         r.prompt.push_back(int32_t(rng() % uint32_t(s.vocab())));
       r.maxNewTokens = steps + 1;
+      r.stop.ignoreEos = true; // every sequence decodes all its steps
       if (auto id = (*engine)->submit(r); !id)
         return id.status();
     }

@@ -11,6 +11,7 @@
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/Sampler.h"
 #include "moe/runtime/Session.h"
+#include "moe/runtime/Stopping.h"
 #include "moe/runtime/Tokenizer.h"
 #include "tools/common/Cli.h"
 #include "tools/common/Output.h"
@@ -31,11 +32,12 @@ namespace {
 struct Flags {
   std::string planDir, prompt, evalFile, compareTo, dumpLogits, json, expertStats, kvDtype;
   std::vector<int64_t> promptTokens;
+  std::vector<std::string> stop;
   int64_t maxNewTokens = 16, maxContext = 0;
   double temperature = 0, topP = 1, memoryLimit = 0;
   uint64_t seed = 0;
   int threads = 0;
-  bool expertHistogram = false, verifyWeights = false, recompute = false;
+  bool expertHistogram = false, verifyWeights = false, recompute = false, ignoreEos = false;
 };
 
 double since(std::chrono::steady_clock::time_point t) {
@@ -209,6 +211,9 @@ int Run::generate() {
     return Status::ok();
   };
 
+  auto stop = StopRules::create(plan->plan(), StopOptions{flags.ignoreEos, flags.stop});
+  if (!stop)
+    return fail(stop.status().message());
   SamplingOptions sampling;
   sampling.temperature = float(flags.temperature);
   sampling.topP = float(flags.topP);
@@ -219,19 +224,26 @@ int Run::generate() {
     return fail(st.message());
   double firstToken = since(t1);
   std::vector<int32_t> generated;
+  FinishReason reason = FinishReason::Length;
+  int64_t steps = 0; // decode steps run (forward passes after the prefill)
   auto t2 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < newTokens; ++i) {
     int32_t next = sampler.next(logits.data(), vocab);
     generated.push_back(next);
     sequence.push_back(next);
+    if (auto ended = stop->check(generated)) {
+      reason = *ended;
+      break;
+    }
     if (i + 1 == newTokens)
       break;
     int64_t end = int64_t(sequence.size());
     if (Status st = run(flags.recompute ? 0 : end - 1, end, false); !st)
       return fail(st.message());
+    ++steps;
   }
   double decodeSeconds = since(t2);
-  double perSecond = newTokens > 1 ? double(newTokens - 1) / decodeSeconds : 0.0;
+  double perSecond = steps > 0 ? double(steps) / decodeSeconds : 0.0;
   if (dump)
     if (Status st = dump->close(); !st)
       return fail(st.message());
@@ -241,7 +253,8 @@ int Run::generate() {
                    {"generated_tokens", generated},
                    {"tokens_per_second", perSecond},
                    {"time_to_first_token_ms", firstToken * 1e3},
-                   {"plan_load_ms", loadSeconds * 1e3}};
+                   {"plan_load_ms", loadSeconds * 1e3},
+                   {"finish_reason", finishReasonName(reason)}};
   if (tokenizer)
     document["text"] = text;
   std::FILE *t = out.text();
@@ -258,9 +271,9 @@ int Run::generate() {
   }
   std::fprintf(t,
                "%zu prompt tokens in %.1f ms (time to first token), %lld decode steps at %.1f "
-               "tokens/s; plan loaded in %.1f ms\n",
-               tokens.size(), firstToken * 1e3, (long long)std::max<int64_t>(newTokens - 1, 0),
-               perSecond, loadSeconds * 1e3);
+               "tokens/s; plan loaded in %.1f ms; finished: %s\n",
+               tokens.size(), firstToken * 1e3, (long long)steps, perSecond, loadSeconds * 1e3,
+               finishReasonName(reason));
   return finish(document);
 }
 
@@ -290,7 +303,9 @@ int main(int argc, char **argv) {
                  "with --eval-file or --prompt-tokens: also run PLAN on the same windows and "
                  "report KL(PLAN || this), top-1 agreement and PLAN's bits per byte (token)")
       ->type_name("PLAN");
-  app.add_option("--max-new-tokens", f.maxNewTokens, "tokens to generate (default 16)")
+  app.add_option("--max-new-tokens", f.maxNewTokens,
+                 "tokens to generate (default 16; fewer when the sequence ends: an "
+                 "end-of-sequence token of the model, or a --stop string)")
       ->check(moe::tools::integerIn(0, int64_t(1) << 24))
       ->type_name("N");
   app.add_option("--temperature", f.temperature, "0 = greedy (default); > 0 samples")
@@ -303,6 +318,7 @@ int main(int argc, char **argv) {
   app.add_option("--max-context", f.maxContext, "KV-cache tokens for this run (0: the plan's)")
       ->check(moe::tools::integerIn(0, int64_t(1) << 24))
       ->type_name("N");
+  moe::tools::addStopFlags(cli, f.ignoreEos, f.stop);
   moe::tools::addKvDtype(cli, f.kvDtype);
   moe::tools::addMemoryLimit(cli, f.memoryLimit);
   app.add_option("--dump-logits", f.dumpLogits,

@@ -17,6 +17,7 @@
 
 #include "moe/runtime/Sampler.h"
 #include "moe/runtime/Session.h"
+#include "moe/runtime/Stopping.h"
 
 #include <cstdint>
 #include <deque>
@@ -46,8 +47,9 @@ struct EngineOptions {
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;
-  int64_t maxNewTokens = 16;
+  int64_t maxNewTokens = 16; ///< the most tokens generated; fewer when it ends (stop)
   SamplingOptions sampling;
+  StopOptions stop; ///< end-of-sequence tokens, stop strings (Stopping.h)
 };
 
 struct GenerationResult {
@@ -56,6 +58,7 @@ struct GenerationResult {
   double submitted = 0, firstToken = 0, finished = 0; ///< seconds, engine clock
   std::vector<double> tokenTimes; ///< when each generated token was sampled
   int preemptions = 0;
+  FinishReason finishReason = FinishReason::Length;
 };
 
 struct EngineStats {
@@ -131,7 +134,9 @@ private:
     std::vector<uint64_t> hashes; ///< prefix hash of each full block
     std::vector<int32_t> hostSlots; ///< while swapped out: its KV blocks
     Sampler sampler;
+    StopRules stop;
     GenerationResult result;
+    bool ended = false; ///< an end-of-sequence token or a stop string came
   };
   Engine() = default;
   double now() const;
@@ -151,6 +156,7 @@ private:
   Status swapIn();
   void finish(size_t index);
 
+  const LoadedPlan *plan_ = nullptr;
   std::unique_ptr<Session> session_;
   std::unique_ptr<BlockManager> blocks_;
   EngineOptions options_;

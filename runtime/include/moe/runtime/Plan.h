@@ -55,6 +55,10 @@ private:
   std::vector<Mapping> mappings_;
 };
 
+/// The tokens that end a generated sequence (format 1.5's eos_token_ids; an
+/// older plan's eos_token_id), empty when the model names none.
+std::vector<int32_t> eosTokens(const plan::Plan &plan);
+
 /// Element size of a plan dtype in bytes.
 size_t dtypeSize(plan::DType dtype);
 const char *dtypeName(plan::DType dtype);

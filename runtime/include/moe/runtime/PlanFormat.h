@@ -24,8 +24,9 @@ inline constexpr uint16_t kFormatMajor = 1;
 /// 1.2 added OpCode AddRmsNorm; 1.3 added I4 and scaled I8/I4/F8E4M3
 /// weights (Tensor.scales, group and row_group) and always-on experts
 /// (ExpertsParams.num_shared); 1.4 added ExpertsParams.grouped (the expert
-/// schedule; plans before it run grouped).
-inline constexpr uint16_t kFormatMinor = 4;
+/// schedule; plans before it run grouped); 1.5 added ModelConfig.eos_token_ids
+/// (every token that ends a sequence).
+inline constexpr uint16_t kFormatMinor = 5;
 
 /// plan.moeplan ends with this 8-byte tag and an 8-byte little-endian
 /// checksum64 of every byte before the tag, so that any flipped byte is

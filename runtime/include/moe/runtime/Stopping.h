@@ -1,0 +1,61 @@
+//===- Stopping.h - where a generated sequence ends -------------*- C++ -*-===//
+//
+// One set of rules for moe-run, the serving Engine and moe-bench: a
+// sequence ends at one of the model's end-of-sequence tokens (unless told
+// to ignore them), at a stop string (byte-level models; the string itself
+// is cut off, as OpenAI's API does), or at its token limit.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_STOPPING_H
+#define MOE_RUNTIME_STOPPING_H
+
+#include "moe/runtime/Status.h"
+#include "moe/runtime/Tokenizer.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moe::rt {
+
+enum class FinishReason {
+  Length, ///< the token limit
+  Eos,    ///< an end-of-sequence token (kept as the last generated token)
+  Stop,   ///< a stop string (removed from the tokens and the text)
+};
+
+/// "length", "eos", "stop".
+const char *finishReasonName(FinishReason reason);
+
+struct StopOptions {
+  bool ignoreEos = false;           ///< run on through end-of-sequence tokens
+  std::vector<std::string> strings; ///< stop strings (byte-level models only)
+};
+
+class StopRules {
+public:
+  /// The plan's end-of-sequence tokens and `options`; an error when stop
+  /// strings are given for a plan without a byte-level tokenizer, or one is
+  /// empty.
+  static Expected<StopRules> create(const plan::Plan &plan, const StopOptions &options);
+  /// Rules from their parts (`tokenizer` is needed for stop strings).
+  StopRules(std::vector<int32_t> eos, std::vector<std::string> strings,
+            std::optional<ByteTokenizer> tokenizer);
+  StopRules() = default;
+
+  /// Call after each token appended to `generated`: why the sequence ends
+  /// now, if it does. For a stop string, the tokens that spell it are
+  /// removed from `generated`.
+  std::optional<FinishReason> check(std::vector<int32_t> &generated) const;
+
+private:
+  std::vector<int32_t> eos_;
+  std::vector<std::string> strings_;
+  std::optional<ByteTokenizer> tokenizer_;
+  size_t longest_ = 0;
+};
+
+} // namespace moe::rt
+
+#endif
