@@ -22,6 +22,12 @@ config.substitutions.append(
 config.substitutions.append(
     ("%corrupt-plan", f"{config.python_executable} {config.moe_src_root}/test/e2e/corrupt-plan.py"))
 config.substitutions.append(("%moe_lib", os.path.join(config.moe_obj_root, "lib")))
+config.substitutions.append(("%moe_build", config.moe_obj_root))
+config.substitutions.append(("%cmake", config.cmake_command))
+# A program built against the installed runtime uses the build's flags (the
+# sanitizers' in build-asan/).
+config.substitutions.append(("%cxxflags", config.moe_cxx_flags))
+config.substitutions.append(("%ldflags", config.moe_exe_linker_flags))
 config.substitutions.append(("%check-bpb", f"{config.python_executable} {config.moe_src_root}/test/e2e/check-bpb.py"))
 # lit runs tests in parallel and each runtime tool runs OpenMP threads: let
 # idle threads sleep instead of spinning, so oversubscribed cores make progress.
