@@ -423,18 +423,30 @@ def make(name, out_root):
     dump_json(golden, os.path.join(out, "golden.json"))
 
 
+# Keys whose default the importer must take from transformers when a config
+# leaves them out (test/unit/HfConfigTest.cpp compares).
+DEFAULTED = ["num_key_value_heads", "rms_norm_eps", "max_position_embeddings",
+             "n_shared_experts", "routed_scaling_factor", "first_k_dense_replace",
+             "norm_topk_prob", "n_group", "topk_group", "qkv_bias",
+             "decoder_sparse_step", "tie_word_embeddings", "rope_parameters"]
+
+
 def write_config_keys(out_root):
     """config-keys.json: per model type, every key transformers' default
-    config writes (to_dict) and every attribute_map alias; the importer's
-    key tables must hold them all (test/unit/HfConfigTest.cpp)."""
-    keys = {}
+    config writes (to_dict) and every attribute_map alias, which the
+    importer's key tables must hold, and the defaults of DEFAULTED
+    (test/unit/HfConfigTest.cpp)."""
+    keys, defaults = {}, {}
     for t in MODELS:
         config = AutoConfig.for_model(t)
-        keys[t] = sorted(set(config.to_dict()) | set(config.attribute_map))
+        d = config.to_dict()
+        keys[t] = sorted(set(d) | set(config.attribute_map))
+        defaults[t] = {k: d[k] for k in DEFAULTED if d.get(k) is not None}
     path = os.path.join(out_root, "config-keys.json")
     with open(path, "w") as f:
         json.dump({"transformers_version": transformers.__version__,
-                   "keys": keys}, f, indent=1, sort_keys=True)
+                   "keys": keys, "defaults": defaults}, f, indent=1,
+                  sort_keys=True)
         f.write("\n")
     log(f"== wrote {path}")
 

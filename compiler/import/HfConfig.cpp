@@ -40,6 +40,11 @@ public:
     auto it = j_.find(key);
     return it != j_.end() && !it->is_null();
   }
+  /// Present and null (transformers then often takes another key's value).
+  bool isNull(const char *key) const {
+    auto it = j_.find(key);
+    return it != j_.end() && it->is_null();
+  }
 
   int64_t integer(const char *key) const {
     if (!has(key))
@@ -178,7 +183,13 @@ void readActivation(const Reader &r) {
 
 void readGqaAttention(const Reader &r, HfConfig &c) {
   c.numHeads = r.positive("num_attention_heads");
-  c.numKvHeads = r.positive("num_key_value_heads", c.numHeads);
+  // transformers' class defaults when the key is absent (null: the heads).
+  const int64_t kvDefault = c.family == Family::Mixtral    ? 8
+                            : c.family == Family::Qwen2Moe ? 16
+                                                           : 4;
+  c.numKvHeads = r.has("num_key_value_heads")
+                     ? r.positive("num_key_value_heads")
+                     : (r.isNull("num_key_value_heads") ? c.numHeads : kvDefault);
   if (c.numHeads % c.numKvHeads != 0)
     r.fail("num_attention_heads " + std::to_string(c.numHeads) +
            " is not a multiple of num_key_value_heads " +
@@ -389,11 +400,11 @@ void readDeepseek(const Reader &r, HfConfig &c) {
   c.intermediateSize = r.positive("intermediate_size");
   c.moeIntermediateSize = r.positive("moe_intermediate_size");
   readRouter(r, c, "n_routed_experts");
-  c.sharedIntermediateSize =
-      (r.has("n_shared_experts") && r.integer("n_shared_experts") != 0
-           ? r.positive("n_shared_experts")
-           : 0) *
-      c.moeIntermediateSize;
+  int64_t shared = r.integer("n_shared_experts", v3 ? 1 : 2); // transformers' defaults
+  if (shared < 0)
+    r.refuse("n_shared_experts", "must be >= 0");
+  c.sharedIntermediateSize = (shared ? r.positive("n_shared_experts", shared) : 0) *
+                             c.moeIntermediateSize;
   c.routedScalingFactor = r.number("routed_scaling_factor", v3 ? 2.5 : 1.0);
   if (c.routedScalingFactor <= 0)
     r.fail("routed_scaling_factor must be positive");
@@ -409,8 +420,9 @@ void readDeepseek(const Reader &r, HfConfig &c) {
   if (c.topkMethod == "noaux_tc" && !v3)
     r.fail("topk_method noaux_tc needs model_type deepseek_v3");
   if (c.topkMethod != "greedy") {
-    c.nGroup = r.positive("n_group", v3 ? 8 : 1);
-    c.topkGroup = r.positive("topk_group", v3 ? 4 : 1);
+    // V3's class defaults are 8 and 4; V2 has none (transformers fails).
+    c.nGroup = v3 ? r.positive("n_group", 8) : r.positive("n_group");
+    c.topkGroup = v3 ? r.positive("topk_group", 4) : r.positive("topk_group");
     if (c.numExperts % c.nGroup != 0)
       r.fail("n_group " + std::to_string(c.nGroup) + " does not divide " +
              std::to_string(c.numExperts) + " routed experts");
@@ -532,8 +544,12 @@ HfConfig HfConfig::parse(const json &config, const std::string &path) {
   c.vocabSize = r.positive("vocab_size");
   c.hiddenSize = r.positive("hidden_size");
   c.numLayers = r.positive("num_hidden_layers");
-  c.maxPositions = r.positive("max_position_embeddings", 4096);
-  c.rmsNormEps = r.number("rms_norm_eps", 1e-6);
+  // Defaults as transformers' configuration classes have them.
+  static const std::map<Family, int64_t> positions = {
+      {Family::Mixtral, 131072}, {Family::Qwen2Moe, 32768}, {Family::Qwen3Moe, 32768},
+      {Family::DeepseekV2, 2048}, {Family::DeepseekV3, 4096}};
+  c.maxPositions = r.positive("max_position_embeddings", positions.at(c.family));
+  c.rmsNormEps = r.number("rms_norm_eps", c.family == Family::Mixtral ? 1e-5 : 1e-6);
   if (c.rmsNormEps <= 0)
     r.fail("rms_norm_eps must be positive");
   c.tieWordEmbeddings = r.boolean("tie_word_embeddings", false);

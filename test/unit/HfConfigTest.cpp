@@ -59,7 +59,7 @@ TEST(HfConfig, QwenSparseLayers) {
             {"moe_intermediate_size", 4},
             {"shared_expert_intermediate_size", 8},
             {"num_hidden_layers", 6}, {"num_attention_heads", 2},
-            {"num_experts", 4}, {"num_experts_per_tok", 2},
+            {"num_key_value_heads", 2}, {"num_experts", 4}, {"num_experts_per_tok", 2},
             {"decoder_sparse_step", 2}, {"mlp_only_layers", {3}}};
   moe::HfConfig c = moe::HfConfig::parse(j, "config.json");
   // (i + 1) % 2 == 0 and i not in [3]: layers 1 and 5.
@@ -116,6 +116,62 @@ TEST(HfConfig, TablesHoldEveryTransformersKey) {
   }
 }
 
+// A config that leaves a key out gets transformers 5.24's default for it
+// (recorded by tools/make-goldens.py in config-keys.json "defaults").
+TEST(HfConfig, DefaultsAreTransformers) {
+  auto text = moe::rt::readFile(MOE_GOLDENS_DIR "/config-keys.json");
+  ASSERT_TRUE(text) << text.status().message();
+  json defaults = json::parse(*text)["defaults"];
+  // Only what has no default (or whose default would not fit the sizes).
+  // 16 heads: a multiple of every family's default KV heads (8, 16, 4).
+  const json minimal = {{"vocab_size", 64}, {"hidden_size", 64}, {"num_hidden_layers", 4},
+                        {"num_attention_heads", 16}, {"intermediate_size", 48},
+                        {"moe_intermediate_size", 16}, {"num_experts_per_tok", 2}};
+  for (const char *type : {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"}) {
+    SCOPED_TRACE(type);
+    json j = minimal;
+    j["model_type"] = type;
+    const std::string t = type;
+    const bool deepseek = t.rfind("deepseek", 0) == 0;
+    if (t == "mixtral")
+      j["num_local_experts"] = 8, j.erase("moe_intermediate_size");
+    else if (t == "qwen2_moe")
+      j["num_experts"] = 8, j["shared_expert_intermediate_size"] = 24;
+    else if (t == "qwen3_moe")
+      j["num_experts"] = 8;
+    else
+      j["n_routed_experts"] = 16, j["kv_lora_rank"] = 8, j["qk_nope_head_dim"] = 8,
+      j["qk_rope_head_dim"] = 4, j["v_head_dim"] = 8;
+    const json &d = defaults[type];
+    moe::HfConfig c = moe::HfConfig::parse(j, "config.json");
+    EXPECT_EQ(c.rmsNormEps, d["rms_norm_eps"].get<double>());
+    EXPECT_EQ(c.maxPositions, d["max_position_embeddings"].get<int64_t>());
+    EXPECT_EQ(c.ropeTheta, d["rope_parameters"]["rope_theta"].get<double>());
+    EXPECT_EQ(c.tieWordEmbeddings, d["tie_word_embeddings"].get<bool>());
+    if (!deepseek)
+      EXPECT_EQ(c.numKvHeads, d["num_key_value_heads"].get<int64_t>());
+    if (t.rfind("qwen", 0) == 0) {
+      EXPECT_EQ(c.normTopkProb, d["norm_topk_prob"].get<bool>());
+      int64_t step = d["decoder_sparse_step"].get<int64_t>();
+      for (int64_t i = 0; i < 4; ++i)
+        EXPECT_EQ(c.sparseLayer[size_t(i)], (i + 1) % step == 0);
+    }
+    if (t == "qwen2_moe")
+      EXPECT_EQ(c.qkvBias, d["qkv_bias"].get<bool>());
+    if (deepseek) {
+      EXPECT_EQ(c.sharedIntermediateSize, d["n_shared_experts"].get<int64_t>() * 16);
+      EXPECT_EQ(c.routedScalingFactor, d["routed_scaling_factor"].get<double>());
+      for (int64_t i = 0; i < 4; ++i)
+        EXPECT_EQ(c.sparseLayer[size_t(i)], i >= d["first_k_dense_replace"].get<int64_t>());
+    }
+    if (t == "deepseek_v3") {
+      EXPECT_EQ(c.normTopkProb, d["norm_topk_prob"].get<bool>());
+      EXPECT_EQ(c.nGroup, d["n_group"].get<int64_t>());
+      EXPECT_EQ(c.topkGroup, d["topk_group"].get<int64_t>());
+    }
+  }
+}
+
 TEST(HfConfig, AliasesReadAsTheKeyTheyName) {
   json j = mixtral();
   j.erase("num_local_experts");
@@ -161,8 +217,8 @@ TEST(HfConfig, Qwen2WindowLayers) {
   json j = {{"model_type", "qwen2_moe"}, {"vocab_size", 10}, {"hidden_size", 8},
             {"intermediate_size", 16}, {"moe_intermediate_size", 4},
             {"shared_expert_intermediate_size", 8}, {"num_hidden_layers", 6},
-            {"num_attention_heads", 2}, {"num_experts", 4}, {"num_experts_per_tok", 2},
-            {"use_sliding_window", true}, {"sliding_window", 5}, {"max_window_layers", 4}};
+            {"num_attention_heads", 2}, {"num_key_value_heads", 2}, {"num_experts", 4},
+            {"num_experts_per_tok", 2}, {"use_sliding_window", true}, {"sliding_window", 5}, {"max_window_layers", 4}};
   moe::HfConfig c = moe::HfConfig::parse(j, "config.json");
   EXPECT_EQ(c.slidingLayer, (std::vector<bool>{true, false, true, false, false, false}));
   EXPECT_EQ(c.slidingWindow, 5);
