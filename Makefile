@@ -5,7 +5,7 @@ JOBS ?= 2
 LIT ?= /usr/lib/llvm-19/build/utils/lit/lit.py
 PYTHON ?= python3
 
-.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-roofline bench-quantization fuzz test-asan clean
+.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-roofline bench-quantization fuzz test-asan check-transformers clean
 
 all: build
 
@@ -65,6 +65,14 @@ bench-quantization: build
 # Every lit test and GoogleTest against an ASan + UBSan build (build-asan/).
 test-asan: setup
 	@tools/test-asan.sh $(JOBS)
+
+# Parity with Hugging Face transformers on random configurations of every
+# model type (tools/parity-random-configs.py; installs torch and transformers
+# into .venv once, about 1 GB). PARITY_SEEDS=A:B picks the seeds.
+PARITY_SEEDS ?= 0:60
+check-transformers: build
+	@tools/setup-venv.sh
+	@.venv/bin/python tools/parity-random-configs.py $(BUILD)/bin --seeds $(PARITY_SEEDS)
 
 # FUZZ_SECONDS=60 per target by default.
 fuzz: build

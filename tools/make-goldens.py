@@ -33,7 +33,7 @@ U(-0.1, 0.1) so that it changes the routing.
 
 CI never runs this script: its output is committed. To regenerate:
 
-  python3 -m venv .venv && .venv/bin/pip install torch transformers safetensors
+  tools/setup-venv.sh
   .venv/bin/python tools/make-goldens.py --out test/e2e/goldens [--only TYPE]
 
 The committed data was made with transformers 5.24.0, torch 2.15.0+cu132 run
@@ -145,6 +145,12 @@ VARIANTS = {
                     sliding_window=4, max_window_layers=2, num_experts=4,
                     moe_intermediate_size=16, shared_expert_intermediate_size=32,
                     intermediate_size=48, mlp_only_layers=[])),
+    # n_shared_experts 0: transformers still saves the (empty) shared MLP's
+    # tensors, [32, 0] and [0, 32]; they hold no weights and are skipped.
+    "deepseek_v2-no-shared": dict(
+        model_type="deepseek_v2", seed=2008, golden=True,
+        config=dict(SMALL_DEEPSEEK, n_shared_experts=0, topk_method="greedy",
+                    q_lora_rank=None)),
     # Refused: an activation other than SiLU.
     "qwen3_moe-gelu": dict(
         model_type="qwen3_moe", seed=2006, golden=False,

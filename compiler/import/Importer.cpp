@@ -121,7 +121,10 @@ private:
 
 /// Why a checkpoint tensor no op uses may be left out, or null when it
 /// may not: then it would be silently dropped, and the import refuses.
-const char *documentedSkip(const HfConfig &c, const std::string &name) {
+const char *documentedSkip(const HfConfig &c, const std::string &name,
+                           const TensorInfo &info) {
+  if (info.size == 0)
+    return "no elements (e.g. the shared MLP of n_shared_experts 0): contributes nothing";
   if (name.size() > 20 && name.compare(name.size() - 20, 20, ".rotary_emb.inv_freq") == 0)
     return "RoPE frequencies, recomputed from the config";
   if (name == "lm_head.weight" && c.tieWordEmbeddings)
@@ -142,7 +145,7 @@ void checkAllUsed(const HfConfig &c, const TensorCatalog &catalog,
   std::vector<const TensorInfo *> left;
   std::string first;
   for (auto &[name, info] : catalog.tensors())
-    if (!used.count(name) && !documentedSkip(c, name)) {
+    if (!used.count(name) && !documentedSkip(c, name, info)) {
       if (left.empty())
         first = name;
       left.push_back(&info);
