@@ -113,8 +113,10 @@ def check(bin_dir, seed, model_type, work):
     prompt = [rng.randrange(96) for _ in range(20)]
     with torch.no_grad():
         ref = model(torch.tensor([prompt])).logits[0]
-        greedy = model.generate(torch.tensor([prompt]), max_new_tokens=8, do_sample=False,
-                                eos_token_id=None, pad_token_id=0)[0, len(prompt):].tolist()
+        ids = torch.tensor([prompt])  # (an explicit mask: id 0 is no padding here)
+        greedy = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8,
+                                do_sample=False, eos_token_id=None,
+                                pad_token_id=0)[0, len(prompt):].tolist()
     plan = os.path.join(work, f"plan-{seed}")
     r = subprocess.run([f"{bin_dir}/moe-compile", ckpt, "-o", plan], capture_output=True,
                        text=True)
