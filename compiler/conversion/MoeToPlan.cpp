@@ -33,12 +33,15 @@ MemRefType storageOf(mm::WeightOp w) {
   auto type = cast<RankedTensorType>(w.getType());
   Builder b(w.getContext());
   Type elem = type.getElementType();
-  if (auto p = w.getPrecision())
-    elem = *p == "f32"    ? b.getF32Type()
-           : *p == "bf16" ? b.getBF16Type()
-           : *p == "int8" ? Type(b.getIntegerType(8))
-           : *p == "int4" ? Type(b.getIntegerType(4))
-                          : Type(b.getFloat8E4M3FNType());
+  if (auto p = w.getPrecision()) {
+    switch (*p) {
+    case mm::Precision::f32: elem = b.getF32Type(); break;
+    case mm::Precision::bf16: elem = b.getBF16Type(); break;
+    case mm::Precision::int8: elem = b.getIntegerType(8); break;
+    case mm::Precision::int4: elem = b.getIntegerType(4); break;
+    case mm::Precision::fp8: elem = b.getFloat8E4M3FNType(); break;
+    }
+  }
   return MemRefType::get(type.getShape(), elem);
 }
 

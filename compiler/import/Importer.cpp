@@ -306,7 +306,7 @@ private:
         r.scale ? b_.getDenseI64ArrayAttr(source_.blockSize())
                 : DenseI64ArrayAttr();
     return b_.create<WeightOp>(loc_, type, b_.getStringAttr(name), ArrayAttr(), scale,
-                               block, StringAttr(), IntegerAttr(), ArrayAttr());
+                               block, PrecisionAttr(), IntegerAttr(), ArrayAttr());
   }
 
   /// One tensor per expert, `pattern` with `{e}` for the expert id; all must

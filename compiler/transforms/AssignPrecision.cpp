@@ -60,16 +60,11 @@ Component componentOf(OpOperand &use) {
       .Default([](Operation *) { return Component::Vector; });
 }
 
-// Most precise first: a weight shared by two components takes the smaller.
-enum class Precision { F32, Bf16, Int8, Fp8, Int4 };
-constexpr const char *kPrecisions[] = {"f32", "bf16", "int8", "fp8", "int4"};
+// The moe dialect's precisions, most precise first: a weight shared by two
+// components takes the smaller.
+using mm::Precision;
 
-std::optional<Precision> parsePrecision(StringRef name) {
-  for (size_t i = 0; i < std::size(kPrecisions); ++i)
-    if (name == kPrecisions[i])
-      return Precision(i);
-  return std::nullopt;
-}
+std::optional<Precision> parsePrecision(StringRef name) { return mm::symbolizePrecision(name); }
 
 // Per component: the precision to store, or nullopt to keep the checkpoint's.
 using Table = std::array<std::optional<Precision>, std::size(kComponents)>;
@@ -82,17 +77,17 @@ bool policyTable(StringRef policy, Table &t) {
       t[c] = p;
   };
   if (policy == "fp32" || policy == "bf16") {
-    t.fill(policy == "fp32" ? Precision::F32 : Precision::Bf16);
+    t.fill(policy == "fp32" ? Precision::f32 : Precision::bf16);
   } else if (auto p = parsePrecision(policy); p && policy != "f32") {
     matrices(*p); // int8, fp8, int4
   } else if (policy == "seed") {
     // A fixed mixed table (what MoE deployments commonly ship): the router
     // at full precision, experts in 8 bits, the LM head in bf16.
-    t[size_t(Component::Router)] = Precision::F32;
-    t[size_t(Component::SharedExpert)] = Precision::Int8;
-    t[size_t(Component::Experts)] = Precision::Fp8;
-    t[size_t(Component::Embedding)] = Precision::Int8;
-    t[size_t(Component::LmHead)] = Precision::Bf16;
+    t[size_t(Component::Router)] = Precision::f32;
+    t[size_t(Component::SharedExpert)] = Precision::int8;
+    t[size_t(Component::Experts)] = Precision::fp8;
+    t[size_t(Component::Embedding)] = Precision::int8;
+    t[size_t(Component::LmHead)] = Precision::bf16;
   } else if (policy != "keep") {
     return false;
   }
@@ -145,15 +140,15 @@ struct AssignPrecisionPass : ::moe::impl::AssignPrecisionPassBase<AssignPrecisio
     auto type = cast<RankedTensorType>(w.getType());
     const int64_t cols = type.getShape().back();
     const int64_t rows = type.getNumElements() / cols;
-    if (*chosen == Precision::Int4 && cols % 2)
-      chosen = Precision::Int8; // int4 packs rows of an even length
+    if (*chosen == Precision::int4 && cols % 2)
+      chosen = Precision::int8; // int4 packs rows of an even length
     OpBuilder b(w);
-    w.setPrecisionAttr(b.getStringAttr(kPrecisions[size_t(*chosen)]));
-    if (*chosen == Precision::Int8)
+    w.setPrecisionAttr(mm::PrecisionAttr::get(b.getContext(), *chosen));
+    if (*chosen == Precision::int8)
       w.setGroupAttr(b.getI64IntegerAttr(cols));
-    else if (*chosen == Precision::Int4)
+    else if (*chosen == Precision::int4)
       w.setGroupAttr(b.getI64IntegerAttr(std::min<int64_t>(int4Group, cols)));
-    else if (*chosen == Precision::Fp8) // square blocks that fit the matrix
+    else if (*chosen == Precision::fp8) // square blocks that fit the matrix
       w.setGroupAttr(b.getI64IntegerAttr(std::min<int64_t>({int64_t(fp8Block), cols, rows})));
   }
 

@@ -36,19 +36,6 @@ def Moe_Dialect : Dialect {
 class Moe_Op<string mnemonic, list<Trait> traits = []>
     : Op<Moe_Dialect, mnemonic, traits>;
 
-def Moe_ScoringSoftmax : I32EnumAttrCase<"softmax", 0>;
-def Moe_ScoringSigmoid : I32EnumAttrCase<"sigmoid", 1>;
-def Moe_ScoringAttr : I32EnumAttr<"Scoring", "router scoring function",
-    [Moe_ScoringSoftmax, Moe_ScoringSigmoid]> {
-  let cppNamespace = "::mlir::moe";
-}
-
-def Moe_TopkGreedy : I32EnumAttrCase<"greedy", 0>;
-def Moe_TopkGroupLimited : I32EnumAttrCase<"group_limited_greedy", 1>;
-def Moe_TopkNoAuxTc : I32EnumAttrCase<"noaux_tc", 2>;
-def Moe_TopkMethodAttr : I32EnumAttr<"TopkMethod", "router expert selection",
-    [Moe_TopkGreedy, Moe_TopkGroupLimited, Moe_TopkNoAuxTc]> {
-  let cppNamespace = "::mlir::moe";
-}
+include "dialects/moe/MoeEnums.td"
 
 #endif // MOE_DIALECT_TD

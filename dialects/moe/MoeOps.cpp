@@ -176,8 +176,8 @@ SmallVector<int64_t> WeightOp::getScaleShape() {
 }
 
 bool WeightOp::isQuantized() {
-  return getPrecision() &&
-         (*getPrecision() == "int8" || *getPrecision() == "int4" || *getPrecision() == "fp8");
+  return getPrecision() && (*getPrecision() == Precision::int8 ||
+                            *getPrecision() == Precision::int4 || *getPrecision() == Precision::fp8);
 }
 
 LogicalResult WeightOp::verifyPrecision() {
@@ -188,10 +188,7 @@ LogicalResult WeightOp::verifyPrecision() {
       return emitOpError() << "weight '" << name << "' has a 'group' but no precision";
     return success();
   }
-  StringRef p = *getPrecision();
-  if (p != "f32" && p != "bf16" && p != "int8" && p != "int4" && p != "fp8")
-    return emitOpError() << "weight '" << name << "' has precision \"" << p
-                         << "\"; expected f32, bf16, int8, int4 or fp8";
+  const Precision p = *getPrecision();
   if (getScale())
     return emitOpError() << "block-scaled weight '" << name
                          << "' keeps its checkpoint precision";
@@ -206,7 +203,7 @@ LogicalResult WeightOp::verifyPrecision() {
   if (group < 1 || group > cols)
     return emitOpError() << "group " << group << " of weight '" << name
                          << "' must be in [1, " << cols << "] (its row length)";
-  if (p == "int4" && (cols % 2 || group % 2))
+  if (p == Precision::int4 && (cols % 2 || group % 2))
     return emitOpError() << "int4 weight '" << name
                          << "' needs an even row length and group, got " << type << " and group "
                          << group;

@@ -39,9 +39,9 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
     count) per appended expert: a shared expert folded into the routed stack.
 
     `precision` (set by `moe-assign-precision`) is how the plan stores the
-    weight when it differs from the checkpoint: "f32", "bf16", symmetric
-    "int8"/"int4" with one f32 scale per `group` elements of each row (the
-    last dimension), or "fp8" (e4m3) with one f32 scale per `group` x `group`
+    weight when it differs from the checkpoint: f32, bf16, symmetric
+    int8/int4 with one f32 scale per `group` elements of each row (the last
+    dimension), or fp8 (e4m3) with one f32 scale per `group` x `group`
     block; the plan writer converts while packing.
 
     ```mlir
@@ -55,13 +55,13 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
            concat ["model.layers.0.mlp.experts.{e}.up_proj.weight"]
            : tensor<64x2816x2048xbf16>
     %4 = moe.weight "model.layers.0.mlp.experts.{e}.down_proj.weight"
-           precision "int4" group 128 : tensor<64x2048x1408xbf16>
+           precision int4 group 128 : tensor<64x2048x1408xbf16>
     ```
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$concat,
                        OptionalAttr<StrAttr>:$scale,
                        OptionalAttr<DenseI64ArrayAttr>:$block,
-                       OptionalAttr<StrAttr>:$precision,
+                       OptionalAttr<Moe_PrecisionAttr>:$precision,
                        OptionalAttr<I64Attr>:$group,
                        OptionalAttr<StrArrayAttr>:$append);
   let results = (outs Moe_Tensor:$result);

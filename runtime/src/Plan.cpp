@@ -1,6 +1,7 @@
 //===- Plan.cpp - load and verify a compiled plan ------------------------===//
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/File.h"
+#include "moe/runtime/Kernel.h"
 #include "moe/runtime/Checksum.h"
 #include "moe/runtime/PlanFormat.h"
 #include "PlanShapes.h"
@@ -32,30 +33,6 @@ bool fits(uint64_t offset, uint64_t size, uint64_t limit) {
 std::string end(uint64_t offset, uint64_t size) {
   uint64_t e = 0;
   return __builtin_add_overflow(offset, size, &e) ? "2^64 or more" : str(e);
-}
-
-/// Inputs/outputs each op expects: {min inputs, max inputs, outputs}.
-struct Arity {
-  unsigned minIn, maxIn, out;
-  plan::OpParams params;
-};
-
-Arity arityOf(plan::OpCode op) {
-  using P = plan::OpParams;
-  switch (op) {
-  case plan::OpCode::Embedding: return {2, 2, 1, P::NONE};
-  case plan::OpCode::RmsNorm: return {2, 2, 1, P::RmsNormParams};
-  case plan::OpCode::Linear: return {2, 3, 1, P::NONE};
-  case plan::OpCode::Add: return {2, 2, 1, P::NONE};
-  case plan::OpCode::SiluMul: return {2, 2, 1, P::NONE};
-  case plan::OpCode::SigmoidGate: return {3, 3, 1, P::NONE};
-  case plan::OpCode::Attention: return {4, 6, 1, P::AttentionParams};
-  case plan::OpCode::MlaAttention: return {5, 5, 1, P::MlaParams};
-  case plan::OpCode::Router: return {2, 3, 2, P::RouterParams};
-  case plan::OpCode::Experts: return {5, 6, 1, P::ExpertsParams};
-  case plan::OpCode::AddRmsNorm: return {3, 3, 2, P::RmsNormParams};
-  }
-  return {0, 0, 0, P::NONE};
 }
 
 } // namespace
@@ -310,18 +287,18 @@ Status LoadedPlan::check() const {
   for (uint32_t i = 0; i < insts->size(); ++i) {
     const plan::Instruction *inst = insts->Get(i);
     std::string where = "instruction " + str(i);
-    if (inst->op() > plan::OpCode::MAX)
+    const KernelInfo *k = kernelInfo(inst->op());
+    if (!k)
       return Status::error(where + " has unknown op code " + str(uint8_t(inst->op())));
-    where += " (" + std::string(plan::EnumNameOpCode(inst->op())) + ")";
-    Arity a = arityOf(inst->op());
+    where += " (" + std::string(k->name) + ")";
     size_t nin = inst->inputs() ? inst->inputs()->size() : 0;
     size_t nout = inst->outputs() ? inst->outputs()->size() : 0;
-    if (nin < a.minIn || nin > a.maxIn || nout != a.out)
+    if (nin < k->minIns || nin > k->maxIns || nout != k->outs)
       return Status::error(where + " has " + str(nin) + " inputs and " + str(nout) +
-                           " outputs; expected " + str(a.minIn) + "-" + str(a.maxIn) +
-                           " and " + str(a.out));
-    if (a.params != plan::OpParams::NONE && inst->params_type() != a.params)
-      return Status::error(where + " lacks its " + plan::EnumNameOpParams(a.params));
+                           " outputs; expected " + str(k->minIns) + "-" + str(k->maxIns) +
+                           " and " + str(k->outs));
+    if (k->params != plan::OpParams::NONE && inst->params_type() != k->params)
+      return Status::error(where + " lacks its " + plan::EnumNameOpParams(k->params));
     for (uint32_t id : *inst->inputs())
       if (id >= numTensors)
         return Status::error(where + " reads tensor " + str(id) + ", but the plan has " +

@@ -1,5 +1,6 @@
 //===- PlanShapes.cpp - every kernel's view of its tensors, checked ------===//
 #include "PlanShapes.h"
+#include "moe/runtime/Kernel.h"
 #include "moe/runtime/Plan.h"
 
 #include <set>
@@ -38,7 +39,7 @@ public:
     for (uint32_t i = 0; i < insts->size(); ++i) {
       inst_ = insts->Get(i);
       where_ = "instruction " + std::to_string(i) + " (" +
-               plan::EnumNameOpCode(inst_->op()) + ")";
+               std::string(kernelInfo(inst_->op())->name) + ")";
       if (Status st = instruction(); !st)
         return st;
       if (inst_->op() == plan::OpCode::Router)

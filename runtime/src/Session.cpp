@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/Session.h"
+#include "moe/runtime/Kernel.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -52,7 +53,7 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
     for (uint32_t id : *inst->inputs()) {
       const plan::Tensor *t = p.tensors()->Get(id);
       if (t->storage() == plan::Storage::Weight && !device.supports(inst->op(), t->dtype()))
-        return Status::error(std::string(plan::EnumNameOpCode(inst->op())) + " with " +
+        return Status::error(std::string(kernelInfo(inst->op())->name) + " with " +
                              dtypeName(t->dtype()) + " weights is not supported by the " +
                              device.name() + " backend (at " +
                              (inst->location() ? inst->location()->str() : "?") + ")");

@@ -898,7 +898,7 @@ func.func @add_rms_norm_weight(%a: tensor<?x8xf32>) {
 // -----
 
 func.func @precision_unknown() {
-  // expected-error @+1 {{weight 'w' has precision "int3"; expected f32, bf16, int8, int4 or fp8}}
+  // expected-error @+1 {{invalid precision attribute specification: "int3"}}
   %0 = moe.weight "w" precision "int3" : tensor<4x4xbf16>
   return
 }
@@ -915,7 +915,7 @@ func.func @precision_group_without_precision() {
 
 func.func @precision_int8_without_group() {
   // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8, int4 or fp8}}
-  %0 = moe.weight "w" precision "int8" : tensor<4x4xbf16>
+  %0 = moe.weight "w" precision int8 : tensor<4x4xbf16>
   return
 }
 
@@ -923,7 +923,7 @@ func.func @precision_int8_without_group() {
 
 func.func @precision_float_with_group() {
   // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8, int4 or fp8}}
-  %0 = moe.weight "w" precision "bf16" group 4 : tensor<4x4xf32>
+  %0 = moe.weight "w" precision bf16 group 4 : tensor<4x4xf32>
   return
 }
 
@@ -931,7 +931,7 @@ func.func @precision_float_with_group() {
 
 func.func @precision_vector() {
   // expected-error @+1 {{only matrices are quantized; weight 'w' is 'tensor<4xbf16>'}}
-  %0 = moe.weight "w" precision "int8" group 4 : tensor<4xbf16>
+  %0 = moe.weight "w" precision int8 group 4 : tensor<4xbf16>
   return
 }
 
@@ -939,7 +939,7 @@ func.func @precision_vector() {
 
 func.func @precision_group_too_large() {
   // expected-error @+1 {{group 8 of weight 'w' must be in [1, 4] (its row length)}}
-  %0 = moe.weight "w" precision "int8" group 8 : tensor<4x4xbf16>
+  %0 = moe.weight "w" precision int8 group 8 : tensor<4x4xbf16>
   return
 }
 
@@ -947,7 +947,7 @@ func.func @precision_group_too_large() {
 
 func.func @precision_int4_odd_rows() {
   // expected-error @+1 {{int4 weight 'w' needs an even row length and group, got 'tensor<4x5xbf16>' and group 5}}
-  %0 = moe.weight "w" precision "int4" group 5 : tensor<4x5xbf16>
+  %0 = moe.weight "w" precision int4 group 5 : tensor<4x5xbf16>
   return
 }
 
@@ -955,7 +955,7 @@ func.func @precision_int4_odd_rows() {
 
 func.func @precision_block_scaled() {
   // expected-error @+1 {{block-scaled weight 'w' keeps its checkpoint precision}}
-  %0 = moe.weight "w" scale "s" block [128, 128] precision "int8" group 4 : tensor<4x4xf8E4M3FN>
+  %0 = moe.weight "w" scale "s" block [128, 128] precision int8 group 4 : tensor<4x4xf8E4M3FN>
   return
 }
 

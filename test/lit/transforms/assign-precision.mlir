@@ -21,47 +21,47 @@
 // INT4-LABEL: func.func @block
 func.func @block(%ids: tensor<?xi32>, %pos: tensor<?xi32>) -> tensor<?x64xf32> {
   // The table is also the LM head: both matrices, quantized.
-  // INT8: moe.weight "model.embed_tokens.weight" precision "int8" group 32 : tensor<64x32xbf16>
-  // INT4: moe.weight "model.embed_tokens.weight" precision "int4" group 16 : tensor<64x32xbf16>
-  // BF16: moe.weight "model.embed_tokens.weight" precision "bf16" : tensor<64x32xbf16>
+  // INT8: moe.weight "model.embed_tokens.weight" precision int8 group 32 : tensor<64x32xbf16>
+  // INT4: moe.weight "model.embed_tokens.weight" precision int4 group 16 : tensor<64x32xbf16>
+  // BF16: moe.weight "model.embed_tokens.weight" precision bf16 : tensor<64x32xbf16>
   // KEEP: moe.weight "model.embed_tokens.weight" : tensor<64x32xbf16>
   // The seed table: embedding int8, LM head bf16: the tied table takes bf16.
-  // SEED: moe.weight "model.embed_tokens.weight" precision "bf16" : tensor<64x32xbf16>
+  // SEED: moe.weight "model.embed_tokens.weight" precision bf16 : tensor<64x32xbf16>
   %emb = moe.weight "model.embed_tokens.weight" : tensor<64x32xbf16>
   %x = moe.embedding %ids, %emb : (tensor<?xi32>, tensor<64x32xbf16>) -> tensor<?x32xf32>
   // Norm weights and biases are vectors: kept, except by the float policies.
   // INT8: moe.weight "model.norm.weight" : tensor<32xbf16>
   // INT4: moe.weight "model.norm.weight" : tensor<32xbf16>
-  // BF16: moe.weight "model.norm.weight" precision "bf16" : tensor<32xbf16>
+  // BF16: moe.weight "model.norm.weight" precision bf16 : tensor<32xbf16>
   %nw = moe.weight "model.norm.weight" : tensor<32xbf16>
   %n = moe.rms_norm %x, %nw eps 1.0e-6 : (tensor<?x32xf32>, tensor<32xbf16>) -> tensor<?x32xf32>
-  // INT8: moe.weight "q_proj.weight" precision "int8" group 32 : tensor<32x32xf32>
-  // FP8: moe.weight "q_proj.weight" precision "fp8" group 16 : tensor<32x32xf32>
+  // INT8: moe.weight "q_proj.weight" precision int8 group 32 : tensor<32x32xf32>
+  // FP8: moe.weight "q_proj.weight" precision fp8 group 16 : tensor<32x32xf32>
   // Attention is not in the seed table: kept.
   // SEED: moe.weight "q_proj.weight" : tensor<32x32xf32>
   // INT8: moe.weight "q_proj.bias" : tensor<32xf32>
   %qw = moe.weight "q_proj.weight" : tensor<32x32xf32>
   %qb = moe.weight "q_proj.bias" : tensor<32xf32>
   %q = moe.linear %n, %qw bias %qb : (tensor<?x32xf32>, tensor<32x32xf32>, tensor<32xf32>) -> tensor<?x32xf32>
-  // INT8: moe.weight "mlp.gate.weight" precision "int8" group 32 : tensor<4x32xbf16>
-  // INT4: moe.weight "mlp.gate.weight" precision "int4" group 16 : tensor<4x32xbf16>
+  // INT8: moe.weight "mlp.gate.weight" precision int8 group 32 : tensor<4x32xbf16>
+  // INT4: moe.weight "mlp.gate.weight" precision int4 group 16 : tensor<4x32xbf16>
   // fp8 blocks shrink to fit a matrix of 4 rows.
-  // FP8: moe.weight "mlp.gate.weight" precision "fp8" group 4 : tensor<4x32xbf16>
-  // SEED: moe.weight "mlp.gate.weight" precision "f32" : tensor<4x32xbf16>
+  // FP8: moe.weight "mlp.gate.weight" precision fp8 group 4 : tensor<4x32xbf16>
+  // SEED: moe.weight "mlp.gate.weight" precision f32 : tensor<4x32xbf16>
   // OVER: moe.weight "mlp.gate.weight" : tensor<4x32xbf16>
   %g = moe.weight "mlp.gate.weight" : tensor<4x32xbf16>
   %rw, %ri = moe.router %q, %g softmax greedy top_k 2 norm false : (tensor<?x32xf32>, tensor<4x32xbf16>) -> (tensor<?x2xf32>, tensor<?x2xi32>)
-  // INT8: moe.weight "mlp.experts.{e}.gate_proj.weight" concat ["mlp.experts.{e}.up_proj.weight"] precision "int8" group 32 : tensor<4x46x32xbf16>
+  // INT8: moe.weight "mlp.experts.{e}.gate_proj.weight" concat ["mlp.experts.{e}.up_proj.weight"] precision int8 group 32 : tensor<4x46x32xbf16>
   // The down projection's rows are 23 long: int4 needs an even length, int8 it is.
-  // INT4: moe.weight "mlp.experts.{e}.down_proj.weight" precision "int8" group 23 : tensor<4x32x23xbf16>
-  // SEED: moe.weight "mlp.experts.{e}.down_proj.weight" precision "fp8" group 23 : tensor<4x32x23xbf16>
-  // OVER: moe.weight "mlp.experts.{e}.down_proj.weight" precision "int8" group 23 : tensor<4x32x23xbf16>
+  // INT4: moe.weight "mlp.experts.{e}.down_proj.weight" precision int8 group 23 : tensor<4x32x23xbf16>
+  // SEED: moe.weight "mlp.experts.{e}.down_proj.weight" precision fp8 group 23 : tensor<4x32x23xbf16>
+  // OVER: moe.weight "mlp.experts.{e}.down_proj.weight" precision int8 group 23 : tensor<4x32x23xbf16>
   %gu = moe.weight "mlp.experts.{e}.gate_proj.weight" concat ["mlp.experts.{e}.up_proj.weight"] : tensor<4x46x32xbf16>
   %ed = moe.weight "mlp.experts.{e}.down_proj.weight" : tensor<4x32x23xbf16>
   %r = moe.experts %q routed(%rw, %ri) weights(%gu, %ed) : (tensor<?x32xf32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<4x46x32xbf16>, tensor<4x32x23xbf16>) -> tensor<?x32xf32>
-  // INT8: moe.weight "mlp.shared_expert.gate_proj.weight" precision "int8" group 32 : tensor<40x32xbf16>
+  // INT8: moe.weight "mlp.shared_expert.gate_proj.weight" precision int8 group 32 : tensor<40x32xbf16>
   // INT8: moe.weight "mlp.shared_expert_gate.weight" : tensor<1x32xbf16>
-  // SEED: moe.weight "mlp.shared_expert.gate_proj.weight" precision "int8" group 32 : tensor<40x32xbf16>
+  // SEED: moe.weight "mlp.shared_expert.gate_proj.weight" precision int8 group 32 : tensor<40x32xbf16>
   %sg = moe.weight "mlp.shared_expert.gate_proj.weight" : tensor<40x32xbf16>
   %su = moe.weight "mlp.shared_expert.up_proj.weight" : tensor<40x32xbf16>
   %sd = moe.weight "mlp.shared_expert.down_proj.weight" : tensor<32x40xbf16>

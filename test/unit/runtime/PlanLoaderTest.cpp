@@ -200,7 +200,7 @@ TEST_F(PlanLoaderTest, RejectsQuantizedWeightWithoutItsScales) {
 TEST_F(PlanLoaderTest, RejectsTensorIndexOutOfRange) {
   Spec s;
   s.ins = {0, 9};
-  EXPECT_ERROR(s, "instruction 0 (Embedding) reads tensor 9, but the plan has 4");
+  EXPECT_ERROR(s, "instruction 0 (embedding) reads tensor 9, but the plan has 4");
 }
 
 TEST_F(PlanLoaderTest, RejectsWeightPastItsFile) {
@@ -258,13 +258,13 @@ TEST_F(PlanLoaderTest, RejectsUnknownOpCode) {
 TEST_F(PlanLoaderTest, RejectsWrongArity) {
   Spec s;
   s.ins = {0};
-  EXPECT_ERROR(s, "instruction 0 (Embedding) has 1 inputs and 1 outputs; expected 2-2 and 1");
+  EXPECT_ERROR(s, "instruction 0 (embedding) has 1 inputs and 1 outputs; expected 2-2 and 1");
 }
 
 TEST_F(PlanLoaderTest, RejectsMissingParameters) {
   Spec s;
   s.op = fb::OpCode::RmsNorm;
-  EXPECT_ERROR(s, "instruction 0 (RmsNorm) lacks its RmsNormParams");
+  EXPECT_ERROR(s, "instruction 0 (rms_norm) lacks its RmsNormParams");
 }
 
 TEST_F(PlanLoaderTest, RejectsKvLayerOutOfRange) {
@@ -272,13 +272,13 @@ TEST_F(PlanLoaderTest, RejectsKvLayerOutOfRange) {
   s.op = fb::OpCode::Attention;
   s.ins = {3, 3, 3, 1};
   s.attentionParams = true;
-  EXPECT_ERROR(s, "instruction 0 (Attention) uses KV-cache layer 0, but the cache has 0");
+  EXPECT_ERROR(s, "instruction 0 (attention) uses KV-cache layer 0, but the cache has 0");
 }
 
 TEST_F(PlanLoaderTest, RejectsWritingAWeight) {
   Spec s;
   s.outs = {2};
-  EXPECT_ERROR(s, "instruction 0 (Embedding) writes tensor 2, which is not an arena tensor");
+  EXPECT_ERROR(s, "instruction 0 (embedding) writes tensor 2, which is not an arena tensor");
 }
 
 TEST_F(PlanLoaderTest, RejectsOutputThatIsAnInput) {
@@ -304,14 +304,14 @@ TEST_F(PlanLoaderTest, RejectsLogitsNarrowerThanTheVocabulary) {
 TEST_F(PlanLoaderTest, RejectsEmbeddingOfPositions) {
   Spec s;
   s.ins = {1, 2};
-  EXPECT_ERROR(s, "instruction 0 (Embedding): its ids must be the plan's tokens input");
+  EXPECT_ERROR(s, "instruction 0 (embedding): its ids must be the plan's tokens input");
 }
 
 TEST_F(PlanLoaderTest, RejectsOpOnTheWrongShapes) {
   Spec s;
   s.op = fb::OpCode::Add;
   s.ins = {3, 2};
-  EXPECT_ERROR(s, "instruction 0 (Add): its second input 'table' is F32 [4, 4] in Weight; "
+  EXPECT_ERROR(s, "instruction 0 (add): its second input 'table' is F32 [4, 4] in Weight; "
                   "expected F32 [T, 4] in Arena");
 }
 

@@ -1,0 +1,41 @@
+//===- MoeEnums.td - enums of the moe dialect, shared with plan ----------===//
+//
+// Only enum definitions: the plan dialect includes this file to use the same
+// enums in its kernel parameters (one definition, generated once, into
+// MoeEnums.h.inc).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_ENUMS_TD
+#define MOE_ENUMS_TD
+
+include "mlir/IR/EnumAttr.td"
+
+def Moe_ScoringSoftmax : I32EnumAttrCase<"softmax", 0>;
+def Moe_ScoringSigmoid : I32EnumAttrCase<"sigmoid", 1>;
+def Moe_ScoringAttr : I32EnumAttr<"Scoring", "router scoring function",
+    [Moe_ScoringSoftmax, Moe_ScoringSigmoid]> {
+  let cppNamespace = "::mlir::moe";
+}
+
+def Moe_TopkGreedy : I32EnumAttrCase<"greedy", 0>;
+def Moe_TopkGroupLimited : I32EnumAttrCase<"group_limited_greedy", 1>;
+def Moe_TopkNoAuxTc : I32EnumAttrCase<"noaux_tc", 2>;
+def Moe_TopkMethodAttr : I32EnumAttr<"TopkMethod", "router expert selection",
+    [Moe_TopkGreedy, Moe_TopkGroupLimited, Moe_TopkNoAuxTc]> {
+  let cppNamespace = "::mlir::moe";
+}
+
+// How the plan stores a weight (moe-assign-precision), most precise first:
+// a weight two components share takes the lesser of their choices.
+def Moe_PrecisionF32 : I32EnumAttrCase<"f32", 0>;
+def Moe_PrecisionBf16 : I32EnumAttrCase<"bf16", 1>;
+def Moe_PrecisionInt8 : I32EnumAttrCase<"int8", 2>;
+def Moe_PrecisionFp8 : I32EnumAttrCase<"fp8", 3>;
+def Moe_PrecisionInt4 : I32EnumAttrCase<"int4", 4>;
+def Moe_PrecisionAttr : I32EnumAttr<"Precision", "weight storage precision",
+    [Moe_PrecisionF32, Moe_PrecisionBf16, Moe_PrecisionInt8, Moe_PrecisionFp8,
+     Moe_PrecisionInt4]> {
+  let cppNamespace = "::mlir::moe";
+}
+
+#endif // MOE_ENUMS_TD
