@@ -81,27 +81,27 @@ private:
           return success();
         })
         .Case([&](mm::EmbeddingOp e) {
-          return emit(e, "embedding", {e.getIds(), e.getTable()});
+          return emit(e, plan::Kernel::Embedding, {e.getIds(), e.getTable()});
         })
         .Case([&](mm::RmsNormOp n) {
-          return emit(n, "rms_norm", {n.getInput(), n.getWeight()},
-                      {b_.getNamedAttr("eps", n.getEpsAttr())});
+          return emit(n, plan::Kernel::RmsNorm, {n.getInput(), n.getWeight()},
+                      plan::RmsNormParamsAttr::get(ctx(), f32(n.getEps())));
         })
         .Case([&](mm::AddRmsNormOp n) {
-          return emit(n, "add_rms_norm", {n.getLhs(), n.getRhs(), n.getWeight()},
-                      {b_.getNamedAttr("eps", n.getEpsAttr())});
+          return emit(n, plan::Kernel::AddRmsNorm, {n.getLhs(), n.getRhs(), n.getWeight()},
+                      plan::RmsNormParamsAttr::get(ctx(), f32(n.getEps())));
         })
         .Case([&](mm::LinearOp l) {
           SmallVector<Value> ins = {l.getInput(), l.getWeight()};
           if (l.getBias())
             ins.push_back(l.getBias());
-          return emit(l, "linear", ins);
+          return emit(l, plan::Kernel::Linear, ins);
         })
         .Case([&](mm::AddOp a) {
-          return emit(a, "add", {a.getLhs(), a.getRhs()});
+          return emit(a, plan::Kernel::Add, {a.getLhs(), a.getRhs()});
         })
         .Case([&](mm::LmHeadOp h) {
-          return emit(h, "linear", {h.getInput(), h.getWeight()});
+          return emit(h, plan::Kernel::Linear, {h.getInput(), h.getWeight()});
         })
         .Case([&](mm::AttentionOp a) { return lowerAttention(a); })
         .Case([&](mm::MlaAttentionOp a) { return lowerMla(a); })
@@ -114,8 +114,8 @@ private:
           Value y = swiglu(s.getInput(), s.getGate(), s.getUp(), s.getDown());
           if (s.getSigmoidGate()) {
             Value gated = alloc(s.getResult().getType());
-            launch("sigmoid_gate", {get(s.getInput()), get(s.getSigmoidGate()), y},
-                   {gated});
+            launch(plan::Kernel::SigmoidGate,
+                   {get(s.getInput()), get(s.getSigmoidGate()), y}, {gated});
             y = gated;
           }
           map_.map(s.getResult(), y);
@@ -128,14 +128,10 @@ private:
           ins.append(e.getExpertWeights().begin(), e.getExpertWeights().end());
           int64_t inter =
               cast<RankedTensorType>(e.getDown().getType()).getDimSize(2);
-          return emit(e, "experts", ins,
-                      {b_.getNamedAttr("num_experts",
-                                       b_.getI64IntegerAttr(e.getNumExperts())),
-                       b_.getNamedAttr("intermediate", b_.getI64IntegerAttr(inter)),
-                       b_.getNamedAttr("fused_gate_up",
-                                       b_.getBoolAttr(e.hasFusedGateUp())),
-                       b_.getNamedAttr("num_shared", b_.getI64IntegerAttr(e.getNumShared())),
-                       b_.getNamedAttr("grouped", b_.getBoolAttr(e.getGrouped()))});
+          return emit(e, plan::Kernel::Experts, ins,
+                      plan::ExpertsParamsAttr::get(
+                          ctx(), e.getNumExperts(), inter, b_.getBoolAttr(e.hasFusedGateUp()),
+                          e.getNumShared(), b_.getBoolAttr(e.getGrouped())));
         })
         .Case([&](func::ReturnOp r) {
           for (Value v : r.getOperands())
@@ -154,18 +150,20 @@ private:
                                     IntegerAttr());
   }
 
-  plan::LaunchOp launch(StringRef kernel, ValueRange ins, ValueRange outs,
-                        Value kv = Value(), ArrayRef<NamedAttribute> params = {}) {
-    auto op = b_.create<plan::LaunchOp>(loc_, b_.getStringAttr(kernel), ins, outs,
-                                        kv, b_.getI64IntegerAttr(0));
-    for (const NamedAttribute &p : params)
-      op->setAttr(p.getName(), p.getValue());
-    return op;
+  MLIRContext *ctx() { return b_.getContext(); }
+  /// Kernel parameters are f32 in the plan.
+  FloatAttr f32(const APFloat &v) { return b_.getF32FloatAttr(float(v.convertToDouble())); }
+  FloatAttr f32(double v) { return b_.getF32FloatAttr(float(v)); }
+
+  plan::LaunchOp launch(plan::Kernel kernel, ValueRange ins, ValueRange outs,
+                        Value kv = Value(), Attribute params = {}) {
+    return b_.create<plan::LaunchOp>(loc_, plan::KernelAttr::get(ctx(), kernel), ins, outs,
+                                     kv, params, b_.getI64IntegerAttr(0));
   }
 
   /// One launch writing fresh buffers for every result of `op`.
-  LogicalResult emit(Operation *op, StringRef kernel, ArrayRef<Value> ins,
-                     ArrayRef<NamedAttribute> params = {}, Value kv = Value()) {
+  LogicalResult emit(Operation *op, plan::Kernel kernel, ArrayRef<Value> ins,
+                     Attribute params = {}, Value kv = Value()) {
     SmallVector<Value> mappedIns, outs;
     for (Value in : ins)
       mappedIns.push_back(get(in));
@@ -183,19 +181,19 @@ private:
     auto interType = RankedTensorType::get({ShapedType::kDynamic, inter},
                                            b_.getF32Type());
     Value g = alloc(interType), u = alloc(interType), h = alloc(interType);
-    launch("linear", {get(x), get(gate)}, {g});
-    launch("linear", {get(x), get(up)}, {u});
-    launch("silu_mul", {g, u}, {h});
+    launch(plan::Kernel::Linear, {get(x), get(gate)}, {g});
+    launch(plan::Kernel::Linear, {get(x), get(up)}, {u});
+    launch(plan::Kernel::SiluMul, {g, u}, {h});
     Value y = alloc(x.getType());
-    launch("linear", {h, get(down)}, {y});
+    launch(plan::Kernel::Linear, {h, get(down)}, {y});
     return y;
   }
 
-  Value kvCache(int64_t layer, StringRef kind, int64_t kWidth, int64_t vWidth) {
+  Value kvCache(int64_t layer, plan::KvKind kind, int64_t kWidth, int64_t vWidth) {
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPointToStart(b_.getBlock());
-    return b_.create<plan::KvCacheOp>(loc_, plan::KvCacheType::get(b_.getContext()),
-                                      layer, kind, kWidth, vWidth);
+    return b_.create<plan::KvCacheOp>(loc_, plan::KvCacheType::get(ctx()), layer, kind,
+                                      kWidth, vWidth);
   }
 
   FailureOr<::moe::RopeTable> rope(int64_t rotaryDim, double theta,
@@ -217,12 +215,10 @@ private:
     return maxContext_;
   }
 
-  void ropeAttrs(SmallVectorImpl<NamedAttribute> &attrs, const ::moe::RopeTable &r,
-                 bool interleaved) {
-    attrs.push_back(b_.getNamedAttr("inv_freq", b_.getDenseF32ArrayAttr(r.invFreq)));
-    attrs.push_back(b_.getNamedAttr("attention_factor",
-                                    b_.getF32FloatAttr(r.attentionFactor)));
-    attrs.push_back(b_.getNamedAttr("interleaved", b_.getBoolAttr(interleaved)));
+  plan::RopeAttr ropeAttr(const ::moe::RopeTable &r, bool interleaved) {
+    return plan::RopeAttr::get(ctx(), b_.getDenseF32ArrayAttr(r.invFreq),
+                               b_.getF32FloatAttr(r.attentionFactor),
+                               b_.getBoolAttr(interleaved));
   }
 
   LogicalResult lowerAttention(mm::AttentionOp a) {
@@ -230,21 +226,14 @@ private:
     auto table = rope(hd, a.getRopeTheta().convertToDouble(), a.getRopeScaling(), a);
     if (failed(table))
       return failure();
-    Value kv = kvCache(a.getLayer(), "gqa", kvWidth, kvWidth);
-    SmallVector<NamedAttribute> attrs = {
-        b_.getNamedAttr("layer", a.getLayerAttr()),
-        b_.getNamedAttr("num_heads", a.getNumHeadsAttr()),
-        b_.getNamedAttr("num_kv_heads", a.getNumKvHeadsAttr()),
-        b_.getNamedAttr("head_dim", a.getHeadDimAttr()),
-        b_.getNamedAttr("scale", b_.getF32FloatAttr(1.0 / std::sqrt(double(hd)))),
-        b_.getNamedAttr("sliding_window",
-                        b_.getI64IntegerAttr(a.getSlidingWindow().value_or(0))),
-        b_.getNamedAttr("qk_norm_eps", b_.getF32FloatAttr(
-                                           a.getNormEps().convertToDouble()))};
-    ropeAttrs(attrs, *table, /*interleaved=*/false);
+    Value kv = kvCache(a.getLayer(), plan::KvKind::gqa, kvWidth, kvWidth);
+    auto params = plan::AttentionParamsAttr::get(
+        ctx(), a.getLayer(), a.getNumHeads(), a.getNumKvHeads(), hd,
+        f32(1.0 / std::sqrt(double(hd))), ropeAttr(*table, /*interleaved=*/false),
+        a.getSlidingWindow().value_or(0), f32(a.getNormEps()));
     SmallVector<Value> ins = {a.getQ(), a.getK(), a.getV(), a.getPositions()};
     ins.append(a.getQkNorm().begin(), a.getQkNorm().end());
-    return emit(a, "attention", ins, attrs, kv);
+    return emit(a, plan::Kernel::Attention, ins, params, kv);
   }
 
   LogicalResult lowerMla(mm::MlaAttentionOp a) {
@@ -252,22 +241,13 @@ private:
     auto table = rope(ropeDim, a.getRopeTheta().convertToDouble(), a.getRopeScaling(), a);
     if (failed(table))
       return failure();
-    Value kv = kvCache(a.getLayer(), "mla", a.getKvLoraRank(), ropeDim);
-    SmallVector<NamedAttribute> attrs = {
-        b_.getNamedAttr("layer", a.getLayerAttr()),
-        b_.getNamedAttr("num_heads", a.getNumHeadsAttr()),
-        b_.getNamedAttr("kv_lora_rank", a.getKvLoraRankAttr()),
-        b_.getNamedAttr("qk_nope_head_dim", a.getQkNopeHeadDimAttr()),
-        b_.getNamedAttr("qk_rope_head_dim", a.getQkRopeHeadDimAttr()),
-        b_.getNamedAttr("v_head_dim", a.getVHeadDimAttr()),
-        b_.getNamedAttr("scale", b_.getF32FloatAttr(
-                                     a.getSoftmaxScale().convertToDouble())),
-        b_.getNamedAttr("norm_eps", b_.getF32FloatAttr(
-                                        a.getNormEps().convertToDouble()))};
-    ropeAttrs(attrs, *table, a.getRopeInterleave());
-    return emit(a, "mla_attention",
-                {a.getQ(), a.getKvA(), a.getKvNorm(), a.getKvB(), a.getPositions()},
-                attrs, kv);
+    Value kv = kvCache(a.getLayer(), plan::KvKind::mla, a.getKvLoraRank(), ropeDim);
+    auto params = plan::MlaParamsAttr::get(
+        ctx(), a.getLayer(), a.getNumHeads(), a.getKvLoraRank(), a.getQkNopeHeadDim(),
+        ropeDim, a.getVHeadDim(), f32(a.getSoftmaxScale()),
+        ropeAttr(*table, a.getRopeInterleave()), f32(a.getNormEps()));
+    return emit(a, plan::Kernel::MlaAttention,
+                {a.getQ(), a.getKvA(), a.getKvNorm(), a.getKvB(), a.getPositions()}, params, kv);
   }
 
   LogicalResult lowerRouter(mm::RouterOp r) {
@@ -275,20 +255,11 @@ private:
     if (r.getBias())
       ins.push_back(r.getBias());
     int64_t experts = cast<RankedTensorType>(r.getWeight().getType()).getDimSize(0);
-    return emit(
-        r, "router", ins,
-        {b_.getNamedAttr("num_experts", b_.getI64IntegerAttr(experts)),
-         b_.getNamedAttr("top_k", r.getTopKAttr()),
-         b_.getNamedAttr("scoring", b_.getStringAttr(
-                                        mm::stringifyScoring(r.getScoring()))),
-         b_.getNamedAttr("method", b_.getStringAttr(mm::stringifyTopkMethod(
-                                       r.getTopkMethod()))),
-         b_.getNamedAttr("norm_topk_prob", r.getNormTopkProbAttr()),
-         b_.getNamedAttr("n_group", r.getNGroupAttr()),
-         b_.getNamedAttr("topk_group", r.getTopkGroupAttr()),
-         b_.getNamedAttr("routed_scaling_factor",
-                         b_.getF32FloatAttr(
-                             r.getRoutedScalingFactor().convertToDouble()))});
+    return emit(r, plan::Kernel::Router, ins,
+                plan::RouterParamsAttr::get(ctx(), experts, r.getTopK(), r.getScoring(),
+                                            r.getTopkMethod(), r.getNormTopkProbAttr(),
+                                            r.getNGroup(), r.getTopkGroup(),
+                                            f32(r.getRoutedScalingFactor())));
   }
 
   ModuleOp module_;

@@ -145,8 +145,8 @@ private:
         name = loc.getName().str() + "/" + name;
       addTensor(a, &op, name, fb::Storage::Arena, *a.getOffset(), bytes);
     } else if (auto kv = dyn_cast<pl::KvCacheOp>(op)) {
-      kvLayers_[int64_t(kv.getLayer())] = {kv.getKind() == "mla" ? fb::KvKind::Mla
-                                                                 : fb::KvKind::Gqa,
+      kvLayers_[int64_t(kv.getLayer())] = {kv.getKind() == pl::KvKind::mla ? fb::KvKind::Mla
+                                                                        : fb::KvKind::Gqa,
                                            int32_t(kv.getKWidth()),
                                            int32_t(kv.getVWidth())};
     } else if (auto l = dyn_cast<pl::LaunchOp>(op)) {
@@ -238,115 +238,74 @@ private:
     pending_.push_back(std::move(pending));
   }
 
-  // Attribute readers: the conversion always sets these; hand-written IR may not.
-  int64_t i64(Operation *op, StringRef name) {
-    auto a = op->getAttrOfType<IntegerAttr>(name);
-    if (!a)
-      fail(op, "launch lacks integer attribute '" + name.str() + "'");
-    return a.getInt();
-  }
-  int32_t optionalI64(Operation *op, StringRef name) {
-    auto a = op->getAttrOfType<IntegerAttr>(name);
-    return a ? int32_t(a.getInt()) : 0;
-  }
-  bool optionalFlag(Operation *op, StringRef name, bool byDefault) {
-    auto a = op->getAttrOfType<BoolAttr>(name);
-    return a ? a.getValue() : byDefault;
-  }
-  float f32(Operation *op, StringRef name) {
-    auto a = op->getAttrOfType<FloatAttr>(name);
-    if (!a)
-      fail(op, "launch lacks float attribute '" + name.str() + "'");
-    return float(a.getValueAsDouble());
-  }
-  bool flag(Operation *op, StringRef name) {
-    auto a = op->getAttrOfType<BoolAttr>(name);
-    if (!a)
-      fail(op, "launch lacks boolean attribute '" + name.str() + "'");
-    return a.getValue();
-  }
-  std::string str(Operation *op, StringRef name) {
-    auto a = op->getAttrOfType<StringAttr>(name);
-    if (!a)
-      fail(op, "launch lacks string attribute '" + name.str() + "'");
-    return a.str();
+  static float f32(FloatAttr a) { return float(a.getValueAsDouble()); }
+
+  flatbuffers::Offset<fb::Rope> rope(pl::RopeAttr r) {
+    std::vector<float> freq(r.getInvFreq().asArrayRef().begin(),
+                            r.getInvFreq().asArrayRef().end());
+    return fb::CreateRopeDirect(b_, &freq, f32(r.getAttentionFactor()),
+                                r.getInterleaved().getValue());
   }
 
-  flatbuffers::Offset<fb::Rope> rope(Operation *op) {
-    auto freq = op->getAttrOfType<DenseF32ArrayAttr>("inv_freq");
-    if (!freq)
-      fail(op, "launch lacks 'inv_freq'");
-    std::vector<float> values(freq.asArrayRef().begin(), freq.asArrayRef().end());
-    return fb::CreateRopeDirect(b_, &values, f32(op, "attention_factor"),
-                                flag(op, "interleaved"));
+  static fb::Scoring scoringOf(mlir::moe::Scoring s) {
+    return s == mlir::moe::Scoring::sigmoid ? fb::Scoring::Sigmoid : fb::Scoring::Softmax;
+  }
+  static fb::TopkMethod methodOf(mlir::moe::TopkMethod m) {
+    switch (m) {
+    case mlir::moe::TopkMethod::greedy: return fb::TopkMethod::Greedy;
+    case mlir::moe::TopkMethod::group_limited_greedy: return fb::TopkMethod::GroupLimitedGreedy;
+    case mlir::moe::TopkMethod::noaux_tc: return fb::TopkMethod::NoAuxTc;
+    }
+    return fb::TopkMethod::Greedy;
+  }
+
+  /// The launch's typed parameters as their plan.fbs table (the verifier
+  /// has checked the kind matches the kernel).
+  std::pair<fb::OpParams, flatbuffers::Offset<void>> params(pl::LaunchOp l) {
+    Attribute a = l.getParamsAttr();
+    if (auto p = dyn_cast_or_null<pl::RmsNormParamsAttr>(a))
+      return {fb::OpParams::RmsNormParams, fb::CreateRmsNormParams(b_, f32(p.getEps())).Union()};
+    if (auto p = dyn_cast_or_null<pl::AttentionParamsAttr>(a)) {
+      auto r = rope(p.getRope());
+      return {fb::OpParams::AttentionParams,
+              fb::CreateAttentionParams(b_, int32_t(p.getLayer()), int32_t(p.getNumHeads()),
+                                        int32_t(p.getNumKvHeads()), int32_t(p.getHeadDim()),
+                                        f32(p.getScale()), r, int32_t(p.getSlidingWindow()),
+                                        f32(p.getQkNormEps()))
+                  .Union()};
+    }
+    if (auto p = dyn_cast_or_null<pl::MlaParamsAttr>(a)) {
+      auto r = rope(p.getRope());
+      return {fb::OpParams::MlaParams,
+              fb::CreateMlaParams(b_, int32_t(p.getLayer()), int32_t(p.getNumHeads()),
+                                  int32_t(p.getKvLoraRank()), int32_t(p.getQkNopeHeadDim()),
+                                  int32_t(p.getQkRopeHeadDim()), int32_t(p.getVHeadDim()),
+                                  f32(p.getScale()), r, f32(p.getNormEps()))
+                  .Union()};
+    }
+    if (auto p = dyn_cast_or_null<pl::RouterParamsAttr>(a))
+      return {fb::OpParams::RouterParams,
+              fb::CreateRouterParams(b_, int32_t(p.getNumExperts()), int32_t(p.getTopK()),
+                                     scoringOf(p.getScoring()), methodOf(p.getMethod()),
+                                     p.getNormTopkProb().getValue(), int32_t(p.getNGroup()),
+                                     int32_t(p.getTopkGroup()),
+                                     f32(p.getRoutedScalingFactor()))
+                  .Union()};
+    if (auto p = dyn_cast_or_null<pl::ExpertsParamsAttr>(a))
+      return {fb::OpParams::ExpertsParams,
+              fb::CreateExpertsParams(b_, int32_t(p.getNumExperts()),
+                                      int32_t(p.getIntermediate()),
+                                      p.getFusedGateUp().getValue(), int32_t(p.getNumShared()),
+                                      p.getGrouped().getValue())
+                  .Union()};
+    return {fb::OpParams::NONE, 0};
   }
 
   void visitLaunch(pl::LaunchOp l) {
-    static const llvm::StringMap<fb::OpCode> codes = {
-        {"embedding", fb::OpCode::Embedding},   {"rms_norm", fb::OpCode::RmsNorm},
-        {"linear", fb::OpCode::Linear},         {"add", fb::OpCode::Add},
-        {"silu_mul", fb::OpCode::SiluMul},      {"sigmoid_gate", fb::OpCode::SigmoidGate},
-        {"attention", fb::OpCode::Attention},   {"mla_attention", fb::OpCode::MlaAttention},
-        {"router", fb::OpCode::Router},         {"experts", fb::OpCode::Experts},
-        {"add_rms_norm", fb::OpCode::AddRmsNorm}};
-    fb::OpCode code = codes.lookup(l.getKernel());
     Operation *op = l;
-    fb::OpParams type = fb::OpParams::NONE;
-    flatbuffers::Offset<void> params;
-    switch (code) {
-    case fb::OpCode::RmsNorm:
-    case fb::OpCode::AddRmsNorm:
-      type = fb::OpParams::RmsNormParams;
-      params = fb::CreateRmsNormParams(b_, f32(op, "eps")).Union();
-      break;
-    case fb::OpCode::Attention: {
-      auto r = rope(op);
-      type = fb::OpParams::AttentionParams;
-      params = fb::CreateAttentionParams(
-                   b_, int32_t(i64(op, "layer")), int32_t(i64(op, "num_heads")),
-                   int32_t(i64(op, "num_kv_heads")), int32_t(i64(op, "head_dim")),
-                   f32(op, "scale"), r, int32_t(i64(op, "sliding_window")),
-                   f32(op, "qk_norm_eps"))
-                   .Union();
-      break;
-    }
-    case fb::OpCode::MlaAttention: {
-      auto r = rope(op);
-      type = fb::OpParams::MlaParams;
-      params = fb::CreateMlaParams(
-                   b_, int32_t(i64(op, "layer")), int32_t(i64(op, "num_heads")),
-                   int32_t(i64(op, "kv_lora_rank")), int32_t(i64(op, "qk_nope_head_dim")),
-                   int32_t(i64(op, "qk_rope_head_dim")), int32_t(i64(op, "v_head_dim")),
-                   f32(op, "scale"), r, f32(op, "norm_eps"))
-                   .Union();
-      break;
-    }
-    case fb::OpCode::Router: {
-      std::string method = str(op, "method");
-      type = fb::OpParams::RouterParams;
-      params = fb::CreateRouterParams(
-                   b_, int32_t(i64(op, "num_experts")), int32_t(i64(op, "top_k")),
-                   str(op, "scoring") == "sigmoid" ? fb::Scoring::Sigmoid
-                                                   : fb::Scoring::Softmax,
-                   method == "noaux_tc"               ? fb::TopkMethod::NoAuxTc
-                   : method == "group_limited_greedy" ? fb::TopkMethod::GroupLimitedGreedy
-                                                      : fb::TopkMethod::Greedy,
-                   flag(op, "norm_topk_prob"), int32_t(i64(op, "n_group")),
-                   int32_t(i64(op, "topk_group")), f32(op, "routed_scaling_factor"))
-                   .Union();
-      break;
-    }
-    case fb::OpCode::Experts:
-      type = fb::OpParams::ExpertsParams;
-      params = fb::CreateExpertsParams(b_, int32_t(i64(op, "num_experts")),
-                                       int32_t(i64(op, "intermediate")),
-                                       flag(op, "fused_gate_up"), optionalI64(op, "num_shared"),
-                                       optionalFlag(op, "grouped", true))
-                   .Union();
-      break;
-    default:
-      break;
-    }
+    // Kernel values are the plan's op codes (both from Kernels.def).
+    auto code = fb::OpCode(l.getKernel().getKernel());
+    auto [type, params] = this->params(l);
     std::vector<uint32_t> ins, outs;
     for (Value v : l.getIns())
       ins.push_back(id(op, v));

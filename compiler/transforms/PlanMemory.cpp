@@ -32,7 +32,7 @@ int64_t bytesAt(MemRefType type, int64_t rows) {
   return (n + kAlignment - 1) / kAlignment * kAlignment;
 }
 
-struct PlanMemoryPass : moe::impl::PlanMemoryPassBase<PlanMemoryPass> {
+struct PlanMemoryPass : ::moe::impl::PlanMemoryPassBase<PlanMemoryPass> {
   using PlanMemoryPassBase::PlanMemoryPassBase;
 
   void runOnOperation() override {

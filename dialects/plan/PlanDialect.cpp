@@ -4,21 +4,28 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mlir::plan;
 
 #include "dialects/plan/PlanDialect.cpp.inc"
+#include "dialects/plan/PlanEnums.cpp.inc"
 
 #define GET_TYPEDEF_CLASSES
 #include "dialects/plan/PlanTypes.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/plan/PlanAttrs.cpp.inc"
 
 void PlanDialect::initialize() {
   addTypes<
 #define GET_TYPEDEF_LIST
 #include "dialects/plan/PlanTypes.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/plan/PlanAttrs.cpp.inc"
       >();
   addOperations<
 #define GET_OP_LIST
@@ -26,16 +33,49 @@ void PlanDialect::initialize() {
       >();
 }
 
-const KernelSignature *mlir::plan::lookupKernel(StringRef kernel) {
-  static const llvm::StringMap<KernelSignature> kernels = {
-      {"embedding", {2, 2, 1, false}},     {"rms_norm", {2, 2, 1, false}},
-      {"linear", {2, 3, 1, false}},        {"add", {2, 2, 1, false}},
-      {"silu_mul", {2, 2, 1, false}},      {"sigmoid_gate", {3, 3, 1, false}},
-      {"attention", {4, 6, 1, true}},      {"mla_attention", {5, 5, 1, true}},
-      {"router", {2, 3, 2, false}},        {"experts", {5, 6, 1, false}},
-      {"add_rms_norm", {3, 3, 2, false}}};
-  auto it = kernels.find(kernel);
-  return it == kernels.end() ? nullptr : &it->second;
+namespace {
+
+/// Parses a kernel's name (Kernels.def's spelling); a name not in the list
+/// is an error that lists them.
+ParseResult parseKernel(AsmParser &parser, Kernel &kernel) {
+  llvm::SMLoc at = parser.getCurrentLocation();
+  std::string name;
+  if (parser.parseKeywordOrString(&name))
+    return failure();
+  if (auto k = symbolizeKernel(name)) {
+    kernel = *k;
+    return success();
+  }
+  std::string known;
+  for (unsigned i = 0; i < kernelCount(); ++i)
+    known += (i ? ", " : "") + kernelInfo(Kernel(i)).name.str();
+  return parser.emitError(at) << "unknown kernel '" << name << "' (kernels: " << known << ")";
+}
+
+} // namespace
+
+Attribute KernelAttr::parse(AsmParser &parser, Type) {
+  Kernel kernel;
+  if (parser.parseLess() || parseKernel(parser, kernel) || parser.parseGreater())
+    return {};
+  return KernelAttr::get(parser.getContext(), kernel);
+}
+
+void KernelAttr::print(AsmPrinter &printer) const {
+  printer << "<" << kernelInfo(getKernel()).name << ">";
+}
+
+/// `plan.launch linear ...`: the kernel as a bare name.
+static ParseResult parseKernelName(OpAsmParser &parser, KernelAttr &kernel) {
+  Kernel k;
+  if (parseKernel(parser, k))
+    return failure();
+  kernel = KernelAttr::get(parser.getContext(), k);
+  return success();
+}
+
+static void printKernelName(OpAsmPrinter &printer, Operation *, KernelAttr kernel) {
+  printer << kernelInfo(kernel.getKernel()).name;
 }
 
 LogicalResult WeightOp::verify() {
@@ -87,8 +127,6 @@ LogicalResult AllocOp::verify() {
 }
 
 LogicalResult KvCacheOp::verify() {
-  if (getKind() != "gqa" && getKind() != "mla")
-    return emitOpError() << "kind must be gqa or mla, got '" << getKind() << "'";
   if (static_cast<int64_t>(getKWidth()) < 1 ||
       static_cast<int64_t>(getVWidth()) < 1)
     return emitOpError() << "k_width and v_width must be positive, got "
@@ -97,23 +135,60 @@ LogicalResult KvCacheOp::verify() {
   return success();
 }
 
+namespace {
+/// Whether `params` is the parameter attribute Kernels.def names.
+bool isParamsOf(KernelParams kind, Attribute params) {
+  switch (kind) {
+  case KernelParams::NONE: return !params;
+  case KernelParams::RmsNormParams: return isa_and_nonnull<RmsNormParamsAttr>(params);
+  case KernelParams::RouterParams: return isa_and_nonnull<RouterParamsAttr>(params);
+  case KernelParams::AttentionParams: return isa_and_nonnull<AttentionParamsAttr>(params);
+  case KernelParams::MlaParams: return isa_and_nonnull<MlaParamsAttr>(params);
+  case KernelParams::ExpertsParams: return isa_and_nonnull<ExpertsParamsAttr>(params);
+  }
+  return false;
+}
+
+const char *paramsMnemonic(KernelParams kind) {
+  switch (kind) {
+  case KernelParams::NONE: return "none";
+  case KernelParams::RmsNormParams: return "#plan.rms_norm";
+  case KernelParams::RouterParams: return "#plan.router";
+  case KernelParams::AttentionParams: return "#plan.attention";
+  case KernelParams::MlaParams: return "#plan.mla";
+  case KernelParams::ExpertsParams: return "#plan.experts";
+  }
+  return "?";
+}
+} // namespace
+
 LogicalResult LaunchOp::verify() {
-  const KernelSignature *sig = lookupKernel(getKernel());
-  if (!sig)
-    return emitOpError() << "unknown kernel '" << getKernel() << "'";
+  const KernelInfo &k = info();
   unsigned ins = getIns().size(), outs = getOuts().size();
-  if (ins < sig->minIns || ins > sig->maxIns || outs != sig->outs)
-    return emitOpError() << "kernel '" << getKernel() << "' takes "
-                         << sig->minIns << "-" << sig->maxIns
-                         << " inputs and " << sig->outs << " outputs, got "
-                         << ins << " and " << outs;
-  if (sig->kv != static_cast<bool>(getKv()))
-    return emitOpError() << "kernel '" << getKernel() << "' "
-                         << (sig->kv ? "needs" : "takes no")
+  if (ins < k.minIns || ins > k.maxIns || outs != k.outs)
+    return emitOpError() << "kernel '" << k.name << "' takes " << k.minIns << "-" << k.maxIns
+                         << " inputs and " << k.outs << " outputs, got " << ins << " and "
+                         << outs;
+  if (k.kv != static_cast<bool>(getKv()))
+    return emitOpError() << "kernel '" << k.name << "' " << (k.kv ? "needs" : "takes no")
                          << " KV-cache layer";
+  if (!isParamsOf(k.params, getParamsAttr())) {
+    if (k.params == KernelParams::NONE)
+      return emitOpError() << "kernel '" << k.name << "' takes no parameters, got "
+                           << getParamsAttr();
+    InFlightDiagnostic d = emitOpError() << "kernel '" << k.name << "' needs parameters "
+                                         << paramsMnemonic(k.params) << "<...>, got ";
+    if (getParamsAttr())
+      d << getParamsAttr();
+    else
+      d << "none";
+    return d;
+  }
   for (Value out : getOuts())
     if (!out.getDefiningOp<AllocOp>())
       return emitOpError() << "writes a buffer that is not a plan.alloc";
+  if (getStream() < 0 || getStream() > 255)
+    return emitOpError() << "stream must be in [0, 255], got " << getStream();
   return success();
 }
 

@@ -18,6 +18,7 @@ def Plan_Dialect : Dialect {
   let cppNamespace = "::mlir::plan";
   let summary = "buffers, KV cache and kernel launches of a compiled MoE model";
   let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
 }
 
 class Plan_Op<string mnemonic, list<Trait> traits = []>

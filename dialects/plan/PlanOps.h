@@ -2,7 +2,10 @@
 #ifndef MOE_DIALECTS_PLAN_PLANOPS_H
 #define MOE_DIALECTS_PLAN_PLANOPS_H
 
+#include "dialects/moe/MoeDialect.h" // the router enums
+#include "dialects/plan/Kernel.h"
 #include "dialects/plan/PlanDialect.h"
+#include "dialects/plan/PlanEnums.h.inc"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
@@ -12,17 +15,11 @@
 #define GET_TYPEDEF_CLASSES
 #include "dialects/plan/PlanTypes.h.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "dialects/plan/PlanAttrs.h.inc"
+
 #define GET_OP_CLASSES
 #include "dialects/plan/PlanOps.h.inc"
 
-namespace mlir::plan {
-/// Inputs and outputs a kernel takes: {min ins, max ins, outs, needs kv}.
-struct KernelSignature {
-  unsigned minIns, maxIns, outs;
-  bool kv;
-};
-/// The signature of `kernel`, or null if no such kernel exists.
-const KernelSignature *lookupKernel(llvm::StringRef kernel);
-} // namespace mlir::plan
 
 #endif

@@ -3,6 +3,8 @@
 #define PLAN_OPS_TD
 
 include "dialects/plan/PlanDialect.td"
+include "dialects/plan/PlanAttrs.td"
+include "dialects/plan/PlanEnums.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
@@ -67,10 +69,10 @@ def Plan_KvCacheOp : Plan_Op<"kv_cache", [Pure]> {
     latent (k) and the rotated shared RoPE key (v).
 
     ```mlir
-    %kv = plan.kv_cache 0 "gqa" k_width 16 v_width 16 : !plan.kv_cache
+    %kv = plan.kv_cache 0 gqa k_width 16 v_width 16 : !plan.kv_cache
     ```
   }];
-  let arguments = (ins I64Attr:$layer, StrAttr:$kind, I64Attr:$k_width,
+  let arguments = (ins I64Attr:$layer, Plan_KvKindAttr:$kind, I64Attr:$k_width,
                        I64Attr:$v_width);
   let results = (outs Plan_KvCacheType:$result);
   let assemblyFormat = [{
@@ -80,32 +82,43 @@ def Plan_KvCacheOp : Plan_Op<"kv_cache", [Pure]> {
 }
 
 def Plan_LaunchOp : Plan_Op<"launch", [AttrSizedOperandSegments]> {
-  let summary = "runs kernel `kernel` reading `ins`, writing `outs`";
+  let summary = "runs a kernel of Kernels.def reading `ins`, writing `outs`";
   let description = [{
-    Kernel parameters are attributes of the op (`eps`, router and attention
-    settings, RoPE inverse frequencies). `stream` names the execution stream.
-    Kernels: embedding, rms_norm, linear, add, silu_mul, sigmoid_gate,
-    attention, mla_attention, router, experts.
+    The kernel (a row of runtime/include/moe/runtime/Kernels.def) fixes how
+    many inputs and outputs it takes, whether it takes a KV-cache layer, and
+    which typed parameter attribute it needs (`params`). The op reads its
+    inputs, writes its outputs and reads and writes its KV-cache layer (its
+    memory effects), on execution stream `stream`.
 
     ```mlir
-    plan.launch "linear" ins(%x, %w : memref<?x32xf32>, memref<16x32xbf16>)
-                         outs(%y : memref<?x16xf32>)
+    plan.launch linear ins(%x, %w : memref<?x32xf32>, memref<16x32xbf16>)
+                       outs(%y : memref<?x16xf32>)
+    plan.launch rms_norm ins(%h, %w : memref<?x32xf32>, memref<32xbf16>)
+                         outs(%x : memref<?x32xf32>)
+                         params #plan.rms_norm<eps = 9.99999997E-7 : f32>
     ```
   }];
-  let arguments = (ins StrAttr:$kernel, Variadic<AnyMemRef>:$ins,
-                       Variadic<AnyMemRef>:$outs,
-                       Optional<Plan_KvCacheType>:$kv,
+  let arguments = (ins Plan_KernelAttr:$kernel,
+                       Arg<Variadic<AnyMemRef>, "read", [MemRead]>:$ins,
+                       Arg<Variadic<AnyMemRef>, "written", [MemWrite]>:$outs,
+                       Arg<Optional<Plan_KvCacheType>, "read and written",
+                           [MemRead, MemWrite]>:$kv,
+                       OptionalAttr<AnyAttr>:$params,
                        DefaultValuedAttr<I64Attr, "0">:$stream);
   let assemblyFormat = [{
-    $kernel `ins` `(` $ins `:` type($ins) `)` `outs` `(` $outs `:` type($outs) `)`
-    (`kv` $kv^)? attr-dict
+    custom<KernelName>($kernel) `ins` `(` $ins `:` type($ins) `)`
+    `outs` `(` $outs `:` type($outs) `)` (`kv` $kv^)? (`params` $params^)? attr-dict
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The kernel's row of Kernels.def.
+    const ::mlir::plan::KernelInfo &info() { return kernelInfo(getKernel().getKernel()); }
+  }];
 }
 
 def Plan_OutputOp : Plan_Op<"output"> {
   let summary = "the program's result (the logits)";
-  let arguments = (ins AnyMemRef:$value);
+  let arguments = (ins Arg<AnyMemRef, "read", [MemRead]>:$value);
   let assemblyFormat = "$value attr-dict `:` type($value)";
 }
 

@@ -1,7 +1,7 @@
 // --moe-to-plan replaces func.func @forward (moe ops on tensors) by
 // func.func @main (plan ops on memrefs): arguments become plan.input,
 // weights plan.weight, every result a fresh plan.alloc written by one
-// plan.launch whose attributes carry the kernel parameters. Checked per
+// plan.launch whose typed params attribute carries the kernel parameters. Checked per
 // moe op: linear (+bias), embedding, rms_norm, lm_head, swiglu_mlp (three
 // linears and a silu_mul), shared_expert (+sigmoid_gate), router and experts,
 // attention (gqa KV cache, RoPE inverse frequencies), mla_attention (mla KV
@@ -24,19 +24,19 @@
 
 // DSV3: module attributes {{.*}}moe.model_type = "deepseek_v3", plan.max_context = 128 : i64}
 // DSV3: func.func @main()
-// DSV3-NEXT: %[[KV1:.*]] = plan.kv_cache 1 "mla" k_width 16 v_width 4 : !plan.kv_cache
-// DSV3-NEXT: %[[KV0:.*]] = plan.kv_cache 0 "mla" k_width 16 v_width 4 : !plan.kv_cache
+// DSV3-NEXT: %[[KV1:.*]] = plan.kv_cache 1 mla k_width 16 v_width 4 : !plan.kv_cache
+// DSV3-NEXT: %[[KV0:.*]] = plan.kv_cache 0 mla k_width 16 v_width 4 : !plan.kv_cache
 // DSV3-NEXT: plan.input 0 : memref<?xi32>
 // DSV3-NEXT: %[[POS:.*]] = plan.input 1 : memref<?xi32>
-// DSV3: plan.launch "mla_attention" ins({{.*}}, %[[POS]] : memref<?x48xf32>, memref<?x20xf32>, memref<16xbf16>, memref<56x16xbf16>, memref<?xi32>) outs({{.*}} : memref<?x24xf32>) kv %[[KV0]] {attention_factor = 1.000000e+00 : f32, interleaved = true, inv_freq = array<f32: 1.000000e+00, 0.00999999977>, kv_lora_rank = 16 : i64, layer = 0 : i64, norm_eps = 9.99999997E-7 : f32, num_heads = 4 : i64, qk_nope_head_dim = 8 : i64, qk_rope_head_dim = 4 : i64, scale = 0.288675129 : f32, v_head_dim = 6 : i64}
-// DSV3: plan.launch "silu_mul" ins({{.*}} : memref<?x40xf32>, memref<?x40xf32>) outs({{.*}} : memref<?x40xf32>)
-// DSV3: kv %[[KV1]] {{.*}}layer = 1 : i64
-// DSV3: plan.launch "router" ins({{.*}} : memref<?x32xf32>, memref<8x32xbf16>, memref<8xf32>) outs({{.*}} : memref<?x2xf32>, memref<?x2xi32>) {method = "noaux_tc", n_group = 4 : i64, norm_topk_prob = true, num_experts = 8 : i64, routed_scaling_factor = 2.500000e+00 : f32, scoring = "sigmoid", top_k = 2 : i64, topk_group = 2 : i64}
+// DSV3: plan.launch mla_attention ins({{.*}}, %[[POS]] : memref<?x48xf32>, memref<?x20xf32>, memref<16xbf16>, memref<56x16xbf16>, memref<?xi32>) outs({{.*}} : memref<?x24xf32>) kv %[[KV0]] params #plan.mla<layer = 0, num_heads = 4, kv_lora_rank = 16, qk_nope_head_dim = 8, qk_rope_head_dim = 4, v_head_dim = 6, scale = 0.288675129 : f32, rope = <inv_freq = [1.000000e+00, 1.000000e-02], attention_factor = 1.000000e+00 : f32, interleaved = true>, norm_eps = 9.99999997E-7 : f32>
+// DSV3: plan.launch silu_mul ins({{.*}} : memref<?x40xf32>, memref<?x40xf32>) outs({{.*}} : memref<?x40xf32>)
+// DSV3: kv %[[KV1]] params #plan.mla<layer = 1,
+// DSV3: plan.launch router ins({{.*}} : memref<?x32xf32>, memref<8x32xbf16>, memref<8xf32>) outs({{.*}} : memref<?x2xf32>, memref<?x2xi32>) params #plan.router<num_experts = 8, top_k = 2, scoring = sigmoid, method = noaux_tc, norm_topk_prob = true, n_group = 4, topk_group = 2, routed_scaling_factor = 2.500000e+00 : f32>
 // DSV3: plan.weight "model.layers.1.mlp.experts.{e}.down_proj.weight" : memref<8x32x16xbf16>
-// DSV3: plan.launch "experts" {{.*}} {fused_gate_up = false, grouped = false, intermediate = 16 : i64, num_experts = 8 : i64, num_shared = 0 : i64}
+// DSV3: plan.launch experts {{.*}} params #plan.experts<num_experts = 8, intermediate = 16, fused_gate_up = false, num_shared = 0, grouped = false>
 // DSV3: plan.weight "model.layers.1.mlp.shared_experts.down_proj.weight" : memref<32x16xbf16>
 // DSV3: %[[LOGITS:.*]] = plan.alloc : memref<?x96xf32>
-// DSV3-NEXT: plan.launch "linear" ins({{.*}} : memref<?x32xf32>, memref<96x32xbf16>) outs(%[[LOGITS]] : memref<?x96xf32>)
+// DSV3-NEXT: plan.launch linear ins({{.*}} : memref<?x32xf32>, memref<96x32xbf16>) outs(%[[LOGITS]] : memref<?x96xf32>)
 // DSV3-NEXT: plan.output %[[LOGITS]] : memref<?x96xf32>
 // DSV3-NEXT: return
 // DSV3-NOT: moe.
@@ -52,19 +52,19 @@
 // CHECK-NEXT: plan.input 1 : memref<?xi32>
 // CHECK-NEXT: %[[EMB:.*]] = plan.weight "embed" : memref<96x32xbf16>
 // CHECK-NEXT: %[[H:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "embedding" ins(%[[TOK]], %[[EMB]] : memref<?xi32>, memref<96x32xbf16>) outs(%[[H]] : memref<?x32xf32>)
+// CHECK-NEXT: plan.launch embedding ins(%[[TOK]], %[[EMB]] : memref<?xi32>, memref<96x32xbf16>) outs(%[[H]] : memref<?x32xf32>)
 // CHECK-NEXT: %[[NW:.*]] = plan.weight "norm.weight" : memref<32xbf16>
 // CHECK-NEXT: %[[X:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "rms_norm" ins(%[[H]], %[[NW]] : memref<?x32xf32>, memref<32xbf16>) outs(%[[X]] : memref<?x32xf32>) {eps = 9.9999999999999995E-7 : f64}
+// CHECK-NEXT: plan.launch rms_norm ins(%[[H]], %[[NW]] : memref<?x32xf32>, memref<32xbf16>) outs(%[[X]] : memref<?x32xf32>) params #plan.rms_norm<eps = 9.99999997E-7 : f32>
 // CHECK-NEXT: %[[QW:.*]] = plan.weight "q.weight" : memref<16x32xbf16>
 // CHECK-NEXT: %[[QB:.*]] = plan.weight "q.bias" : memref<16xbf16>
 // CHECK-NEXT: %[[Q:.*]] = plan.alloc : memref<?x16xf32>
-// CHECK-NEXT: plan.launch "linear" ins(%[[X]], %[[QW]], %[[QB]] : memref<?x32xf32>, memref<16x32xbf16>, memref<16xbf16>) outs(%[[Q]] : memref<?x16xf32>){{$}}
+// CHECK-NEXT: plan.launch linear ins(%[[X]], %[[QW]], %[[QB]] : memref<?x32xf32>, memref<16x32xbf16>, memref<16xbf16>) outs(%[[Q]] : memref<?x16xf32>){{$}}
 // CHECK-NEXT: %[[OW:.*]] = plan.weight "o.weight" : memref<32x16xbf16>
 // CHECK-NEXT: %[[O:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "linear" ins(%[[Q]], %[[OW]] : memref<?x16xf32>, memref<32x16xbf16>) outs(%[[O]] : memref<?x32xf32>){{$}}
+// CHECK-NEXT: plan.launch linear ins(%[[Q]], %[[OW]] : memref<?x16xf32>, memref<32x16xbf16>) outs(%[[O]] : memref<?x32xf32>){{$}}
 // CHECK-NEXT: %[[L:.*]] = plan.alloc : memref<?x96xf32>
-// CHECK-NEXT: plan.launch "linear" ins(%[[O]], %[[EMB]] : memref<?x32xf32>, memref<96x32xbf16>) outs(%[[L]] : memref<?x96xf32>){{$}}
+// CHECK-NEXT: plan.launch linear ins(%[[O]], %[[EMB]] : memref<?x32xf32>, memref<96x32xbf16>) outs(%[[L]] : memref<?x96xf32>){{$}}
 // CHECK-NEXT: plan.output %[[L]] : memref<?x96xf32>
 // CHECK-NEXT: return
 module {
@@ -92,18 +92,18 @@ func.func @forward(%tokens: tensor<?xi32>, %positions: tensor<?xi32>) -> tensor<
 // CTX: module attributes {moe.config = {max_position_embeddings = 32 : i64}, plan.max_context = 32 : i64}
 // CHECK-LABEL: func.func @main()
 // CHECK: %[[X:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "embedding"
+// CHECK-NEXT: plan.launch embedding
 // CHECK-NEXT: %[[GW:.*]] = plan.weight "mlp.gate_proj.weight" : memref<56x32xbf16>
 // CHECK-NEXT: %[[UW:.*]] = plan.weight "mlp.up_proj.weight" : memref<56x32xbf16>
 // CHECK-NEXT: %[[DW:.*]] = plan.weight "mlp.down_proj.weight" : memref<32x56xbf16>
 // CHECK-NEXT: %[[G:.*]] = plan.alloc : memref<?x56xf32>
 // CHECK-NEXT: %[[U:.*]] = plan.alloc : memref<?x56xf32>
 // CHECK-NEXT: %[[A:.*]] = plan.alloc : memref<?x56xf32>
-// CHECK-NEXT: plan.launch "linear" ins(%[[X]], %[[GW]] : memref<?x32xf32>, memref<56x32xbf16>) outs(%[[G]] : memref<?x56xf32>)
-// CHECK-NEXT: plan.launch "linear" ins(%[[X]], %[[UW]] : memref<?x32xf32>, memref<56x32xbf16>) outs(%[[U]] : memref<?x56xf32>)
-// CHECK-NEXT: plan.launch "silu_mul" ins(%[[G]], %[[U]] : memref<?x56xf32>, memref<?x56xf32>) outs(%[[A]] : memref<?x56xf32>)
+// CHECK-NEXT: plan.launch linear ins(%[[X]], %[[GW]] : memref<?x32xf32>, memref<56x32xbf16>) outs(%[[G]] : memref<?x56xf32>)
+// CHECK-NEXT: plan.launch linear ins(%[[X]], %[[UW]] : memref<?x32xf32>, memref<56x32xbf16>) outs(%[[U]] : memref<?x56xf32>)
+// CHECK-NEXT: plan.launch silu_mul ins(%[[G]], %[[U]] : memref<?x56xf32>, memref<?x56xf32>) outs(%[[A]] : memref<?x56xf32>)
 // CHECK-NEXT: %[[Y:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "linear" ins(%[[A]], %[[DW]] : memref<?x56xf32>, memref<32x56xbf16>) outs(%[[Y]] : memref<?x32xf32>)
+// CHECK-NEXT: plan.launch linear ins(%[[A]], %[[DW]] : memref<?x56xf32>, memref<32x56xbf16>) outs(%[[Y]] : memref<?x32xf32>)
 // CHECK-NEXT: plan.output %[[Y]] : memref<?x32xf32>
 // CHECK-NOT: moe.swiglu_mlp
 module attributes {moe.config = {max_position_embeddings = 32 : i64}} {
@@ -128,7 +128,7 @@ func.func @forward(%tokens: tensor<?xi32>, %positions: tensor<?xi32>) -> tensor<
 // CTX: plan.max_context = 64 : i64
 // CHECK-LABEL: func.func @main()
 // CHECK: %[[X:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "embedding"
+// CHECK-NEXT: plan.launch embedding
 // CHECK-NEXT: plan.weight "shared.gate_proj.weight" : memref<24x32xbf16>
 // CHECK-NEXT: plan.weight "shared.up_proj.weight" : memref<24x32xbf16>
 // CHECK-NEXT: %[[DW:.*]] = plan.weight "shared.down_proj.weight" : memref<32x24xbf16>
@@ -136,22 +136,22 @@ func.func @forward(%tokens: tensor<?xi32>, %positions: tensor<?xi32>) -> tensor<
 // CHECK-NEXT: plan.alloc : memref<?x24xf32>
 // CHECK-NEXT: plan.alloc : memref<?x24xf32>
 // CHECK-NEXT: %[[A:.*]] = plan.alloc : memref<?x24xf32>
-// CHECK-NEXT: plan.launch "linear"
-// CHECK-NEXT: plan.launch "linear"
-// CHECK-NEXT: plan.launch "silu_mul"
+// CHECK-NEXT: plan.launch linear
+// CHECK-NEXT: plan.launch linear
+// CHECK-NEXT: plan.launch silu_mul
 // CHECK-NEXT: %[[M:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "linear" ins(%[[A]], %[[DW]] : memref<?x24xf32>, memref<32x24xbf16>) outs(%[[M]] : memref<?x32xf32>)
+// CHECK-NEXT: plan.launch linear ins(%[[A]], %[[DW]] : memref<?x24xf32>, memref<32x24xbf16>) outs(%[[M]] : memref<?x32xf32>)
 // CHECK-NEXT: %[[S:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "sigmoid_gate" ins(%[[X]], %[[SW]], %[[M]] : memref<?x32xf32>, memref<1x32xbf16>, memref<?x32xf32>) outs(%[[S]] : memref<?x32xf32>){{$}}
+// CHECK-NEXT: plan.launch sigmoid_gate ins(%[[X]], %[[SW]], %[[M]] : memref<?x32xf32>, memref<1x32xbf16>, memref<?x32xf32>) outs(%[[S]] : memref<?x32xf32>){{$}}
 // Without a gate: no sigmoid_gate launch; the down linear's buffer is the result.
 // CHECK-NEXT: plan.alloc : memref<?x24xf32>
 // CHECK-NEXT: plan.alloc : memref<?x24xf32>
 // CHECK-NEXT: plan.alloc : memref<?x24xf32>
-// CHECK-NEXT: plan.launch "linear" ins(%[[S]],
-// CHECK-NEXT: plan.launch "linear" ins(%[[S]],
-// CHECK-NEXT: plan.launch "silu_mul"
+// CHECK-NEXT: plan.launch linear ins(%[[S]],
+// CHECK-NEXT: plan.launch linear ins(%[[S]],
+// CHECK-NEXT: plan.launch silu_mul
 // CHECK-NEXT: %[[T:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "linear" ins(%{{.*}}, %[[DW]] : memref<?x24xf32>, memref<32x24xbf16>) outs(%[[T]] : memref<?x32xf32>)
+// CHECK-NEXT: plan.launch linear ins(%{{.*}}, %[[DW]] : memref<?x24xf32>, memref<32x24xbf16>) outs(%[[T]] : memref<?x32xf32>)
 // CHECK-NEXT: plan.output %[[T]] : memref<?x32xf32>
 // CHECK-NOT: sigmoid_gate
 module attributes {moe.config = {max_position_embeddings = 128 : i64}} {
@@ -178,23 +178,23 @@ func.func @forward(%tokens: tensor<?xi32>, %positions: tensor<?xi32>) -> tensor<
 // CTX: plan.max_context = 64 : i64
 // CHECK-LABEL: func.func @main()
 // CHECK: %[[X:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "embedding"
+// CHECK-NEXT: plan.launch embedding
 // CHECK-NEXT: %[[GW:.*]] = plan.weight "mlp.gate.weight" : memref<8x32xbf16>
 // CHECK-NEXT: %[[B:.*]] = plan.weight "mlp.gate.e_score_correction_bias" : memref<8xf32>
 // CHECK-NEXT: %[[RW:.*]] = plan.alloc : memref<?x2xf32>
 // CHECK-NEXT: %[[RI:.*]] = plan.alloc : memref<?x2xi32>
-// CHECK-NEXT: plan.launch "router" ins(%[[X]], %[[GW]], %[[B]] : memref<?x32xf32>, memref<8x32xbf16>, memref<8xf32>) outs(%[[RW]], %[[RI]] : memref<?x2xf32>, memref<?x2xi32>) {method = "noaux_tc", n_group = 4 : i64, norm_topk_prob = true, num_experts = 8 : i64, routed_scaling_factor = 2.500000e+00 : f32, scoring = "sigmoid", top_k = 2 : i64, topk_group = 2 : i64}
+// CHECK-NEXT: plan.launch router ins(%[[X]], %[[GW]], %[[B]] : memref<?x32xf32>, memref<8x32xbf16>, memref<8xf32>) outs(%[[RW]], %[[RI]] : memref<?x2xf32>, memref<?x2xi32>) params #plan.router<num_experts = 8, top_k = 2, scoring = sigmoid, method = noaux_tc, norm_topk_prob = true, n_group = 4, topk_group = 2, routed_scaling_factor = 2.500000e+00 : f32>
 // CHECK-NEXT: %[[EG:.*]] = plan.weight "mlp.experts.{e}.gate_proj.weight" : memref<8x16x32xbf16>
 // CHECK-NEXT: %[[EU:.*]] = plan.weight "mlp.experts.{e}.up_proj.weight" : memref<8x16x32xbf16>
 // CHECK-NEXT: %[[ED:.*]] = plan.weight "mlp.experts.{e}.down_proj.weight" : memref<8x32x16xbf16>
 // CHECK-NEXT: %[[E:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "experts" ins(%[[X]], %[[RW]], %[[RI]], %[[EG]], %[[EU]], %[[ED]] : memref<?x32xf32>, memref<?x2xf32>, memref<?x2xi32>, memref<8x16x32xbf16>, memref<8x16x32xbf16>, memref<8x32x16xbf16>) outs(%[[E]] : memref<?x32xf32>) {fused_gate_up = false, grouped = false, intermediate = 16 : i64, num_experts = 8 : i64, num_shared = 0 : i64}
+// CHECK-NEXT: plan.launch experts ins(%[[X]], %[[RW]], %[[RI]], %[[EG]], %[[EU]], %[[ED]] : memref<?x32xf32>, memref<?x2xf32>, memref<?x2xi32>, memref<8x16x32xbf16>, memref<8x16x32xbf16>, memref<8x32x16xbf16>) outs(%[[E]] : memref<?x32xf32>) params #plan.experts<num_experts = 8, intermediate = 16, fused_gate_up = false, num_shared = 0, grouped = false>
 // CHECK-NEXT: %[[SW:.*]] = plan.alloc : memref<?x3xf32>
 // CHECK-NEXT: %[[SI:.*]] = plan.alloc : memref<?x3xi32>
-// CHECK-NEXT: plan.launch "router" ins(%[[E]], %[[GW]] : memref<?x32xf32>, memref<8x32xbf16>) outs(%[[SW]], %[[SI]] : memref<?x3xf32>, memref<?x3xi32>) {method = "greedy", n_group = 1 : i64, norm_topk_prob = false, num_experts = 8 : i64, routed_scaling_factor = 1.000000e+00 : f32, scoring = "softmax", top_k = 3 : i64, topk_group = 1 : i64}
+// CHECK-NEXT: plan.launch router ins(%[[E]], %[[GW]] : memref<?x32xf32>, memref<8x32xbf16>) outs(%[[SW]], %[[SI]] : memref<?x3xf32>, memref<?x3xi32>) params #plan.router<num_experts = 8, top_k = 3, scoring = softmax, method = greedy, norm_topk_prob = false, n_group = 1, topk_group = 1, routed_scaling_factor = 1.000000e+00 : f32>
 // CHECK-NEXT: %[[GU:.*]] = plan.weight "mlp.experts.gate_up_proj" : memref<8x32x32xbf16>
 // CHECK-NEXT: %[[F:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "experts" ins(%[[E]], %[[SW]], %[[SI]], %[[GU]], %[[ED]] : memref<?x32xf32>, memref<?x3xf32>, memref<?x3xi32>, memref<8x32x32xbf16>, memref<8x32x16xbf16>) outs(%[[F]] : memref<?x32xf32>) {fused_gate_up = true, grouped = true, intermediate = 16 : i64, num_experts = 8 : i64, num_shared = 0 : i64}
+// CHECK-NEXT: plan.launch experts ins(%[[E]], %[[SW]], %[[SI]], %[[GU]], %[[ED]] : memref<?x32xf32>, memref<?x3xf32>, memref<?x3xi32>, memref<8x32x32xbf16>, memref<8x32x16xbf16>) outs(%[[F]] : memref<?x32xf32>) params #plan.experts<num_experts = 8, intermediate = 16, fused_gate_up = true, num_shared = 0, grouped = true>
 // CHECK-NEXT: plan.output %[[F]] : memref<?x32xf32>
 module {
 func.func @forward(%tokens: tensor<?xi32>, %positions: tensor<?xi32>) -> tensor<?x32xf32> {
@@ -224,25 +224,25 @@ func.func @forward(%tokens: tensor<?xi32>, %positions: tensor<?xi32>) -> tensor<
 // CHECK: plan.max_context = 32 : i64
 // CTX: plan.max_context = 32 : i64
 // CHECK-LABEL: func.func @main()
-// CHECK-NEXT: %[[KV1:.*]] = plan.kv_cache 1 "gqa" k_width 16 v_width 16 : !plan.kv_cache
-// CHECK-NEXT: %[[KV0:.*]] = plan.kv_cache 0 "gqa" k_width 16 v_width 16 : !plan.kv_cache
+// CHECK-NEXT: %[[KV1:.*]] = plan.kv_cache 1 gqa k_width 16 v_width 16 : !plan.kv_cache
+// CHECK-NEXT: %[[KV0:.*]] = plan.kv_cache 0 gqa k_width 16 v_width 16 : !plan.kv_cache
 // CHECK-NEXT: plan.input 0 : memref<?xi32>
 // CHECK-NEXT: %[[POS:.*]] = plan.input 1 : memref<?xi32>
 // CHECK: plan.weight "q.weight"
 // CHECK-NEXT: %[[Q:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "linear" {{.*}} outs(%[[Q]]
+// CHECK-NEXT: plan.launch linear {{.*}} outs(%[[Q]]
 // CHECK-NEXT: plan.weight "k.weight"
 // CHECK-NEXT: %[[K:.*]] = plan.alloc : memref<?x16xf32>
-// CHECK-NEXT: plan.launch "linear" {{.*}} outs(%[[K]]
+// CHECK-NEXT: plan.launch linear {{.*}} outs(%[[K]]
 // CHECK-NEXT: plan.weight "v.weight"
 // CHECK-NEXT: %[[V:.*]] = plan.alloc : memref<?x16xf32>
-// CHECK-NEXT: plan.launch "linear" {{.*}} outs(%[[V]]
+// CHECK-NEXT: plan.launch linear {{.*}} outs(%[[V]]
 // CHECK-NEXT: %[[A:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "attention" ins(%[[Q]], %[[K]], %[[V]], %[[POS]] : memref<?x32xf32>, memref<?x16xf32>, memref<?x16xf32>, memref<?xi32>) outs(%[[A]] : memref<?x32xf32>) kv %[[KV0]] {attention_factor = 1.000000e+00 : f32, head_dim = 8 : i64, interleaved = false, inv_freq = array<f32: 1.000000e+00, 1.000000e-01, 0.00999999977, 1.000000e-03>, layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, qk_norm_eps = 9.99999997E-7 : f32, scale = 0.353553385 : f32, sliding_window = 0 : i64}
+// CHECK-NEXT: plan.launch attention ins(%[[Q]], %[[K]], %[[V]], %[[POS]] : memref<?x32xf32>, memref<?x16xf32>, memref<?x16xf32>, memref<?xi32>) outs(%[[A]] : memref<?x32xf32>) kv %[[KV0]] params #plan.attention<layer = 0, num_heads = 4, num_kv_heads = 2, head_dim = 8, scale = 0.353553385 : f32, rope = <inv_freq = [1.000000e+00, 1.000000e-01, 1.000000e-02, 1.000000e-03], attention_factor = 1.000000e+00 : f32, interleaved = false>, sliding_window = 0, qk_norm_eps = 9.99999997E-7 : f32>
 // CHECK-NEXT: %[[QN:.*]] = plan.weight "q_norm.weight" : memref<8xbf16>
 // CHECK-NEXT: %[[KN:.*]] = plan.weight "k_norm.weight" : memref<8xbf16>
 // CHECK-NEXT: %[[B:.*]] = plan.alloc : memref<?x32xf32>
-// CHECK-NEXT: plan.launch "attention" ins(%[[A]], %[[K]], %[[V]], %[[POS]], %[[QN]], %[[KN]] : memref<?x32xf32>, memref<?x16xf32>, memref<?x16xf32>, memref<?xi32>, memref<8xbf16>, memref<8xbf16>) outs(%[[B]] : memref<?x32xf32>) kv %[[KV1]] {attention_factor = 1.000000e+00 : f32, head_dim = 8 : i64, interleaved = false, inv_freq = array<f32: 5.000000e-01, 5.000000e-02, 5.000000e-03, 5.000000e-04>, layer = 1 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, qk_norm_eps = 9.99999997E-7 : f32, scale = 0.353553385 : f32, sliding_window = 16 : i64}
+// CHECK-NEXT: plan.launch attention ins(%[[A]], %[[K]], %[[V]], %[[POS]], %[[QN]], %[[KN]] : memref<?x32xf32>, memref<?x16xf32>, memref<?x16xf32>, memref<?xi32>, memref<8xbf16>, memref<8xbf16>) outs(%[[B]] : memref<?x32xf32>) kv %[[KV1]] params #plan.attention<layer = 1, num_heads = 4, num_kv_heads = 2, head_dim = 8, scale = 0.353553385 : f32, rope = <inv_freq = [5.000000e-01, 5.000000e-02, 5.000000e-03, 5.000000e-04], attention_factor = 1.000000e+00 : f32, interleaved = false>, sliding_window = 16, qk_norm_eps = 9.99999997E-7 : f32>
 // CHECK-NEXT: plan.output %[[B]] : memref<?x32xf32>
 module attributes {moe.config = {max_position_embeddings = 32 : i64}} {
 func.func @forward(%tokens: tensor<?xi32>, %positions: tensor<?xi32>) -> tensor<?x32xf32> {
@@ -270,16 +270,16 @@ func.func @forward(%tokens: tensor<?xi32>, %positions: tensor<?xi32>) -> tensor<
 // CHECK: plan.max_context = 4096 : i64
 // CTX: plan.max_context = 64 : i64
 // CHECK-LABEL: func.func @main()
-// CHECK-NEXT: %[[KV:.*]] = plan.kv_cache 3 "mla" k_width 16 v_width 4 : !plan.kv_cache
+// CHECK-NEXT: %[[KV:.*]] = plan.kv_cache 3 mla k_width 16 v_width 4 : !plan.kv_cache
 // CHECK-NEXT: plan.input 0 : memref<?xi32>
 // CHECK-NEXT: %[[POS:.*]] = plan.input 1 : memref<?xi32>
 // CHECK: %[[Q:.*]] = plan.alloc : memref<?x48xf32>
 // CHECK: %[[KVA:.*]] = plan.alloc : memref<?x20xf32>
-// CHECK-NEXT: plan.launch "linear"
+// CHECK-NEXT: plan.launch linear
 // CHECK-NEXT: %[[KVN:.*]] = plan.weight "kv_a_layernorm.weight" : memref<16xbf16>
 // CHECK-NEXT: %[[KVB:.*]] = plan.weight "kv_b.weight" : memref<56x16xbf16>
 // CHECK-NEXT: %[[A:.*]] = plan.alloc : memref<?x24xf32>
-// CHECK-NEXT: plan.launch "mla_attention" ins(%[[Q]], %[[KVA]], %[[KVN]], %[[KVB]], %[[POS]] : memref<?x48xf32>, memref<?x20xf32>, memref<16xbf16>, memref<56x16xbf16>, memref<?xi32>) outs(%[[A]] : memref<?x24xf32>) kv %[[KV]] {attention_factor = 1.000000e+00 : f32, interleaved = true, inv_freq = array<f32: 1.000000e+00, 0.00999999977>, kv_lora_rank = 16 : i64, layer = 3 : i64, norm_eps = 9.99999997E-7 : f32, num_heads = 4 : i64, qk_nope_head_dim = 8 : i64, qk_rope_head_dim = 4 : i64, scale = 2.500000e-01 : f32, v_head_dim = 6 : i64}
+// CHECK-NEXT: plan.launch mla_attention ins(%[[Q]], %[[KVA]], %[[KVN]], %[[KVB]], %[[POS]] : memref<?x48xf32>, memref<?x20xf32>, memref<16xbf16>, memref<56x16xbf16>, memref<?xi32>) outs(%[[A]] : memref<?x24xf32>) kv %[[KV]] params #plan.mla<layer = 3, num_heads = 4, kv_lora_rank = 16, qk_nope_head_dim = 8, qk_rope_head_dim = 4, v_head_dim = 6, scale = 2.500000e-01 : f32, rope = <inv_freq = [1.000000e+00, 1.000000e-02], attention_factor = 1.000000e+00 : f32, interleaved = true>, norm_eps = 9.99999997E-7 : f32>
 // CHECK-NEXT: plan.output %[[A]] : memref<?x24xf32>
 module {
 func.func @forward(%tokens: tensor<?xi32>, %positions: tensor<?xi32>) -> tensor<?x24xf32> {

@@ -1,8 +1,11 @@
-// One case per verifier error of the plan dialect (PlanDialect.cpp):
-// plan.input index, plan.alloc dynamic dimensions and offset, plan.kv_cache
-// kind and widths, plan.launch kernel name, arity, KV-cache presence and
-// output buffers. Each message quotes the offending value or type.
-// RUN: moe-opt %s -split-input-file -verify-diagnostics
+// One case per verifier and parser error of the plan dialect
+// (PlanDialect.cpp, PlanAttrs.td): plan.input index, plan.alloc dynamic
+// dimensions and offset, plan.kv_cache kind and widths, plan.launch kernel
+// name (Kernels.def), arity, KV-cache presence, parameters (missing, of
+// another kernel, on a kernel without, misspelled, mistyped or missing
+// field, unknown enum), stream and output buffers. Each message quotes the
+// offending value or type.
+// RUN: moe-opt %s -split-input-file -verify-diagnostics -allow-unregistered-dialect
 
 func.func @input_index() {
   // expected-error @+1 {{'plan.input' op index must be 0 (tokens) or 1 (positions), got 2}}
@@ -45,8 +48,8 @@ func.func @alloc_negative_offset() {
 // -----
 
 func.func @kv_cache_kind() {
-  // expected-error @+1 {{'plan.kv_cache' op kind must be gqa or mla, got 'mha'}}
-  %0 = plan.kv_cache 0 "mha" k_width 16 v_width 16 : !plan.kv_cache
+  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'kind' [gqa, mla]}}
+  %0 = plan.kv_cache 0 mha k_width 16 v_width 16 : !plan.kv_cache
   return
 }
 
@@ -54,7 +57,7 @@ func.func @kv_cache_kind() {
 
 func.func @kv_cache_k_width() {
   // expected-error @+1 {{'plan.kv_cache' op k_width and v_width must be positive, got 0 and 16}}
-  %0 = plan.kv_cache 0 "gqa" k_width 0 v_width 16 : !plan.kv_cache
+  %0 = plan.kv_cache 0 gqa k_width 0 v_width 16 : !plan.kv_cache
   return
 }
 
@@ -62,7 +65,7 @@ func.func @kv_cache_k_width() {
 
 func.func @kv_cache_v_width() {
   // expected-error @+1 {{'plan.kv_cache' op k_width and v_width must be positive, got 16 and -4}}
-  %0 = plan.kv_cache 0 "mla" k_width 16 v_width -4 : !plan.kv_cache
+  %0 = plan.kv_cache 0 mla k_width 16 v_width -4 : !plan.kv_cache
   return
 }
 
@@ -71,10 +74,97 @@ func.func @kv_cache_v_width() {
 func.func @launch_unknown_kernel() {
   %x = plan.alloc : memref<?x4xf32>
   %y = plan.alloc : memref<?x4xf32>
-  // expected-error @+1 {{'plan.launch' op unknown kernel 'gelu'}}
-  plan.launch "gelu" ins(%x : memref<?x4xf32>) outs(%y : memref<?x4xf32>)
+  // expected-error @+1 {{unknown kernel 'gelu' (kernels: embedding, rms_norm, linear, add, silu_mul, sigmoid_gate, attention, mla_attention, router, experts, add_rms_norm)}}
+  plan.launch gelu ins(%x : memref<?x4xf32>) outs(%y : memref<?x4xf32>)
   return
 }
+
+// -----
+
+func.func @kernel_attr_unknown() {
+  // expected-error @+1 {{unknown kernel 'softmax' (kernels:}}
+  "test.op"() {k = #plan.kernel<softmax>} : () -> ()
+  return
+}
+
+// -----
+
+func.func @launch_params_missing() {
+  %x = plan.alloc : memref<?x4xf32>
+  %w = plan.weight "w" : memref<4xbf16>
+  %y = plan.alloc : memref<?x4xf32>
+  // expected-error @+1 {{'plan.launch' op kernel 'rms_norm' needs parameters #plan.rms_norm<...>, got none}}
+  plan.launch rms_norm ins(%x, %w : memref<?x4xf32>, memref<4xbf16>) outs(%y : memref<?x4xf32>)
+  return
+}
+
+// -----
+
+func.func @launch_params_of_another_kernel() {
+  %x = plan.alloc : memref<?x4xf32>
+  %w = plan.weight "w" : memref<4xbf16>
+  %y = plan.alloc : memref<?x4xf32>
+  // expected-error @+1 {{'plan.launch' op kernel 'rms_norm' needs parameters #plan.rms_norm<...>, got #plan.experts<num_experts = 2, intermediate = 4, fused_gate_up = false, num_shared = 0, grouped = true>}}
+  plan.launch rms_norm ins(%x, %w : memref<?x4xf32>, memref<4xbf16>) outs(%y : memref<?x4xf32>) params #plan.experts<num_experts = 2, intermediate = 4, fused_gate_up = false, num_shared = 0, grouped = true>
+  return
+}
+
+// -----
+
+func.func @launch_params_on_kernel_without() {
+  %x = plan.alloc : memref<?x4xf32>
+  %w = plan.weight "w" : memref<4x4xbf16>
+  %y = plan.alloc : memref<?x4xf32>
+  // expected-error @+1 {{'plan.launch' op kernel 'linear' takes no parameters, got #plan.rms_norm<eps = 1.000000e-01 : f32>}}
+  plan.launch linear ins(%x, %w : memref<?x4xf32>, memref<4x4xbf16>) outs(%y : memref<?x4xf32>) params #plan.rms_norm<eps = 0.1 : f32>
+  return
+}
+
+// -----
+
+func.func @params_misspelled_field() {
+  // expected-error @+1 {{duplicate or unknown struct parameter name: epz}}
+  "test.op"() {p = #plan.rms_norm<epz = 1.0e-6 : f32>} : () -> ()
+  return
+}
+
+// -----
+
+func.func @params_mistyped_field() {
+  // expected-error @+2 {{invalid kind of attribute specified}}
+  // expected-error @+1 {{failed to parse Plan_RmsNormParamsAttr parameter 'eps' which is to be a `::mlir::FloatAttr`}}
+  "test.op"() {p = #plan.rms_norm<eps = 1>} : () -> ()
+  return
+}
+
+// -----
+
+func.func @params_missing_field() {
+  // expected-error @+1 {{expected ','}}
+  "test.op"() {p = #plan.router<num_experts = 8, top_k = 2>} : () -> ()
+  return
+}
+
+// -----
+
+func.func @params_unknown_enum() {
+  // expected-error @+2 {{expected ::mlir::moe::Scoring to be one of: softmax, sigmoid}}
+  // expected-error @+1 {{failed to parse Plan_RouterParamsAttr parameter 'scoring' which is to be a `::mlir::moe::Scoring`}}
+  "test.op"() {p = #plan.router<num_experts = 8, top_k = 2, scoring = relu, method = greedy, norm_topk_prob = false, n_group = 1, topk_group = 1, routed_scaling_factor = 1.0 : f32>} : () -> ()
+  return
+}
+
+// -----
+
+func.func @launch_stream_out_of_range() {
+  %x = plan.alloc : memref<?x4xf32>
+  %w = plan.weight "w" : memref<4x4xbf16>
+  %y = plan.alloc : memref<?x4xf32>
+  // expected-error @+1 {{'plan.launch' op stream must be in [0, 255], got 300}}
+  plan.launch linear ins(%x, %w : memref<?x4xf32>, memref<4x4xbf16>) outs(%y : memref<?x4xf32>) {stream = 300 : i64}
+  return
+}
+
 
 // -----
 
@@ -82,7 +172,7 @@ func.func @launch_too_few_inputs() {
   %x = plan.alloc : memref<?x4xf32>
   %y = plan.alloc : memref<?x4xf32>
   // expected-error @+1 {{'plan.launch' op kernel 'linear' takes 2-3 inputs and 1 outputs, got 1 and 1}}
-  plan.launch "linear" ins(%x : memref<?x4xf32>) outs(%y : memref<?x4xf32>)
+  plan.launch linear ins(%x : memref<?x4xf32>) outs(%y : memref<?x4xf32>)
   return
 }
 
@@ -92,7 +182,7 @@ func.func @launch_too_many_inputs() {
   %x = plan.alloc : memref<?x4xf32>
   %y = plan.alloc : memref<?x4xf32>
   // expected-error @+1 {{'plan.launch' op kernel 'add' takes 2-2 inputs and 1 outputs, got 3 and 1}}
-  plan.launch "add" ins(%x, %x, %x : memref<?x4xf32>, memref<?x4xf32>, memref<?x4xf32>) outs(%y : memref<?x4xf32>)
+  plan.launch add ins(%x, %x, %x : memref<?x4xf32>, memref<?x4xf32>, memref<?x4xf32>) outs(%y : memref<?x4xf32>)
   return
 }
 
@@ -103,7 +193,7 @@ func.func @launch_wrong_outputs() {
   %w = plan.weight "gate.weight" : memref<8x4xbf16>
   %y = plan.alloc : memref<?x2xf32>
   // expected-error @+1 {{'plan.launch' op kernel 'router' takes 2-3 inputs and 2 outputs, got 2 and 1}}
-  plan.launch "router" ins(%x, %w : memref<?x4xf32>, memref<8x4xbf16>) outs(%y : memref<?x2xf32>)
+  plan.launch router ins(%x, %w : memref<?x4xf32>, memref<8x4xbf16>) outs(%y : memref<?x2xf32>)
   return
 }
 
@@ -114,19 +204,19 @@ func.func @launch_attention_without_kv() {
   %p = plan.input 1 : memref<?xi32>
   %y = plan.alloc : memref<?x8xf32>
   // expected-error @+1 {{'plan.launch' op kernel 'attention' needs KV-cache layer}}
-  plan.launch "attention" ins(%q, %q, %q, %p : memref<?x8xf32>, memref<?x8xf32>, memref<?x8xf32>, memref<?xi32>) outs(%y : memref<?x8xf32>)
+  plan.launch attention ins(%q, %q, %q, %p : memref<?x8xf32>, memref<?x8xf32>, memref<?x8xf32>, memref<?xi32>) outs(%y : memref<?x8xf32>)
   return
 }
 
 // -----
 
 func.func @launch_linear_with_kv() {
-  %kv = plan.kv_cache 0 "gqa" k_width 4 v_width 4 : !plan.kv_cache
+  %kv = plan.kv_cache 0 gqa k_width 4 v_width 4 : !plan.kv_cache
   %x = plan.alloc : memref<?x4xf32>
   %w = plan.weight "w" : memref<4x4xbf16>
   %y = plan.alloc : memref<?x4xf32>
   // expected-error @+1 {{'plan.launch' op kernel 'linear' takes no KV-cache layer}}
-  plan.launch "linear" ins(%x, %w : memref<?x4xf32>, memref<4x4xbf16>) outs(%y : memref<?x4xf32>) kv %kv
+  plan.launch linear ins(%x, %w : memref<?x4xf32>, memref<4x4xbf16>) outs(%y : memref<?x4xf32>) kv %kv
   return
 }
 
@@ -137,7 +227,7 @@ func.func @launch_writes_weight() {
   %w = plan.weight "w" : memref<4x4xbf16>
   %y = plan.weight "y" : memref<4x4xf32>
   // expected-error @+1 {{'plan.launch' op writes a buffer that is not a plan.alloc}}
-  plan.launch "linear" ins(%x, %w : memref<?x4xf32>, memref<4x4xbf16>) outs(%y : memref<4x4xf32>)
+  plan.launch linear ins(%x, %w : memref<?x4xf32>, memref<4x4xbf16>) outs(%y : memref<4x4xf32>)
   return
 }
 
@@ -148,7 +238,7 @@ func.func @launch_writes_input() {
   %e = plan.weight "embed" : memref<16x4xbf16>
   %p = plan.input 1 : memref<?xi32>
   // expected-error @+1 {{'plan.launch' op writes a buffer that is not a plan.alloc}}
-  plan.launch "embedding" ins(%t, %e : memref<?xi32>, memref<16x4xbf16>) outs(%p : memref<?xi32>)
+  plan.launch embedding ins(%t, %e : memref<?xi32>, memref<16x4xbf16>) outs(%p : memref<?xi32>)
   return
 }
 
@@ -158,7 +248,7 @@ func.func @launch_writes_argument(%out: memref<?x4xf32>) {
   %x = plan.alloc : memref<?x4xf32>
   %w = plan.weight "w" : memref<4x4xbf16>
   // expected-error @+1 {{'plan.launch' op writes a buffer that is not a plan.alloc}}
-  plan.launch "linear" ins(%x, %w : memref<?x4xf32>, memref<4x4xbf16>) outs(%out : memref<?x4xf32>)
+  plan.launch linear ins(%x, %w : memref<?x4xf32>, memref<4x4xbf16>) outs(%out : memref<?x4xf32>)
   return
 }
 

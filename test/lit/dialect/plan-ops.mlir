@@ -1,17 +1,16 @@
 // Every plan op parses, verifies and prints back to a form that parses again:
 // plan.weight (plain and block-scaled), plan.input, plan.alloc (with and
 // without the planner's offset/size), plan.kv_cache (gqa and mla),
-// plan.launch (with and without a KV-cache layer, kernel parameters as
-// attributes, the default stream elided and a non-default one kept) and
-// plan.output.
+// plan.launch (with and without a KV-cache layer, typed kernel parameters,
+// the default stream elided and a non-default one kept) and plan.output.
 // RUN: moe-opt %s | moe-opt | FileCheck %s
 
 // CHECK-LABEL: func.func @main
 func.func @main() {
-  // CHECK: %[[KV0:.*]] = plan.kv_cache 0 "gqa" k_width 16 v_width 16 : !plan.kv_cache
-  %kv0 = plan.kv_cache 0 "gqa" k_width 16 v_width 16 : !plan.kv_cache
-  // CHECK: %[[KV1:.*]] = plan.kv_cache 1 "mla" k_width 16 v_width 4 : !plan.kv_cache
-  %kv1 = plan.kv_cache 1 "mla" k_width 16 v_width 4 : !plan.kv_cache
+  // CHECK: %[[KV0:.*]] = plan.kv_cache 0 gqa k_width 16 v_width 16 : !plan.kv_cache
+  %kv0 = plan.kv_cache 0 gqa k_width 16 v_width 16 : !plan.kv_cache
+  // CHECK: %[[KV1:.*]] = plan.kv_cache 1 mla k_width 16 v_width 4 : !plan.kv_cache
+  %kv1 = plan.kv_cache 1 mla k_width 16 v_width 4 : !plan.kv_cache
   // CHECK: %[[TOK:.*]] = plan.input 0 : memref<?xi32>
   %tokens = plan.input 0 : memref<?xi32>
   // CHECK: %[[POS:.*]] = plan.input 1 : memref<?xi32>
@@ -45,28 +44,28 @@ func.func @main() {
   %s = plan.alloc : memref<4x8xf32>
 
   // No kv, no parameters, default stream (0) not printed.
-  // CHECK: plan.launch "embedding" ins(%[[TOK]], %[[EMB]] : memref<?xi32>, memref<96x32xbf16>) outs(%[[H]] : memref<?x32xf32>){{$}}
-  plan.launch "embedding" ins(%tokens, %emb : memref<?xi32>, memref<96x32xbf16>) outs(%h : memref<?x32xf32>)
-  // CHECK: plan.launch "rms_norm" ins(%[[H]], %[[NW]] : memref<?x32xf32>, memref<32xbf16>) outs(%[[X]] : memref<?x32xf32>) {eps = 9.99999997E-7 : f32}{{$}}
-  plan.launch "rms_norm" ins(%h, %nw : memref<?x32xf32>, memref<32xbf16>) outs(%x : memref<?x32xf32>) {eps = 1.0e-6 : f32}
+  // CHECK: plan.launch embedding ins(%[[TOK]], %[[EMB]] : memref<?xi32>, memref<96x32xbf16>) outs(%[[H]] : memref<?x32xf32>){{$}}
+  plan.launch embedding ins(%tokens, %emb : memref<?xi32>, memref<96x32xbf16>) outs(%h : memref<?x32xf32>)
+  // CHECK: plan.launch rms_norm ins(%[[H]], %[[NW]] : memref<?x32xf32>, memref<32xbf16>) outs(%[[X]] : memref<?x32xf32>) params #plan.rms_norm<eps = 9.99999997E-7 : f32>{{$}}
+  plan.launch rms_norm ins(%h, %nw : memref<?x32xf32>, memref<32xbf16>) outs(%x : memref<?x32xf32>) params #plan.rms_norm<eps = 1.0e-6 : f32>
   // Three inputs (bias), on stream 1.
-  // CHECK: plan.launch "linear" ins(%[[X]], %[[QW]], %[[QB]] : memref<?x32xf32>, memref<32x32xf8E4M3FN>, memref<32xbf16>) outs(%[[Q]] : memref<?x32xf32>) {stream = 1 : i64}{{$}}
-  plan.launch "linear" ins(%x, %qw, %qb : memref<?x32xf32>, memref<32x32xf8E4M3FN>, memref<32xbf16>) outs(%q : memref<?x32xf32>) {stream = 1 : i64}
-  // An explicit stream 0 is the default and is elided.
-  // CHECK: plan.launch "add" ins(%[[H]], %[[Q]] : memref<?x32xf32>, memref<?x32xf32>) outs(%[[M]] : memref<?x32xf32>){{$}}
+  // CHECK: plan.launch linear ins(%[[X]], %[[QW]], %[[QB]] : memref<?x32xf32>, memref<32x32xf8E4M3FN>, memref<32xbf16>) outs(%[[Q]] : memref<?x32xf32>) {stream = 1 : i64}{{$}}
+  plan.launch linear ins(%x, %qw, %qb : memref<?x32xf32>, memref<32x32xf8E4M3FN>, memref<32xbf16>) outs(%q : memref<?x32xf32>) {stream = 1 : i64}
+  // An explicit stream 0 is the default and is elided; a kernel name may be quoted.
+  // CHECK: plan.launch add ins(%[[H]], %[[Q]] : memref<?x32xf32>, memref<?x32xf32>) outs(%[[M]] : memref<?x32xf32>){{$}}
   plan.launch "add" ins(%h, %q : memref<?x32xf32>, memref<?x32xf32>) outs(%m : memref<?x32xf32>) {stream = 0 : i64}
-  // A KV-cache layer and kernel parameters (the printer sorts them).
-  // CHECK: plan.launch "attention" ins(%[[Q]], %[[X]], %[[X]], %[[POS]] : memref<?x32xf32>, memref<?x32xf32>, memref<?x32xf32>, memref<?xi32>) outs(%[[A]] : memref<?x32xf32>) kv %[[KV0]] {attention_factor = 1.000000e+00 : f32, head_dim = 8 : i64, interleaved = false, inv_freq = array<f32: 1.000000e+00, 1.000000e-01, 0.00999999977, 1.000000e-03>, layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, qk_norm_eps = 9.99999997E-7 : f32, scale = 0.353553385 : f32, sliding_window = 0 : i64}{{$}}
-  plan.launch "attention" ins(%q, %x, %x, %positions : memref<?x32xf32>, memref<?x32xf32>, memref<?x32xf32>, memref<?xi32>) outs(%a : memref<?x32xf32>) kv %kv0 {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 8 : i64, scale = 0.353553385 : f32, sliding_window = 0 : i64, qk_norm_eps = 1.0e-6 : f32, inv_freq = array<f32: 1.0, 0.1, 0.01, 0.001>, attention_factor = 1.0 : f32, interleaved = false}
-  // KV-cache layer and a non-default stream together.
-  // CHECK: plan.launch "mla_attention" ins(%[[Q]], %[[X]], %[[NW]], %[[EMB]], %[[POS]] : memref<?x32xf32>, memref<?x32xf32>, memref<32xbf16>, memref<96x32xbf16>, memref<?xi32>) outs(%[[A]] : memref<?x32xf32>) kv %[[KV1]] {interleaved = true, layer = 1 : i64, stream = 2 : i64}{{$}}
-  plan.launch "mla_attention" ins(%q, %x, %nw, %emb, %positions : memref<?x32xf32>, memref<?x32xf32>, memref<32xbf16>, memref<96x32xbf16>, memref<?xi32>) outs(%a : memref<?x32xf32>) kv %kv1 {layer = 1 : i64, interleaved = true, stream = 2 : i64}
-  // Two outputs.
-  // CHECK: plan.launch "router" ins(%[[M]], %[[GW]] : memref<?x32xf32>, memref<4x32xbf16>) outs(%[[RW]], %[[RI]] : memref<?x2xf32>, memref<?x2xi32>) {method = "greedy", norm_topk_prob = false, num_experts = 4 : i64, scoring = "softmax", top_k = 2 : i64}{{$}}
-  plan.launch "router" ins(%m, %gw : memref<?x32xf32>, memref<4x32xbf16>) outs(%rw, %ri : memref<?x2xf32>, memref<?x2xi32>) {num_experts = 4 : i64, top_k = 2 : i64, scoring = "softmax", method = "greedy", norm_topk_prob = false}
+  // A KV-cache layer and typed parameters (fields in declaration order).
+  // CHECK: plan.launch attention ins(%[[Q]], %[[X]], %[[X]], %[[POS]] : memref<?x32xf32>, memref<?x32xf32>, memref<?x32xf32>, memref<?xi32>) outs(%[[A]] : memref<?x32xf32>) kv %[[KV0]] params #plan.attention<layer = 0, num_heads = 4, num_kv_heads = 2, head_dim = 8, scale = 0.353553385 : f32, rope = <inv_freq = [1.000000e+00, 1.000000e-01, 1.000000e-02, 1.000000e-03], attention_factor = 1.000000e+00 : f32, interleaved = false>, sliding_window = 0, qk_norm_eps = 9.99999997E-7 : f32>{{$}}
+  plan.launch attention ins(%q, %x, %x, %positions : memref<?x32xf32>, memref<?x32xf32>, memref<?x32xf32>, memref<?xi32>) outs(%a : memref<?x32xf32>) kv %kv0 params #plan.attention<layer = 0, num_heads = 4, num_kv_heads = 2, head_dim = 8, scale = 0.353553385 : f32, rope = <inv_freq = [1.0, 0.1, 0.01, 0.001], attention_factor = 1.0 : f32, interleaved = false>, sliding_window = 0, qk_norm_eps = 1.0e-6 : f32>
+  // KV-cache layer and a non-default stream together; fields in any order.
+  // CHECK: plan.launch mla_attention ins(%[[Q]], %[[X]], %[[NW]], %[[EMB]], %[[POS]] : memref<?x32xf32>, memref<?x32xf32>, memref<32xbf16>, memref<96x32xbf16>, memref<?xi32>) outs(%[[A]] : memref<?x32xf32>) kv %[[KV1]] params #plan.mla<layer = 1, num_heads = 4, kv_lora_rank = 16, qk_nope_head_dim = 4, qk_rope_head_dim = 4, v_head_dim = 8, scale = 2.500000e-01 : f32, rope = <inv_freq = [1.000000e+00, 1.000000e-02], attention_factor = 1.000000e+00 : f32, interleaved = true>, norm_eps = 9.99999997E-7 : f32> {stream = 2 : i64}{{$}}
+  plan.launch mla_attention ins(%q, %x, %nw, %emb, %positions : memref<?x32xf32>, memref<?x32xf32>, memref<32xbf16>, memref<96x32xbf16>, memref<?xi32>) outs(%a : memref<?x32xf32>) kv %kv1 params #plan.mla<num_heads = 4, layer = 1, kv_lora_rank = 16, qk_nope_head_dim = 4, qk_rope_head_dim = 4, v_head_dim = 8, scale = 0.25 : f32, rope = #plan.rope<inv_freq = [1.0, 0.01], attention_factor = 1.0 : f32, interleaved = true>, norm_eps = 1.0e-6 : f32> {stream = 2 : i64}
+  // Two outputs; router enums as keywords.
+  // CHECK: plan.launch router ins(%[[M]], %[[GW]] : memref<?x32xf32>, memref<4x32xbf16>) outs(%[[RW]], %[[RI]] : memref<?x2xf32>, memref<?x2xi32>) params #plan.router<num_experts = 4, top_k = 2, scoring = softmax, method = greedy, norm_topk_prob = false, n_group = 1, topk_group = 1, routed_scaling_factor = 1.000000e+00 : f32>{{$}}
+  plan.launch router ins(%m, %gw : memref<?x32xf32>, memref<4x32xbf16>) outs(%rw, %ri : memref<?x2xf32>, memref<?x2xi32>) params #plan.router<num_experts = 4, top_k = 2, scoring = softmax, method = greedy, norm_topk_prob = false, n_group = 1, topk_group = 1, routed_scaling_factor = 1.0 : f32>
   // A static-shape buffer.
-  // CHECK: plan.launch "silu_mul" ins(%[[X]], %[[H]] : memref<?x32xf32>, memref<?x32xf32>) outs(%[[S]] : memref<4x8xf32>){{$}}
-  plan.launch "silu_mul" ins(%x, %h : memref<?x32xf32>, memref<?x32xf32>) outs(%s : memref<4x8xf32>)
+  // CHECK: plan.launch silu_mul ins(%[[X]], %[[H]] : memref<?x32xf32>, memref<?x32xf32>) outs(%[[S]] : memref<4x8xf32>){{$}}
+  plan.launch silu_mul ins(%x, %h : memref<?x32xf32>, memref<?x32xf32>) outs(%s : memref<4x8xf32>)
   // CHECK: plan.output %[[A]] : memref<?x32xf32>
   plan.output %a : memref<?x32xf32>
   // CHECK-NEXT: return

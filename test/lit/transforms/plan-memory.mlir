@@ -24,9 +24,9 @@
 // CHECK-NEXT: %[[B:.*]] = plan.alloc {offset = 512 : i64, size = 512 : i64} : memref<?x32xf32>
 // CHECK-NEXT: %[[C:.*]] = plan.alloc {offset = 0 : i64, size = 512 : i64} : memref<?x32xf32>
 // CHECK-NEXT: %[[U:.*]] = plan.alloc : memref<?x8xf32>
-// CHECK-NEXT: plan.launch "embedding" {{.*}} outs(%[[A]] :
-// CHECK-NEXT: plan.launch "linear" ins(%[[A]], {{.*}} outs(%[[B]] :
-// CHECK-NEXT: plan.launch "linear" ins(%[[B]], {{.*}} outs(%[[C]] :
+// CHECK-NEXT: plan.launch embedding {{.*}} outs(%[[A]] :
+// CHECK-NEXT: plan.launch linear ins(%[[A]], {{.*}} outs(%[[B]] :
+// CHECK-NEXT: plan.launch linear ins(%[[B]], {{.*}} outs(%[[C]] :
 // CHECK-NEXT: plan.output %[[C]]
 // N5: module attributes {plan.arena_bytes = 1280 : i64, plan.max_batch_tokens = 5 : i64}
 // N5: plan.alloc {offset = 0 : i64, size = 640 : i64} : memref<?x32xf32>
@@ -46,9 +46,9 @@ func.func @main() {
   %b = plan.alloc : memref<?x32xf32>
   %c = plan.alloc : memref<?x32xf32>
   %u = plan.alloc : memref<?x8xf32>
-  plan.launch "embedding" ins(%t, %emb : memref<?xi32>, memref<96x32xbf16>) outs(%a : memref<?x32xf32>)
-  plan.launch "linear" ins(%a, %w : memref<?x32xf32>, memref<32x32xbf16>) outs(%b : memref<?x32xf32>)
-  plan.launch "linear" ins(%b, %w : memref<?x32xf32>, memref<32x32xbf16>) outs(%c : memref<?x32xf32>)
+  plan.launch embedding ins(%t, %emb : memref<?xi32>, memref<96x32xbf16>) outs(%a : memref<?x32xf32>)
+  plan.launch linear ins(%a, %w : memref<?x32xf32>, memref<32x32xbf16>) outs(%b : memref<?x32xf32>)
+  plan.launch linear ins(%b, %w : memref<?x32xf32>, memref<32x32xbf16>) outs(%c : memref<?x32xf32>)
   plan.output %c : memref<?x32xf32>
   return
 }
@@ -85,11 +85,11 @@ func.func @main() {
   %u = plan.alloc : memref<?x20xf32>
   %m = plan.alloc : memref<?x20xf32>
   %y = plan.alloc : memref<?x32xf32>
-  plan.launch "embedding" ins(%t, %emb : memref<?xi32>, memref<96x32xbf16>) outs(%h : memref<?x32xf32>)
-  plan.launch "linear" ins(%h, %wg : memref<?x32xf32>, memref<20x32xbf16>) outs(%g : memref<?x20xf32>)
-  plan.launch "linear" ins(%h, %wu : memref<?x32xf32>, memref<20x32xbf16>) outs(%u : memref<?x20xf32>)
-  plan.launch "silu_mul" ins(%g, %u : memref<?x20xf32>, memref<?x20xf32>) outs(%m : memref<?x20xf32>)
-  plan.launch "linear" ins(%m, %wd : memref<?x20xf32>, memref<32x20xbf16>) outs(%y : memref<?x32xf32>)
+  plan.launch embedding ins(%t, %emb : memref<?xi32>, memref<96x32xbf16>) outs(%h : memref<?x32xf32>)
+  plan.launch linear ins(%h, %wg : memref<?x32xf32>, memref<20x32xbf16>) outs(%g : memref<?x20xf32>)
+  plan.launch linear ins(%h, %wu : memref<?x32xf32>, memref<20x32xbf16>) outs(%u : memref<?x20xf32>)
+  plan.launch silu_mul ins(%g, %u : memref<?x20xf32>, memref<?x20xf32>) outs(%m : memref<?x20xf32>)
+  plan.launch linear ins(%m, %wd : memref<?x20xf32>, memref<32x20xbf16>) outs(%y : memref<?x32xf32>)
   plan.output %y : memref<?x32xf32>
   return
 }
@@ -130,11 +130,11 @@ func.func @main() {
   %h = plan.alloc : memref<?x20xbf16>
   %s = plan.alloc : memref<5x3xf32>
   %q = plan.alloc : memref<?x7xi8>
-  plan.launch "embedding" ins(%t, %emb : memref<?xi32>, memref<96x3xbf16>) outs(%x : memref<?x3xf32>)
-  plan.launch "router" ins(%x, %gw : memref<?x3xf32>, memref<4x3xbf16>) outs(%rw, %ri : memref<?x2xf32>, memref<?x2xi32>)
-  plan.launch "linear" ins(%x, %w : memref<?x3xf32>, memref<20x3xbf16>) outs(%h : memref<?x20xbf16>)
-  plan.launch "add" ins(%rw, %ri : memref<?x2xf32>, memref<?x2xi32>) outs(%s : memref<5x3xf32>)
-  plan.launch "add" ins(%t, %t : memref<?xi32>, memref<?xi32>) outs(%q : memref<?x7xi8>)
+  plan.launch embedding ins(%t, %emb : memref<?xi32>, memref<96x3xbf16>) outs(%x : memref<?x3xf32>)
+  plan.launch router ins(%x, %gw : memref<?x3xf32>, memref<4x3xbf16>) outs(%rw, %ri : memref<?x2xf32>, memref<?x2xi32>) params #plan.router<num_experts = 4, top_k = 2, scoring = softmax, method = greedy, norm_topk_prob = false, n_group = 1, topk_group = 1, routed_scaling_factor = 1.0 : f32>
+  plan.launch linear ins(%x, %w : memref<?x3xf32>, memref<20x3xbf16>) outs(%h : memref<?x20xbf16>)
+  plan.launch add ins(%rw, %ri : memref<?x2xf32>, memref<?x2xi32>) outs(%s : memref<5x3xf32>)
+  plan.launch add ins(%t, %t : memref<?xi32>, memref<?xi32>) outs(%q : memref<?x7xi8>)
   plan.output %h : memref<?x20xbf16>
   return
 }
@@ -158,11 +158,11 @@ func.func @main() {
   %o = plan.alloc : memref<?x32xf32>
   %b = plan.alloc : memref<?x32xf32>
   %c = plan.alloc : memref<?x32xf32>
-  plan.launch "embedding" ins(%t, %emb : memref<?xi32>, memref<96x32xbf16>) outs(%a : memref<?x32xf32>)
-  plan.launch "linear" ins(%a, %w : memref<?x32xf32>, memref<32x32xbf16>) outs(%o : memref<?x32xf32>)
+  plan.launch embedding ins(%t, %emb : memref<?xi32>, memref<96x32xbf16>) outs(%a : memref<?x32xf32>)
+  plan.launch linear ins(%a, %w : memref<?x32xf32>, memref<32x32xbf16>) outs(%o : memref<?x32xf32>)
   plan.output %o : memref<?x32xf32>
-  plan.launch "linear" ins(%a, %w : memref<?x32xf32>, memref<32x32xbf16>) outs(%b : memref<?x32xf32>)
-  plan.launch "linear" ins(%b, %w : memref<?x32xf32>, memref<32x32xbf16>) outs(%c : memref<?x32xf32>)
+  plan.launch linear ins(%a, %w : memref<?x32xf32>, memref<32x32xbf16>) outs(%b : memref<?x32xf32>)
+  plan.launch linear ins(%b, %w : memref<?x32xf32>, memref<32x32xbf16>) outs(%c : memref<?x32xf32>)
   return
 }
 
@@ -184,7 +184,7 @@ func.func @main() {
   %t = plan.input 0 : memref<?xi32>
   %emb = plan.weight "embed" : memref<96x8xbf16>
   %a = plan.alloc : memref<?x8xf32>
-  plan.launch "embedding" ins(%t, %emb : memref<?xi32>, memref<96x8xbf16>) outs(%a : memref<?x8xf32>)
+  plan.launch embedding ins(%t, %emb : memref<?xi32>, memref<96x8xbf16>) outs(%a : memref<?x8xf32>)
   plan.output %a : memref<?x8xf32>
   return
 }
@@ -193,8 +193,8 @@ func.func @other() {
   %emb = plan.weight "embed" : memref<96x32xbf16>
   %a = plan.alloc : memref<?x32xf32>
   %b = plan.alloc : memref<?x32xf32>
-  plan.launch "embedding" ins(%t, %emb : memref<?xi32>, memref<96x32xbf16>) outs(%a : memref<?x32xf32>)
-  plan.launch "add" ins(%a, %a : memref<?x32xf32>, memref<?x32xf32>) outs(%b : memref<?x32xf32>)
+  plan.launch embedding ins(%t, %emb : memref<?xi32>, memref<96x32xbf16>) outs(%a : memref<?x32xf32>)
+  plan.launch add ins(%a, %a : memref<?x32xf32>, memref<?x32xf32>) outs(%b : memref<?x32xf32>)
   plan.output %b : memref<?x32xf32>
   return
 }
@@ -233,10 +233,10 @@ func.func @output_then_read() {
   %a = plan.alloc : memref<?x16xf32>
   %b = plan.alloc : memref<?x16xf32>
   %c = plan.alloc : memref<?x16xf32>
-  plan.launch "embedding" ins(%t, %emb : memref<?xi32>, memref<96x16xbf16>) outs(%a : memref<?x16xf32>)
+  plan.launch embedding ins(%t, %emb : memref<?xi32>, memref<96x16xbf16>) outs(%a : memref<?x16xf32>)
   plan.output %a : memref<?x16xf32>
-  plan.launch "linear" ins(%a, %w : memref<?x16xf32>, memref<16x16xbf16>) outs(%b : memref<?x16xf32>)
-  plan.launch "linear" ins(%b, %w : memref<?x16xf32>, memref<16x16xbf16>) outs(%c : memref<?x16xf32>)
+  plan.launch linear ins(%a, %w : memref<?x16xf32>, memref<16x16xbf16>) outs(%b : memref<?x16xf32>)
+  plan.launch linear ins(%b, %w : memref<?x16xf32>, memref<16x16xbf16>) outs(%c : memref<?x16xf32>)
   plan.output %c : memref<?x16xf32>
   return
 }

@@ -1,0 +1,74 @@
+//===- PlanAttrs.td - kernels and their typed parameters ------------------===//
+//
+// `#plan.kernel<name>` is a kernel of Kernels.def; each kernel that has
+// parameters takes one attribute of the matching kind below, which mirrors
+// its parameter table in plan.fbs field by field. A missing, misspelled or
+// mistyped field is a parse error.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PLAN_ATTRS_TD
+#define PLAN_ATTRS_TD
+
+include "dialects/plan/PlanDialect.td"
+include "dialects/moe/MoeEnums.td"
+include "mlir/IR/AttrTypeBase.td"
+
+class Plan_Attr<string name, string attrMnemonic> : AttrDef<Plan_Dialect, name> {
+  let mnemonic = attrMnemonic;
+}
+
+class Plan_ParamsAttr<string name, string attrMnemonic> : Plan_Attr<name, attrMnemonic> {
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def Plan_KernelAttr : Plan_Attr<"Kernel", "kernel"> {
+  let summary = "a kernel of runtime/include/moe/runtime/Kernels.def";
+  let parameters = (ins "::mlir::plan::Kernel":$kernel);
+  let hasCustomAssemblyFormat = 1;
+}
+
+def Plan_RmsNormParamsAttr : Plan_ParamsAttr<"RmsNormParams", "rms_norm"> {
+  let summary = "parameters of rms_norm and add_rms_norm";
+  let parameters = (ins "::mlir::FloatAttr":$eps);
+}
+
+def Plan_RopeAttr : Plan_ParamsAttr<"Rope", "rope"> {
+  let summary = "RoPE resolved at compile time (see plan.fbs's Rope)";
+  let parameters = (ins "::mlir::DenseF32ArrayAttr":$inv_freq,
+                        "::mlir::FloatAttr":$attention_factor,
+                        "::mlir::BoolAttr":$interleaved);
+}
+
+def Plan_AttentionParamsAttr : Plan_ParamsAttr<"AttentionParams", "attention"> {
+  let summary = "parameters of attention (GQA over the paged KV cache)";
+  let parameters = (ins "int64_t":$layer, "int64_t":$num_heads, "int64_t":$num_kv_heads,
+                        "int64_t":$head_dim, "::mlir::FloatAttr":$scale,
+                        "::mlir::plan::RopeAttr":$rope, "int64_t":$sliding_window,
+                        "::mlir::FloatAttr":$qk_norm_eps);
+}
+
+def Plan_MlaParamsAttr : Plan_ParamsAttr<"MlaParams", "mla"> {
+  let summary = "parameters of mla_attention";
+  let parameters = (ins "int64_t":$layer, "int64_t":$num_heads, "int64_t":$kv_lora_rank,
+                        "int64_t":$qk_nope_head_dim, "int64_t":$qk_rope_head_dim,
+                        "int64_t":$v_head_dim, "::mlir::FloatAttr":$scale,
+                        "::mlir::plan::RopeAttr":$rope, "::mlir::FloatAttr":$norm_eps);
+}
+
+def Plan_RouterParamsAttr : Plan_ParamsAttr<"RouterParams", "router"> {
+  let summary = "parameters of router";
+  let parameters = (ins "int64_t":$num_experts, "int64_t":$top_k,
+                        EnumParameter<Moe_ScoringAttr>:$scoring,
+                        EnumParameter<Moe_TopkMethodAttr>:$method,
+                        "::mlir::BoolAttr":$norm_topk_prob, "int64_t":$n_group,
+                        "int64_t":$topk_group, "::mlir::FloatAttr":$routed_scaling_factor);
+}
+
+def Plan_ExpertsParamsAttr : Plan_ParamsAttr<"ExpertsParams", "experts"> {
+  let summary = "parameters of experts";
+  let parameters = (ins "int64_t":$num_experts, "int64_t":$intermediate,
+                        "::mlir::BoolAttr":$fused_gate_up, "int64_t":$num_shared,
+                        "::mlir::BoolAttr":$grouped);
+}
+
+#endif
