@@ -57,7 +57,7 @@ def Plan_AllocOp : Plan_Op<"alloc"> {
     ```
   }];
   let arguments = (ins OptionalAttr<I64Attr>:$offset, OptionalAttr<I64Attr>:$size);
-  let results = (outs AnyMemRef:$result);
+  let results = (outs Res<AnyMemRef, "allocated", [MemAlloc]>:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
