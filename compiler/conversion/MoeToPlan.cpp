@@ -259,7 +259,7 @@ private:
                 plan::RouterParamsAttr::get(ctx(), experts, r.getTopK(), r.getScoring(),
                                             r.getTopkMethod(), r.getNormTopkProbAttr(),
                                             r.getNGroup(), r.getTopkGroup(),
-                                            f32(r.getRoutedScalingFactor())));
+                                            f32(r.getRoutedScalingFactor()), r.getLayer()));
   }
 
   ModuleOp module_;

@@ -359,7 +359,7 @@ private:
     h = b_.create<AddOp>(loc_, h.getType(), h, attn);
     loc_ = named(layer + ".mlp");
     x = rmsNorm(h, layer + ".post_attention_layernorm.weight");
-    Value ffn = config_.sparseLayer[i] ? moeBlock(layer, x)
+    Value ffn = config_.sparseLayer[i] ? moeBlock(i, layer, x)
                                        : denseMlp(layer + ".mlp", x,
                                                   config_.intermediateSize);
     return b_.create<AddOp>(loc_, h.getType(), h, ffn);
@@ -438,7 +438,7 @@ private:
     return b_.create<SwigluMlpOp>(loc_, x.getType(), x, gate, up, down);
   }
 
-  Value moeBlock(const std::string &layer, Value x) {
+  Value moeBlock(int64_t index, const std::string &layer, Value x) {
     const HfConfig &c = config_;
     FfnNames names = ffnNames(c, source_, layer);
     int64_t e = c.numExperts, hidden = c.hiddenSize;
@@ -462,7 +462,7 @@ private:
         TopkMethodAttr::get(ctx_, *symbolizeTopkMethod(c.topkMethod)),
         b_.getI64IntegerAttr(c.topK), b_.getBoolAttr(c.normTopkProb),
         b_.getI64IntegerAttr(c.nGroup), b_.getI64IntegerAttr(c.topkGroup),
-        b_.getF64FloatAttr(c.routedScalingFactor));
+        b_.getF64FloatAttr(c.routedScalingFactor), b_.getI64IntegerAttr(index));
     Value out = b_.create<ExpertsOp>(loc_, x.getType(), x, router.getWeights(),
                                      router.getIndices(),
                                      expertWeights(names), IntegerAttr(), UnitAttr());

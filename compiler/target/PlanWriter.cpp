@@ -289,7 +289,7 @@ private:
                                      scoringOf(p.getScoring()), methodOf(p.getMethod()),
                                      p.getNormTopkProb().getValue(), int32_t(p.getNGroup()),
                                      int32_t(p.getTopkGroup()),
-                                     f32(p.getRoutedScalingFactor()))
+                                     f32(p.getRoutedScalingFactor()), int32_t(p.getLayer()))
                   .Union()};
     if (auto p = dyn_cast_or_null<pl::ExpertsParamsAttr>(a))
       return {fb::OpParams::ExpertsParams,

@@ -264,6 +264,8 @@ def Moe_RouterOp : Moe_Op<"router", [Pure]> {
     Weights come from the unbiased scores, divided by their sum when
     `norm_topk_prob`, then times `routed_scaling_factor`.
     Results: weights `tensor<T x K x f32>`, expert ids `tensor<T x K x i32>`.
+    `layer` is the decoder layer it routes for (-1: not known), carried into
+    the plan so that the runtime's routing statistics name their layer.
   }];
   let arguments = (ins Moe_Tensor:$input, Moe_Tensor:$weight,
                        Optional<Moe_Tensor>:$bias,
@@ -271,7 +273,8 @@ def Moe_RouterOp : Moe_Op<"router", [Pure]> {
                        I64Attr:$top_k, BoolAttr:$norm_topk_prob,
                        DefaultValuedAttr<I64Attr, "1">:$n_group,
                        DefaultValuedAttr<I64Attr, "1">:$topk_group,
-                       DefaultValuedAttr<F64Attr, "1.0">:$routed_scaling_factor);
+                       DefaultValuedAttr<F64Attr, "1.0">:$routed_scaling_factor,
+                       DefaultValuedAttr<I64Attr, "-1">:$layer);
   let results = (outs Moe_Tensor:$weights, Moe_Tensor:$indices);
   let assemblyFormat = [{
     $input `,` $weight (`bias` $bias^)? $scoring $topk_method `top_k` $top_k

@@ -61,7 +61,8 @@ def Plan_RouterParamsAttr : Plan_ParamsAttr<"RouterParams", "router"> {
                         EnumParameter<Moe_ScoringAttr>:$scoring,
                         EnumParameter<Moe_TopkMethodAttr>:$method,
                         "::mlir::BoolAttr":$norm_topk_prob, "int64_t":$n_group,
-                        "int64_t":$topk_group, "::mlir::FloatAttr":$routed_scaling_factor);
+                        "int64_t":$topk_group, "::mlir::FloatAttr":$routed_scaling_factor,
+                        "int64_t":$layer);
 }
 
 def Plan_ExpertsParamsAttr : Plan_ParamsAttr<"ExpertsParams", "experts"> {

@@ -17,15 +17,6 @@ namespace moe::rt {
 
 namespace {
 
-/// N of "model.layers.N..." in an instruction's location, else -1.
-int decoderLayerOf(const plan::Instruction &inst) {
-  if (!inst.location())
-    return -1;
-  std::string loc = inst.location()->str();
-  size_t at = loc.find("layers.");
-  return at == std::string::npos ? -1 : std::atoi(loc.c_str() + at + 7);
-}
-
 /// Heads per KV layer (one scale per token and head): GQA kv heads, MLA 1.
 std::vector<int64_t> kvHeads(const plan::Plan &p) {
   std::vector<int64_t> heads(p.kv_cache()->layers()->size(), 1);
@@ -137,9 +128,11 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
   s->kvBytes_ = kvBytes;
   for (int64_t b = 0; b < s->numBlocks_; ++b)
     s->identity_.push_back(int32_t(b));
+  // Routing counts per router, named by its decoder layer (plans before
+  // format 1.6 do not say it: their routers are numbered in order).
   for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions())
     if (auto *r = inst->params_as_RouterParams())
-      s->load_.push_back({decoderLayerOf(*inst),
+      s->load_.push_back({r->layer() >= 0 ? r->layer() : int(s->load_.size()),
                           std::vector<uint64_t>(size_t(r->num_experts()))});
   return std::move(s);
 }

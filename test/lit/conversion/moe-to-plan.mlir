@@ -31,7 +31,7 @@
 // DSV3: plan.launch mla_attention ins({{.*}}, %[[POS]] : memref<?x48xf32>, memref<?x20xf32>, memref<16xbf16>, memref<56x16xbf16>, memref<?xi32>) outs({{.*}} : memref<?x24xf32>) kv %[[KV0]] params #plan.mla<layer = 0, num_heads = 4, kv_lora_rank = 16, qk_nope_head_dim = 8, qk_rope_head_dim = 4, v_head_dim = 6, scale = 0.288675129 : f32, rope = <inv_freq = [1.000000e+00, 1.000000e-02], attention_factor = 1.000000e+00 : f32, interleaved = true>, norm_eps = 9.99999997E-7 : f32>
 // DSV3: plan.launch silu_mul ins({{.*}} : memref<?x40xf32>, memref<?x40xf32>) outs({{.*}} : memref<?x40xf32>)
 // DSV3: kv %[[KV1]] params #plan.mla<layer = 1,
-// DSV3: plan.launch router ins({{.*}} : memref<?x32xf32>, memref<8x32xbf16>, memref<8xf32>) outs({{.*}} : memref<?x2xf32>, memref<?x2xi32>) params #plan.router<num_experts = 8, top_k = 2, scoring = sigmoid, method = noaux_tc, norm_topk_prob = true, n_group = 4, topk_group = 2, routed_scaling_factor = 2.500000e+00 : f32>
+// DSV3: plan.launch router ins({{.*}} : memref<?x32xf32>, memref<8x32xbf16>, memref<8xf32>) outs({{.*}} : memref<?x2xf32>, memref<?x2xi32>) params #plan.router<num_experts = 8, top_k = 2, scoring = sigmoid, method = noaux_tc, norm_topk_prob = true, n_group = 4, topk_group = 2, routed_scaling_factor = 2.500000e+00 : f32, layer = 1>
 // DSV3: plan.weight "model.layers.1.mlp.experts.{e}.down_proj.weight" : memref<8x32x16xbf16>
 // DSV3: plan.launch experts {{.*}} params #plan.experts<num_experts = 8, intermediate = 16, fused_gate_up = false, num_shared = 0, grouped = false>
 // DSV3: plan.weight "model.layers.1.mlp.shared_experts.down_proj.weight" : memref<32x16xbf16>
@@ -183,7 +183,7 @@ func.func @forward(%tokens: tensor<?xi32>, %positions: tensor<?xi32>) -> tensor<
 // CHECK-NEXT: %[[B:.*]] = plan.weight "mlp.gate.e_score_correction_bias" : memref<8xf32>
 // CHECK-NEXT: %[[RW:.*]] = plan.alloc : memref<?x2xf32>
 // CHECK-NEXT: %[[RI:.*]] = plan.alloc : memref<?x2xi32>
-// CHECK-NEXT: plan.launch router ins(%[[X]], %[[GW]], %[[B]] : memref<?x32xf32>, memref<8x32xbf16>, memref<8xf32>) outs(%[[RW]], %[[RI]] : memref<?x2xf32>, memref<?x2xi32>) params #plan.router<num_experts = 8, top_k = 2, scoring = sigmoid, method = noaux_tc, norm_topk_prob = true, n_group = 4, topk_group = 2, routed_scaling_factor = 2.500000e+00 : f32>
+// CHECK-NEXT: plan.launch router ins(%[[X]], %[[GW]], %[[B]] : memref<?x32xf32>, memref<8x32xbf16>, memref<8xf32>) outs(%[[RW]], %[[RI]] : memref<?x2xf32>, memref<?x2xi32>) params #plan.router<num_experts = 8, top_k = 2, scoring = sigmoid, method = noaux_tc, norm_topk_prob = true, n_group = 4, topk_group = 2, routed_scaling_factor = 2.500000e+00 : f32, layer = -1>
 // CHECK-NEXT: %[[EG:.*]] = plan.weight "mlp.experts.{e}.gate_proj.weight" : memref<8x16x32xbf16>
 // CHECK-NEXT: %[[EU:.*]] = plan.weight "mlp.experts.{e}.up_proj.weight" : memref<8x16x32xbf16>
 // CHECK-NEXT: %[[ED:.*]] = plan.weight "mlp.experts.{e}.down_proj.weight" : memref<8x32x16xbf16>
@@ -191,7 +191,7 @@ func.func @forward(%tokens: tensor<?xi32>, %positions: tensor<?xi32>) -> tensor<
 // CHECK-NEXT: plan.launch experts ins(%[[X]], %[[RW]], %[[RI]], %[[EG]], %[[EU]], %[[ED]] : memref<?x32xf32>, memref<?x2xf32>, memref<?x2xi32>, memref<8x16x32xbf16>, memref<8x16x32xbf16>, memref<8x32x16xbf16>) outs(%[[E]] : memref<?x32xf32>) params #plan.experts<num_experts = 8, intermediate = 16, fused_gate_up = false, num_shared = 0, grouped = false>
 // CHECK-NEXT: %[[SW:.*]] = plan.alloc : memref<?x3xf32>
 // CHECK-NEXT: %[[SI:.*]] = plan.alloc : memref<?x3xi32>
-// CHECK-NEXT: plan.launch router ins(%[[E]], %[[GW]] : memref<?x32xf32>, memref<8x32xbf16>) outs(%[[SW]], %[[SI]] : memref<?x3xf32>, memref<?x3xi32>) params #plan.router<num_experts = 8, top_k = 3, scoring = softmax, method = greedy, norm_topk_prob = false, n_group = 1, topk_group = 1, routed_scaling_factor = 1.000000e+00 : f32>
+// CHECK-NEXT: plan.launch router ins(%[[E]], %[[GW]] : memref<?x32xf32>, memref<8x32xbf16>) outs(%[[SW]], %[[SI]] : memref<?x3xf32>, memref<?x3xi32>) params #plan.router<num_experts = 8, top_k = 3, scoring = softmax, method = greedy, norm_topk_prob = false, n_group = 1, topk_group = 1, routed_scaling_factor = 1.000000e+00 : f32, layer = -1>
 // CHECK-NEXT: %[[GU:.*]] = plan.weight "mlp.experts.gate_up_proj" : memref<8x32x32xbf16>
 // CHECK-NEXT: %[[F:.*]] = plan.alloc : memref<?x32xf32>
 // CHECK-NEXT: plan.launch experts ins(%[[E]], %[[SW]], %[[SI]], %[[GU]], %[[ED]] : memref<?x32xf32>, memref<?x3xf32>, memref<?x3xi32>, memref<8x32x32xbf16>, memref<8x32x16xbf16>) outs(%[[F]] : memref<?x32xf32>) params #plan.experts<num_experts = 8, intermediate = 16, fused_gate_up = true, num_shared = 0, grouped = true>

@@ -150,7 +150,7 @@ func.func @params_missing_field() {
 func.func @params_unknown_enum() {
   // expected-error @+2 {{expected ::mlir::moe::Scoring to be one of: softmax, sigmoid}}
   // expected-error @+1 {{failed to parse Plan_RouterParamsAttr parameter 'scoring' which is to be a `::mlir::moe::Scoring`}}
-  "test.op"() {p = #plan.router<num_experts = 8, top_k = 2, scoring = relu, method = greedy, norm_topk_prob = false, n_group = 1, topk_group = 1, routed_scaling_factor = 1.0 : f32>} : () -> ()
+  "test.op"() {p = #plan.router<num_experts = 8, top_k = 2, scoring = relu, method = greedy, norm_topk_prob = false, n_group = 1, topk_group = 1, routed_scaling_factor = 1.0 : f32, layer = -1>} : () -> ()
   return
 }
 

@@ -131,7 +131,7 @@ func.func @main() {
   %s = plan.alloc : memref<5x3xf32>
   %q = plan.alloc : memref<?x7xi8>
   plan.launch embedding ins(%t, %emb : memref<?xi32>, memref<96x3xbf16>) outs(%x : memref<?x3xf32>)
-  plan.launch router ins(%x, %gw : memref<?x3xf32>, memref<4x3xbf16>) outs(%rw, %ri : memref<?x2xf32>, memref<?x2xi32>) params #plan.router<num_experts = 4, top_k = 2, scoring = softmax, method = greedy, norm_topk_prob = false, n_group = 1, topk_group = 1, routed_scaling_factor = 1.0 : f32>
+  plan.launch router ins(%x, %gw : memref<?x3xf32>, memref<4x3xbf16>) outs(%rw, %ri : memref<?x2xf32>, memref<?x2xi32>) params #plan.router<num_experts = 4, top_k = 2, scoring = softmax, method = greedy, norm_topk_prob = false, n_group = 1, topk_group = 1, routed_scaling_factor = 1.0 : f32, layer = -1>
   plan.launch linear ins(%x, %w : memref<?x3xf32>, memref<20x3xbf16>) outs(%h : memref<?x20xbf16>)
   plan.launch add ins(%rw, %ri : memref<?x2xf32>, memref<?x2xi32>) outs(%s : memref<5x3xf32>)
   plan.launch add ins(%t, %t : memref<?xi32>, memref<?xi32>) outs(%q : memref<?x7xi8>)

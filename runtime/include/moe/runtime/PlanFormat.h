@@ -25,8 +25,9 @@ inline constexpr uint16_t kFormatMajor = 1;
 /// weights (Tensor.scales, group and row_group) and always-on experts
 /// (ExpertsParams.num_shared); 1.4 added ExpertsParams.grouped (the expert
 /// schedule; plans before it run grouped); 1.5 added ModelConfig.eos_token_ids
-/// (every token that ends a sequence).
-inline constexpr uint16_t kFormatMinor = 5;
+/// (every token that ends a sequence); 1.6 RouterParams.layer (the decoder
+/// layer, data instead of a parsed location).
+inline constexpr uint16_t kFormatMinor = 6;
 
 /// plan.moeplan ends with this 8-byte tag and an 8-byte little-endian
 /// checksum64 of every byte before the tag, so that any flipped byte is
