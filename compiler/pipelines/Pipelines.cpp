@@ -52,6 +52,8 @@ void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     pm.addPass(createFuseExpertsPass());
   pm.addPass(createMoeToPlanPass(MoeToPlanPassOptions{options.maxContext}));
   pm.addPass(createPlanMemoryPass(PlanMemoryPassOptions{options.maxBatchTokens}));
+  // Last: streams must not race on the buffers as placed.
+  pm.addPass(createVerifySchedulePass());
 }
 
 std::string defaultPipelineText(const PipelineOptions &options) {
@@ -60,14 +62,14 @@ std::string defaultPipelineText(const PipelineOptions &options) {
          (options.fusion ? "moe-fuse-experts, " : "") +
          "moe-to-plan{max-context=" + std::to_string(options.maxContext) +
          "}, moe-plan-memory{max-batch-tokens=" + std::to_string(options.maxBatchTokens) +
-         "})";
+         "}, moe-verify-schedule)";
 }
 
 void registerPipelines() {
   mlir::PassPipelineRegistration<DefaultPipelineOptions>(
       "moe-default-pipeline",
       "moe module -> planned plan module (moe-assign-precision, moe-fuse-experts, "
-      "moe-to-plan, moe-plan-memory)",
+      "moe-to-plan, moe-plan-memory, moe-verify-schedule)",
       [](mlir::OpPassManager &pm, const DefaultPipelineOptions &o) {
         buildDefaultPipeline(pm, {o.maxBatchTokens, o.maxContext, o.fusion, o.precision});
       });

@@ -1,13 +1,15 @@
 //===- PlanWriter.cpp - plan dialect -> plan.moeplan + weights ------------===//
 //
 // Walks func @main of a planned module in order: inputs, weights and arena
-// buffers become the tensor table, launches the instruction stream, KV-cache
-// declarations the cache spec. Weights are packed last, streamed from the
+// buffers become the tensor table, launches the instruction stream (with
+// plan.record / plan.wait folded into the events instructions wait for and
+// record, EventFolding.h), KV-cache declarations the cache spec. Weights are packed last, streamed from the
 // checkpoint; the plan file is written atomically once everything succeeded.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/target/PlanWriter.h"
 #include "compiler/import/Safetensors.h"
+#include "compiler/target/EventFolding.h"
 #include "compiler/target/StagedDirectory.h"
 #include "compiler/target/WeightPacker.h"
 #include "dialects/moe/MoeOps.h"
@@ -151,6 +153,10 @@ private:
                                            int32_t(kv.getVWidth())};
     } else if (auto l = dyn_cast<pl::LaunchOp>(op)) {
       visitLaunch(l);
+    } else if (auto r = dyn_cast<pl::RecordOp>(op)) {
+      events_.record(eventId(r.getEvent()), int(r.getStream()));
+    } else if (auto w = dyn_cast<pl::WaitOp>(op)) {
+      events_.wait(eventId(w.getEvent()), int(w.getStream()));
     } else if (auto out = dyn_cast<pl::OutputOp>(op)) {
       outputs_.push_back(id(&op, out.getValue()));
     } else if (!isa<func::ReturnOp>(op)) {
@@ -314,8 +320,15 @@ private:
     std::string loc;
     llvm::raw_string_ostream os(loc);
     l.getLoc().print(os);
-    instructions_.push_back(fb::CreateInstructionDirect(b_, code, &ins, &outs, type, params,
-                                                        uint8_t(l.getStream()), loc.c_str()));
+    // The events it records are known only later (a plan.record after it):
+    // the table is built in finishPlan.
+    instructions_.push_back({code, std::move(ins), std::move(outs), type, params,
+                             uint8_t(l.getStream()), std::move(loc),
+                             events_.launch(int(l.getStream()))});
+  }
+
+  int64_t eventId(Value event) {
+    return eventIds_.try_emplace(event, int64_t(eventIds_.size())).first->second;
   }
 
   void packWeights() {
@@ -399,8 +412,17 @@ private:
         eos ? int32_t(eos.getInt()) : -1, &eosIds);
     std::vector<flatbuffers::Offset<fb::WeightFile>> files = {
         fb::CreateWeightFileDirect(b_, weightFile_.c_str(), weightFileSize_)};
+    std::vector<flatbuffers::Offset<fb::Instruction>> instructions;
+    for (size_t i = 0; i < instructions_.size(); ++i) {
+      const Instruction &in = instructions_[i];
+      std::vector<uint32_t> records = events_.records(i);
+      instructions.push_back(fb::CreateInstructionDirect(
+          b_, in.code, &in.ins, &in.outs, in.paramsType, in.params, in.stream,
+          in.location.c_str(), in.waits.empty() ? nullptr : &in.waits,
+          records.empty() ? nullptr : &records));
+    }
     std::vector<flatbuffers::Offset<fb::Program>> programs = {
-        fb::CreateProgramDirect(b_, 0, &instructions_)};
+        fb::CreateProgramDirect(b_, 0, &instructions)};
     std::string hash = checkpointHash();
     std::string source = fs::absolute(options_.checkpointDir).lexically_normal().string();
     std::string compiler = std::string("moe-compiler ") + rt::version() + " (commit " +
@@ -474,7 +496,19 @@ private:
   }
   std::vector<TensorDesc> tensors_;
   std::vector<uint32_t> inputs_, outputs_;
-  std::vector<flatbuffers::Offset<fb::Instruction>> instructions_;
+  /// A launch, until its events are all known.
+  struct Instruction {
+    fb::OpCode code;
+    std::vector<uint32_t> ins, outs;
+    fb::OpParams paramsType;
+    flatbuffers::Offset<void> params;
+    uint8_t stream;
+    std::string location;
+    std::vector<uint32_t> waits;
+  };
+  std::vector<Instruction> instructions_;
+  EventFolding events_;
+  llvm::DenseMap<Value, int64_t> eventIds_;
   std::map<int64_t, std::tuple<fb::KvKind, int32_t, int32_t>> kvLayers_;
   std::vector<Pending> pending_;
   uint64_t totalWeightBytes_ = 0, weightFileSize_ = 0;

@@ -89,6 +89,52 @@ def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
   ];
 }
 
+def AssignStreamsPass : Pass<"moe-assign-streams", "mlir::ModuleOp"> {
+  let summary = "Put launches on streams round-robin, with the events they need";
+  let description = [{
+    On the `plan` dialect, before `moe-plan-memory`: launch i goes to stream
+    i mod `streams`, the output stays on stream 0, and before each op that
+    touches a buffer (or KV-cache layer) another stream used, one of them
+    writing, a `plan.record` on that stream and a `plan.wait` on this one
+    order them, unless an earlier event already does (vector clocks). The
+    result passes `moe-verify-schedule` and computes what the one-stream
+    program computes. It exercises multi-stream plans end to end; choosing
+    streams by cost is the overlap scheduling pass's job. A function that
+    already uses streams is refused.
+
+    ```mlir
+    plan.launch linear ins(%x, %w : ...) outs(%a : ...)
+    %e = plan.record stream 0 : !plan.event
+    plan.wait %e stream 1
+    plan.launch add ins(%a, %a : ...) outs(%b : ...) {stream = 1 : i64}
+    ```
+  }];
+  let options = [
+    Option<"streams", "streams", "int64_t", "2", "how many streams, in [1, 256]">
+  ];
+}
+
+def VerifySchedulePass : Pass<"moe-verify-schedule", "mlir::ModuleOp"> {
+  let summary = "Refuse plans in which two streams race on a buffer";
+  let description = [{
+    On the `plan` dialect: launches of one stream are ordered by program
+    order, launches of different streams only by a `plan.record` on one and
+    a `plan.wait` for it on the other. Two launches (or a launch and the
+    output) on different streams that touch the same buffer, or buffers
+    whose arena bytes overlap, at least one of them writing, must be ordered
+    so; otherwise the pass fails with a diagnostic naming both ops. The plan
+    loader runs the same check (moe/runtime/Schedule.h). A one-stream plan
+    always passes.
+
+    ```mlir
+    plan.launch linear ins(%x, %w : ...) outs(%a : ...) {stream = 1 : i64}
+    %e = plan.record stream 1 : !plan.event
+    plan.wait %e stream 0       // without this: refused
+    plan.launch add ins(%a, %b : ...) outs(%c : ...)
+    ```
+  }];
+}
+
 def PlanMemoryPass : Pass<"moe-plan-memory", "mlir::ModuleOp"> {
   let summary = "Assign arena offsets to plan buffers from their lifetimes";
   let description = [{
@@ -96,7 +142,11 @@ def PlanMemoryPass : Pass<"moe-plan-memory", "mlir::ModuleOp"> {
     (the program's output to the end). Buffers are placed first-fit, in order
     of their first use, into a single arena, 64-byte aligned, sized for
     `max-batch-tokens` rows; buffers whose lifetimes do not overlap share
-    bytes. The module records `plan.max_batch_tokens` and `plan.arena_bytes`
+    bytes. With more than one stream, program order is not enough: a later
+    buffer takes an earlier one's bytes only if every access to the earlier
+    one is ordered before every access to the later by streams and events
+    (`plan.record`/`plan.wait`), so a stream still running cannot see its
+    bytes overwritten. The module records `plan.max_batch_tokens` and `plan.arena_bytes`
     (the peak activation memory).
 
     Before:

@@ -1,13 +1,12 @@
 //===- PlanMemory.cpp - arena offsets from buffer lifetimes --------------===//
+#include "compiler/analysis/PlanSchedule.h"
 #include "compiler/transforms/Passes.h"
 #include "dialects/plan/PlanOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/DenseMap.h"
 
 #include <algorithm>
-#include <map>
 
 namespace moe {
 #define GEN_PASS_DEF_PLANMEMORYPASS
@@ -21,8 +20,9 @@ namespace {
 constexpr int64_t kAlignment = 64;
 
 struct Interval {
-  mutable plan::AllocOp alloc;
-  int64_t first, last, size;
+  plan::AllocOp alloc;
+  std::vector<size_t> uses; ///< schedule steps touching the buffer, in order
+  int64_t first = -1, last = -1, size = 0, offset = 0;
 };
 
 int64_t bytesAt(MemRefType type, int64_t rows) {
@@ -30,6 +30,22 @@ int64_t bytesAt(MemRefType type, int64_t rows) {
   for (int64_t i = 0; i < type.getRank(); ++i)
     n *= type.isDynamicDim(i) ? rows : type.getDimSize(i);
   return (n + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+/// Whether two buffers may share bytes: their lifetimes are disjoint in
+/// program order and, across streams, every access to the earlier one
+/// happens before every access to the later.
+bool disjoint(const Interval &a, const Interval &b, const ::moe::rt::HappensBefore &order) {
+  if (a.last >= b.first && a.first <= b.last)
+    return false;
+  if (!order.multiStream())
+    return true;
+  const Interval &early = a.last < b.first ? a : b, &late = a.last < b.first ? b : a;
+  for (size_t x : early.uses)
+    for (size_t y : late.uses)
+      if (!order.ordered(x, y))
+        return false;
+  return true;
 }
 
 struct PlanMemoryPass : ::moe::impl::PlanMemoryPassBase<PlanMemoryPass> {
@@ -44,60 +60,71 @@ struct PlanMemoryPass : ::moe::impl::PlanMemoryPassBase<PlanMemoryPass> {
     }
     Builder b(module.getContext());
     int64_t peak = 0;
-    module.walk([&](func::FuncOp fn) { peak = std::max(peak, plan(fn, b)); });
+    bool failed = false;
+    module.walk([&](func::FuncOp fn) {
+      FailureOr<int64_t> bytes = plan(fn, b);
+      if (mlir::failed(bytes))
+        failed = true;
+      else
+        peak = std::max(peak, *bytes);
+    });
+    if (failed)
+      return signalPassFailure();
     module->setAttr("plan.max_batch_tokens", b.getI64IntegerAttr(maxBatchTokens));
     module->setAttr("plan.arena_bytes", b.getI64IntegerAttr(peak));
   }
 
   /// Places the function's buffers; returns the arena size they need.
-  int64_t plan(func::FuncOp fn, Builder &b) {
-    llvm::DenseMap<Value, size_t> index;
+  FailureOr<int64_t> plan(func::FuncOp fn, Builder &b) {
+    ::moe::PlanSchedule s = ::moe::planSchedule(fn);
+    auto order = ::moe::rt::HappensBefore::compute(s.steps);
+    if (!order)
+      return fn.emitError() << "moe-plan-memory: " << order.status().message();
     std::vector<Interval> intervals;
-    int64_t step = 0;
-    fn.walk([&](Operation *op) {
-      ++step;
-      if (auto alloc = dyn_cast<plan::AllocOp>(op)) {
-        index[alloc] = intervals.size();
-        intervals.push_back({alloc, -1, -1,
-                             bytesAt(cast<MemRefType>(alloc.getType()), maxBatchTokens)});
-        return;
-      }
-      for (Value operand : op->getOperands()) {
-        auto it = index.find(operand);
-        if (it == index.end())
-          continue;
-        Interval &iv = intervals[it->second];
-        if (iv.first < 0)
-          iv.first = step;
-        // The program's output lives to the end, whatever reads it later.
-        if (iv.last != INT64_MAX)
-          iv.last = isa<plan::OutputOp>(op) ? INT64_MAX : step;
-      }
+    fn.walk([&](plan::AllocOp alloc) {
+      Interval iv;
+      iv.alloc = alloc;
+      iv.size = bytesAt(cast<MemRefType>(alloc.getType()), maxBatchTokens);
+      intervals.push_back(std::move(iv));
     });
-    // First fit in order of first use, against the buffers still live.
-    std::sort(intervals.begin(), intervals.end(),
-              [](const Interval &a, const Interval &c) { return a.first < c.first; });
-    std::vector<const Interval *> placed;
-    std::map<const Interval *, int64_t> offsets;
-    int64_t arena = 0;
-    for (const Interval &iv : intervals) {
-      if (iv.first < 0)
+    for (Interval &iv : intervals) {
+      auto id = s.bufferId.find(iv.alloc);
+      if (id == s.bufferId.end())
         continue; // never used: no memory
+      for (size_t i = 0; i < s.steps.size(); ++i) {
+        const auto &st = s.steps[i];
+        if (llvm::is_contained(st.reads, id->second) || llvm::is_contained(st.writes, id->second))
+          iv.uses.push_back(i);
+        // The program's output lives to the end, whatever reads it later.
+        if (isa<plan::OutputOp>(s.ops[i]) && llvm::is_contained(st.reads, id->second))
+          iv.last = INT64_MAX;
+      }
+      iv.first = int64_t(iv.uses.front());
+      if (iv.last != INT64_MAX)
+        iv.last = int64_t(iv.uses.back());
+    }
+    // First fit in order of first use, against the buffers it may not share
+    // bytes with.
+    std::stable_sort(intervals.begin(), intervals.end(),
+                     [](const Interval &a, const Interval &c) { return a.first < c.first; });
+    std::vector<const Interval *> placed;
+    int64_t arena = 0;
+    for (Interval &iv : intervals) {
+      if (iv.first < 0)
+        continue;
       std::vector<std::pair<int64_t, int64_t>> busy;
       for (const Interval *other : placed)
-        if (other->last >= iv.first && other->first <= iv.last)
-          busy.push_back({offsets[other], offsets[other] + other->size});
+        if (!disjoint(*other, iv, *order))
+          busy.push_back({other->offset, other->offset + other->size});
       std::sort(busy.begin(), busy.end());
-      int64_t offset = 0;
       for (auto [lo, hi] : busy) {
-        if (offset + iv.size <= lo)
+        if (iv.offset + iv.size <= lo)
           break;
-        offset = std::max(offset, hi);
+        iv.offset = std::max(iv.offset, hi);
       }
-      offsets[&iv] = offset;
       placed.push_back(&iv);
-      arena = std::max(arena, offset + iv.size);
-      iv.alloc.setOffsetAttr(b.getI64IntegerAttr(offset));
+      arena = std::max(arena, iv.offset + iv.size);
+      iv.alloc.setOffsetAttr(b.getI64IntegerAttr(iv.offset));
       iv.alloc.setSizeAttr(b.getI64IntegerAttr(iv.size));
     }
     return arena;

@@ -78,6 +78,12 @@ static void printKernelName(OpAsmPrinter &printer, Operation *, KernelAttr kerne
   printer << kernelInfo(kernel.getKernel()).name;
 }
 
+static LogicalResult checkStream(Operation *op, int64_t stream) {
+  if (stream < 0 || stream > 255)
+    return op->emitOpError() << "stream must be in [0, 255], got " << stream;
+  return success();
+}
+
 LogicalResult WeightOp::verify() {
   if (getConcat() && (getConcat()->empty() || getScale()))
     return emitOpError() << "weight '" << getName()
@@ -187,8 +193,20 @@ LogicalResult LaunchOp::verify() {
   for (Value out : getOuts())
     if (!out.getDefiningOp<AllocOp>())
       return emitOpError() << "writes a buffer that is not a plan.alloc";
-  if (getStream() < 0 || getStream() > 255)
-    return emitOpError() << "stream must be in [0, 255], got " << getStream();
+  return checkStream(*this, getStream());
+}
+
+LogicalResult RecordOp::verify() { return checkStream(*this, getStream()); }
+
+LogicalResult WaitOp::verify() {
+  if (failed(checkStream(*this, getStream())))
+    return failure();
+  auto record = getEvent().getDefiningOp<RecordOp>();
+  if (!record)
+    return emitOpError() << "waits for an event that no plan.record defines";
+  if (record.getStream() == getStream())
+    return emitOpError() << "waits on stream " << getStream()
+                         << " for an event of the same stream (program order already orders it)";
   return success();
 }
 

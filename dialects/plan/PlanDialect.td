@@ -29,4 +29,9 @@ def Plan_KvCacheType : TypeDef<Plan_Dialect, "KvCache"> {
   let summary = "one layer of the per-sequence KV cache";
 }
 
+def Plan_EventType : TypeDef<Plan_Dialect, "Event"> {
+  let mnemonic = "event";
+  let summary = "a point in one stream's work that another stream can wait for";
+}
+
 #endif

@@ -116,6 +116,33 @@ def Plan_LaunchOp : Plan_Op<"launch", [AttrSizedOperandSegments]> {
   }];
 }
 
+def Plan_RecordOp : Plan_Op<"record"> {
+  let summary = "an event: the completion of stream `stream`'s work so far";
+  let description = [{
+    Together with `plan.wait`, the only order between streams: work on one
+    stream is ordered after work on another only through a record on the
+    first and a wait for it on the second (program order orders each stream
+    within itself). `moe-verify-schedule` refuses a schedule in which two
+    streams touch a buffer without such an order.
+
+    ```mlir
+    %e = plan.record stream 1 : !plan.event
+    plan.wait %e stream 0
+    ```
+  }];
+  let arguments = (ins I64Attr:$stream);
+  let results = (outs Plan_EventType:$event);
+  let assemblyFormat = "`stream` $stream attr-dict `:` type($event)";
+  let hasVerifier = 1;
+}
+
+def Plan_WaitOp : Plan_Op<"wait"> {
+  let summary = "stream `stream`'s later work waits for `event`";
+  let arguments = (ins Plan_EventType:$event, I64Attr:$stream);
+  let assemblyFormat = "$event `stream` $stream attr-dict";
+  let hasVerifier = 1;
+}
+
 def Plan_OutputOp : Plan_Op<"output"> {
   let summary = "the program's result (the logits)";
   let arguments = (ins Arg<AnyMemRef, "read", [MemRead]>:$value);

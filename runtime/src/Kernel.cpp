@@ -20,4 +20,12 @@ const KernelInfo *kernelInfo(plan::OpCode op) {
   return size_t(op) < std::size(kKernels) ? &kKernels[size_t(op)] : nullptr;
 }
 
+int kvLayerOf(const plan::Instruction &inst) {
+  if (auto *a = inst.params_as_AttentionParams())
+    return a->layer();
+  if (auto *m = inst.params_as_MlaParams())
+    return m->layer();
+  return -1;
+}
+
 } // namespace moe::rt

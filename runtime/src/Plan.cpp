@@ -5,6 +5,7 @@
 #include "moe/runtime/Checksum.h"
 #include "moe/runtime/PlanFormat.h"
 #include "PlanShapes.h"
+#include "PlanStreams.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -307,23 +308,20 @@ Status LoadedPlan::check() const {
       if (id >= numTensors || p.tensors()->Get(id)->storage() != plan::Storage::Arena)
         return Status::error(where + " writes tensor " + str(id) +
                              ", which is not an arena tensor of the plan");
-    int layer = -1;
     if (auto *att = inst->params_as_AttentionParams()) {
-      layer = att->layer();
       if (att->num_heads() < 1 || att->num_kv_heads() < 1 || att->head_dim() < 1 ||
           att->num_heads() % att->num_kv_heads() != 0 || !att->rope() ||
           !att->rope()->inv_freq() || att->rope()->inv_freq()->size() * 2 > size_t(att->head_dim()))
         return Status::error(where + " has inconsistent attention parameters");
     }
     if (auto *mla = inst->params_as_MlaParams()) {
-      layer = mla->layer();
       if (mla->num_heads() < 1 || mla->kv_lora_rank() < 1 || mla->qk_nope_head_dim() < 1 ||
           mla->qk_rope_head_dim() < 2 || mla->v_head_dim() < 1 || !mla->rope() ||
           !mla->rope()->inv_freq() ||
           mla->rope()->inv_freq()->size() * 2 != size_t(mla->qk_rope_head_dim()))
         return Status::error(where + " has inconsistent MLA parameters");
     }
-    if (layer != -1 && (layer < 0 || size_t(layer) >= kv.layers()->size()))
+    if (int layer = kvLayerOf(*inst); layer != -1 && (layer < 0 || size_t(layer) >= kv.layers()->size()))
       return Status::error(where + " uses KV-cache layer " + std::to_string(layer) +
                            ", but the cache has " + str(kv.layers()->size()));
     if (auto *r = inst->params_as_RouterParams())
@@ -338,7 +336,9 @@ Status LoadedPlan::check() const {
           nin != (e->fused_gate_up() ? 5u : 6u))
         return Status::error(where + " has inconsistent expert parameters");
   }
-  return checkShapes(p);
+  if (Status st = checkShapes(p); !st)
+    return st;
+  return checkStreams(p);
 }
 
 Status LoadedPlan::mapWeights() {

@@ -26,14 +26,6 @@ std::vector<int64_t> kvHeads(const plan::Plan &p) {
   return heads;
 }
 
-int kvLayerOf(const plan::Instruction &inst) {
-  if (auto *a = inst.params_as_AttentionParams())
-    return a->layer();
-  if (auto *m = inst.params_as_MlaParams())
-    return m->layer();
-  return -1;
-}
-
 } // namespace
 
 Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Device &device,
@@ -128,6 +120,12 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
   s->kvBytes_ = kvBytes;
   for (int64_t b = 0; b < s->numBlocks_; ++b)
     s->identity_.push_back(int32_t(b));
+  for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions()) {
+    s->streams_ = std::max(s->streams_, int(inst->stream()) + 1);
+    // The loader checked that the events are numbered 0..n-1.
+    for (size_t e = 0; inst->records() && e < inst->records()->size(); ++e)
+      s->events_.push_back(device.createEvent());
+  }
   // Routing counts per router, named by its decoder layer (plans before
   // format 1.6 do not say it: their routers are numbered in order).
   for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions())
@@ -269,8 +267,17 @@ Status Session::forward(const Batch &batch, float *logits) {
     int layer = kvLayerOf(*inst);
     call.kv = layer >= 0 ? &kv_[size_t(layer)] : nullptr;
     call.blockTables = batch.blockTables;
-    if (Status st = device_.stream(inst->stream()).launch(call); !st)
+    Stream &stream = device_.stream(inst->stream());
+    if (inst->waits())
+      for (uint32_t e : *inst->waits())
+        if (Status st = stream.wait(*events_[e]); !st)
+          return st;
+    if (Status st = stream.launch(call); !st)
       return st;
+    if (inst->records())
+      for (uint32_t e : *inst->records())
+        if (Status st = stream.record(*events_[e]); !st)
+          return st;
     if (inst->op() == plan::OpCode::Router) {
       // Routing statistics (the traffic profile). The CPU backend's memory
       // is host memory; a device backend would copy the ids back first.
@@ -282,8 +289,11 @@ Status Session::forward(const Batch &batch, float *logits) {
           ++counts[size_t(e[i])];
     }
   }
-  if (Status st = device_.stream(0).synchronize(); !st)
-    return st;
+  // A run ends when every stream has finished (a stream nobody waits for
+  // may still be writing).
+  for (int i = 0; i < streams_; ++i)
+    if (Status st = device_.stream(i).synchronize(); !st)
+      return st;
   TensorView out = view(p.outputs()->Get(0));
   std::memcpy(logits, out.data, size_t(count) * size_t(out.cols()) * sizeof(float));
   return Status::ok();

@@ -5,6 +5,8 @@
   corrupt-plan.py PLAN_DIR truncate BYTES       cut plan.moeplan to BYTES
   corrupt-plan.py PLAN_DIR identifier XXXX      set the file identifier (resealed)
   corrupt-plan.py PLAN_DIR version MAJOR MINOR  set format_major/minor (resealed)
+  corrupt-plan.py PLAN_DIR drop-waits N         empty the waits of the N-th instruction
+                                                that has any (resealed): streams race
   corrupt-plan.py PLAN_DIR weights-flip OFFSET  flip one byte of weights-0.bin
   corrupt-plan.py PLAN_DIR weights-truncate N   cut weights-0.bin to N bytes
 
@@ -40,6 +42,45 @@ def reseal(body):
     return body + b"MOEPSUM1" + struct.pack("<Q", checksum64(body))
 
 
+def field(buf, table, index):
+    """Position of field `index` of the table at `table`, or None if absent."""
+    vtable = table - struct.unpack_from("<i", buf, table)[0]
+    if 4 + 2 * index >= struct.unpack_from("<H", buf, vtable)[0]:
+        return None
+    offset = struct.unpack_from("<H", buf, vtable + 4 + 2 * index)[0]
+    return table + offset if offset else None
+
+
+def deref(buf, pos):
+    """Follows the uoffset at `pos` (to a table, vector or string)."""
+    return pos + struct.unpack_from("<I", buf, pos)[0]
+
+
+# Field slots in plan.fbs (a union takes two: type and value).
+PLAN_PROGRAMS, PROGRAM_INSTRUCTIONS, INSTRUCTION_WAITS = 5, 1, 7
+
+
+def drop_waits(body, n):
+    plan = deref(body, 0)
+    programs = deref(body, field(body, plan, PLAN_PROGRAMS))
+    program = deref(body, programs + 4)
+    insts = deref(body, field(body, program, PROGRAM_INSTRUCTIONS))
+    waiting = 0
+    for i in range(struct.unpack_from("<I", body, insts)[0]):
+        inst = deref(body, insts + 4 + 4 * i)
+        pos = field(body, inst, INSTRUCTION_WAITS)
+        if pos is None:
+            continue
+        waits = deref(body, pos)
+        if struct.unpack_from("<I", body, waits)[0] == 0:
+            continue
+        if waiting == n:
+            struct.pack_into("<I", body, waits, 0)  # an empty vector
+            return
+        waiting += 1
+    sys.exit(f"the plan has {waiting} instructions with waits; cannot drop those of number {n}")
+
+
 def main():
     d, cmd, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     plan_path = f"{d}/plan.moeplan"
@@ -60,6 +101,9 @@ def main():
         data = data[:int(args[0])]
     elif cmd == "identifier":
         body[4:8] = args[0].encode()
+        data = reseal(bytes(body))
+    elif cmd == "drop-waits":
+        drop_waits(body, int(args[0]))
         data = reseal(bytes(body))
     elif cmd == "version":
         # Plan is the root table; format_major/minor are its fields 0 and 1.

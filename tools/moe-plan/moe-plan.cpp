@@ -121,12 +121,20 @@ int show(const LoadedPlan &loaded) {
               moe::rt::formatBytes(needs->kvCache).c_str(), kv.max_context());
   std::map<std::string, int> ops;
   const auto *insts = p.programs()->Get(0)->instructions();
-  for (const fb::Instruction *i : *insts)
+  int streams = 1;
+  size_t events = 0, waits = 0;
+  for (const fb::Instruction *i : *insts) {
     ++ops[fb::EnumNameOpCode(i->op())];
+    streams = std::max(streams, int(i->stream()) + 1);
+    events += i->records() ? i->records()->size() : 0;
+    waits += i->waits() ? i->waits()->size() : 0;
+  }
   std::printf("program    %u instructions:", insts->size());
   for (auto &[name, n] : ops)
     std::printf(" %s %d", name.c_str(), n);
   std::printf("\n");
+  if (streams > 1)
+    std::printf("streams    %d, ordered by %zu events (%zu waits)\n", streams, events, waits);
   return 0;
 }
 

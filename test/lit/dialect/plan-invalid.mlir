@@ -3,7 +3,8 @@
 // dimensions and offset, plan.kv_cache kind and widths, plan.launch kernel
 // name (Kernels.def), arity, KV-cache presence, parameters (missing, of
 // another kernel, on a kernel without, misspelled, mistyped or missing
-// field, unknown enum), stream and output buffers. Each message quotes the
+// field, unknown enum), stream and output buffers, plan.record and
+// plan.wait streams and events. Each message quotes the
 // offending value or type.
 // RUN: moe-opt %s -split-input-file -verify-diagnostics -allow-unregistered-dialect
 
@@ -297,5 +298,39 @@ func.func @weight_float_with_group() {
 func.func @weight_i4_odd_group() {
   // expected-error @+1 {{'plan.weight' op weight 'w' of 'memref<4x4xi4>' cannot have group 3}}
   %w = plan.weight "w" group 3 : memref<4x4xi4>
+  return
+}
+
+// -----
+
+func.func @record_stream_out_of_range() {
+  // expected-error @+1 {{'plan.record' op stream must be in [0, 255], got -1}}
+  %e = plan.record stream -1 : !plan.event
+  return
+}
+
+// -----
+
+func.func @wait_stream_out_of_range() {
+  %e = plan.record stream 0 : !plan.event
+  // expected-error @+1 {{'plan.wait' op stream must be in [0, 255], got 256}}
+  plan.wait %e stream 256
+  return
+}
+
+// -----
+
+func.func @wait_same_stream() {
+  %e = plan.record stream 3 : !plan.event
+  // expected-error @+1 {{'plan.wait' op waits on stream 3 for an event of the same stream (program order already orders it)}}
+  plan.wait %e stream 3
+  return
+}
+
+// -----
+
+func.func @wait_foreign_event(%e: !plan.event) {
+  // expected-error @+1 {{'plan.wait' op waits for an event that no plan.record defines}}
+  plan.wait %e stream 0
   return
 }

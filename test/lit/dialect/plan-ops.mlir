@@ -66,6 +66,11 @@ func.func @main() {
   // A static-shape buffer.
   // CHECK: plan.launch silu_mul ins(%[[X]], %[[H]] : memref<?x32xf32>, memref<?x32xf32>) outs(%[[S]] : memref<4x8xf32>){{$}}
   plan.launch silu_mul ins(%x, %h : memref<?x32xf32>, memref<?x32xf32>) outs(%s : memref<4x8xf32>)
+  // An event recorded on stream 2 and waited for on stream 0.
+  // CHECK: %[[E:.*]] = plan.record stream 2 : !plan.event
+  %e = plan.record stream 2 : !plan.event
+  // CHECK-NEXT: plan.wait %[[E]] stream 0{{$}}
+  plan.wait %e stream 0
   // CHECK: plan.output %[[A]] : memref<?x32xf32>
   plan.output %a : memref<?x32xf32>
   // CHECK-NEXT: return

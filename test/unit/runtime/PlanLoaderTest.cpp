@@ -40,6 +40,15 @@ struct Spec {
   int32_t group = 0, rowGroup = 1;
   uint32_t scales = 4;
   std::vector<int64_t> scalesShape = {4, 1};
+  // Events of the first instruction; `second` adds another embedding into
+  // a tensor "out2" at `offset` of the arena, on `stream`.
+  std::vector<uint32_t> waits, records;
+  struct {
+    bool on = false;
+    uint8_t stream = 1;
+    uint64_t offset = 0;
+    std::vector<uint32_t> waits, records;
+  } second;
 };
 
 const float kTable[16] = {0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23, 30, 31, 32, 33};
@@ -84,8 +93,19 @@ protected:
       params = fb::CreateAttentionParams(b, 0, 1, 1, 2, 1.0f, rope).Union();
       type = fb::OpParams::AttentionParams;
     }
+    auto list = [](const std::vector<uint32_t> &v) { return v.empty() ? nullptr : &v; };
     std::vector<flatbuffers::Offset<fb::Instruction>> insts = {
-        fb::CreateInstructionDirect(b, s.op, &s.ins, &s.outs, type, params)};
+        fb::CreateInstructionDirect(b, s.op, &s.ins, &s.outs, type, params, 0, nullptr,
+                                    list(s.waits), list(s.records))};
+    if (s.second.on) {
+      std::vector<uint32_t> outs = {uint32_t(tensors.size())};
+      tensors.push_back(fb::CreateTensorDirect(b, "out2", fb::DType::F32, &outShape,
+                                               fb::Storage::Arena, 0, s.second.offset,
+                                               uint64_t(s.maxTokens * s.outCols) * 4));
+      insts.push_back(fb::CreateInstructionDirect(
+          b, fb::OpCode::Embedding, &s.ins, &outs, fb::OpParams::NONE, 0, s.second.stream,
+          nullptr, list(s.second.waits), list(s.second.records)));
+    }
     std::vector<flatbuffers::Offset<fb::Program>> programs = {
         fb::CreateProgramDirect(b, 0, &insts)};
     std::vector<flatbuffers::Offset<fb::WeightFile>> files = {
@@ -322,3 +342,131 @@ TEST_F(PlanLoaderTest, RejectsZeroBatch) {
 }
 
 } // namespace
+
+// Streams and events (format 1.7): two streams may touch the same bytes,
+// one writing, only in an order events give.
+
+/// Two embeddings, the second on stream 1 into 512 bytes at `offset` (out
+/// takes [0, 512)).
+Spec twoStreams(uint64_t offset) {
+  Spec s;
+  s.maxTokens = 32;
+  s.arenaBytes = 1024;
+  s.second.on = true;
+  s.second.offset = offset;
+  return s;
+}
+
+TEST_F(PlanLoaderTest, RejectsStreamsWritingOverlappingBytesUnordered) {
+  Spec s = twoStreams(256); // [256, 768) overlaps out's [0, 512)
+  EXPECT_ERROR(s, "instruction 1 (embedding on stream 1) writes tensor 4 'out2', whose arena "
+                  "bytes overlap tensor 3 'out', which instruction 0 (embedding on stream 0) "
+                  "writes, with no event ordering them");
+}
+
+TEST_F(PlanLoaderTest, LoadsStreamsOrderedByAnEvent) {
+  Spec s = twoStreams(256);
+  s.records = {0};
+  s.second.waits = {0};
+  EXPECT_EQ(error(s), "");
+}
+
+TEST_F(PlanLoaderTest, LoadsStreamsOnDisjointBytes) {
+  Spec s = twoStreams(512);
+  EXPECT_EQ(error(s), "");
+}
+
+TEST_F(PlanLoaderTest, RejectsWaitingForAnEventNobodyRecords) {
+  Spec s = twoStreams(512);
+  s.second.waits = {0};
+  EXPECT_ERROR(s, "instruction 1 (embedding on stream 1) uses event 0, but the program records 0 "
+                  "(numbered from 0)");
+}
+
+TEST_F(PlanLoaderTest, RejectsWaitingBeforeTheRecord) {
+  Spec s = twoStreams(512);
+  s.waits = {0};
+  s.second.records = {0};
+  EXPECT_ERROR(s, "instruction 0 (embedding on stream 0) waits for event 0, which nothing "
+                  "recorded before it");
+}
+
+TEST_F(PlanLoaderTest, RejectsAnEventRecordedTwice) {
+  Spec s = twoStreams(512);
+  s.records = {0};
+  s.second.records = {0, 1};
+  EXPECT_ERROR(s, "event 0 is recorded twice (again by instruction 1 (embedding on stream 1))");
+}
+
+/// A CPU device that logs what the session asks of its streams and events.
+class LoggingDevice final : public Device {
+public:
+  std::vector<std::string> log;
+
+  std::string name() const override { return "logging"; }
+  uint64_t memoryBytes() const override { return cpu_->memoryBytes(); }
+  bool supports(fb::OpCode op, fb::DType t) const override { return cpu_->supports(op, t); }
+  Expected<std::shared_ptr<void>> allocate(size_t bytes) override { return cpu_->allocate(bytes); }
+  Status copyToHost(void *h, const void *d, size_t n) override { return cpu_->copyToHost(h, d, n); }
+  Status copyFromHost(void *d, const void *h, size_t n) override {
+    return cpu_->copyFromHost(d, h, n);
+  }
+  Stream &stream(int index) override {
+    while (streams_.size() <= size_t(index))
+      streams_.push_back(std::make_unique<LoggingStream>(*this, int(streams_.size())));
+    return *streams_[size_t(index)];
+  }
+  std::unique_ptr<Event> createEvent() override {
+    return std::make_unique<LoggingEvent>(events_++);
+  }
+
+private:
+  struct LoggingEvent final : Event {
+    explicit LoggingEvent(int id) : id(id) {}
+    Status synchronize() override { return Status::ok(); }
+    int id;
+  };
+  struct LoggingStream final : Stream {
+    LoggingStream(LoggingDevice &d, int index) : d(d), s("s" + std::to_string(index)) {}
+    Status launch(const KernelCall &call) override {
+      d.log.push_back(s + " launch " + fb::EnumNameOpCode(call.instruction->op()));
+      return d.cpu_->stream(0).launch(call);
+    }
+    Status record(Event &e) override { return note("record", e); }
+    Status wait(Event &e) override { return note("wait", e); }
+    Status note(const char *what, Event &e) {
+      d.log.push_back(s + " " + what + " e" + std::to_string(static_cast<LoggingEvent &>(e).id));
+      return Status::ok();
+    }
+    Status synchronize() override {
+      d.log.push_back(s + " synchronize");
+      return Status::ok();
+    }
+    LoggingDevice &d;
+    std::string s;
+  };
+  std::unique_ptr<Device> cpu_ = createCpuDevice();
+  std::vector<std::unique_ptr<LoggingStream>> streams_;
+  int events_ = 0;
+};
+
+TEST_F(PlanLoaderTest, SessionOrdersStreamsByThePlansEvents) {
+  Spec s = twoStreams(256);
+  s.records = {0};
+  s.second.waits = {0};
+  write(s);
+  auto loaded = LoadedPlan::open(dir_.string());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  LoggingDevice device;
+  auto session = Session::create(**loaded, device);
+  ASSERT_TRUE(session) << session.status().message();
+  int32_t tokens[2] = {2, 1}, positions[2] = {0, 1};
+  float out[8];
+  ASSERT_TRUE((*session)->forward(tokens, positions, 2, out));
+  EXPECT_EQ(std::vector<float>(out, out + 8),
+            (std::vector<float>{20, 21, 22, 23, 10, 11, 12, 13}));
+  // Both streams are waited for before the logits are read.
+  EXPECT_EQ(device.log, (std::vector<std::string>{
+                            "s0 launch Embedding", "s0 record e0", "s1 wait e0",
+                            "s1 launch Embedding", "s0 synchronize", "s1 synchronize"}));
+}

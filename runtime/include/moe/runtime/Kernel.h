@@ -22,6 +22,10 @@ struct KernelInfo {
 /// The row of `op`, or null when `op` is no kernel of the list.
 const KernelInfo *kernelInfo(plan::OpCode op);
 
+/// The KV-cache layer `inst` reads and writes (its attention or MLA
+/// parameters name it), -1 for none.
+int kvLayerOf(const plan::Instruction &inst);
+
 } // namespace moe::rt
 
 #endif

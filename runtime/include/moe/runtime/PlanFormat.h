@@ -26,8 +26,9 @@ inline constexpr uint16_t kFormatMajor = 1;
 /// (ExpertsParams.num_shared); 1.4 added ExpertsParams.grouped (the expert
 /// schedule; plans before it run grouped); 1.5 added ModelConfig.eos_token_ids
 /// (every token that ends a sequence); 1.6 RouterParams.layer (the decoder
-/// layer, data instead of a parsed location).
-inline constexpr uint16_t kFormatMinor = 6;
+/// layer, data instead of a parsed location); 1.7 Instruction.waits and
+/// records (events between streams).
+inline constexpr uint16_t kFormatMinor = 7;
 
 /// plan.moeplan ends with this 8-byte tag and an 8-byte little-endian
 /// checksum64 of every byte before the tag, so that any flipped byte is

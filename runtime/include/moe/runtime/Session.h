@@ -96,6 +96,9 @@ private:
   /// bytes one block takes in it; blocks are contiguous in each.
   std::vector<std::pair<uint8_t *, size_t>> kvArrays_;
   std::vector<ExpertLoad> load_;
+  /// The program's events (format 1.7), and the streams it uses (0..n-1).
+  std::vector<std::unique_ptr<Event>> events_;
+  int streams_ = 1;
   int64_t maxContext_ = 0, blockSize_ = 0, numBlocks_ = 0;
   uint64_t kvBytes_ = 0;
   std::vector<int32_t> identity_; ///< block table of the one-sequence forward

@@ -1,0 +1,35 @@
+//===- PlanSchedule.h - a plan function as steps on streams -----*- C++ -*-===//
+//
+// The plan ops of a function, in program order, as the schedule checker of
+// the runtime sees steps (moe/runtime/Schedule.h): each launch with its
+// stream and the buffers its memory effects read and write, each
+// plan.record and plan.wait with its event. The schedule verifier and the
+// memory planner work on this.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_COMPILER_ANALYSIS_PLANSCHEDULE_H
+#define MOE_COMPILER_ANALYSIS_PLANSCHEDULE_H
+
+#include "moe/runtime/Schedule.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <vector>
+
+namespace moe {
+
+struct PlanSchedule {
+  std::vector<rt::ScheduleStep> steps;
+  std::vector<mlir::Operation *> ops;           ///< the op of each step
+  std::vector<mlir::Value> buffers;             ///< buffer id -> its value
+  llvm::DenseMap<mlir::Value, int64_t> bufferId;
+};
+
+/// The steps of `fn`. Effects on values other than memrefs and KV-cache
+/// layers (there are none today) are ignored.
+PlanSchedule planSchedule(mlir::func::FuncOp fn);
+
+} // namespace moe
+
+#endif
