@@ -7,6 +7,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace moe {
 #define GEN_PASS_DEF_ASSIGNSTREAMSPASS
@@ -70,15 +71,29 @@ struct AssignStreamsPass : ::moe::impl::AssignStreamsPassBase<AssignStreamsPass>
         touch(r, false);
       for (int64_t w : step.writes)
         touch(w, true);
+      // Wait for the streams not yet ordered before this op, first for the
+      // one whose own order covers most of the others (often all of them).
       b.setInsertionPoint(op);
-      for (size_t t = 0; t < n; ++t) {
-        if (need[t] <= seen[stream][t])
-          continue; // already ordered, directly or through another stream
+      for (;;) {
+        std::vector<size_t> open;
+        for (size_t t = 0; t < n; ++t)
+          if (need[t] > seen[stream][t])
+            open.push_back(t);
+        if (open.empty())
+          break;
+        size_t best = open.front(), bestCover = 0;
+        for (size_t t : open) {
+          size_t cover = 0;
+          for (size_t u : open)
+            cover += seen[t][u] >= need[u];
+          if (cover > bestCover)
+            std::tie(best, bestCover) = std::pair(t, cover);
+        }
         auto event = b.create<plan::RecordOp>(op->getLoc(), plan::EventType::get(b.getContext()),
-                                              b.getI64IntegerAttr(int64_t(t)));
+                                              b.getI64IntegerAttr(int64_t(best)));
         b.create<plan::WaitOp>(op->getLoc(), event, b.getI64IntegerAttr(int64_t(stream)));
         for (size_t u = 0; u < n; ++u)
-          seen[stream][u] = std::max(seen[stream][u], seen[t][u]);
+          seen[stream][u] = std::max(seen[stream][u], seen[best][u]);
       }
       if (auto launch = dyn_cast<plan::LaunchOp>(op))
         launch.setStreamAttr(b.getI64IntegerAttr(int64_t(stream)));
