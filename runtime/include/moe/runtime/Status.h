@@ -1,7 +1,8 @@
 //===- Status.h - fallible results without exceptions -----------*- C++ -*-===//
 //
 // Every runtime call that can fail on bad input returns a Status or an
-// Expected<T>; nothing aborts. Messages are one line that quotes the values.
+// Expected<T>; nothing aborts. Both are [[nodiscard]]: a failure cannot be
+// dropped by accident. Messages are one line that quotes the values.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_STATUS_H
@@ -13,7 +14,7 @@
 
 namespace moe::rt {
 
-class Status {
+class [[nodiscard]] Status {
 public:
   static Status ok() { return Status(); }
   static Status error(std::string message) { return Status(std::move(message)); }
@@ -28,7 +29,7 @@ private:
 };
 
 /// A value or the Status that explains why there is none.
-template <typename T> class Expected {
+template <typename T> class [[nodiscard]] Expected {
 public:
   Expected(T value) : value_(std::move(value)), status_(Status::ok()) {}
   Expected(Status status) : status_(std::move(status)) {}
