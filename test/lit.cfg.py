@@ -24,6 +24,8 @@ config.substitutions.append(
 config.substitutions.append(("%moe_lib", os.path.join(config.moe_obj_root, "lib")))
 config.substitutions.append(("%moe_build", config.moe_obj_root))
 config.substitutions.append(("%cmake", config.cmake_command))
+# A job of N ranks: %mpirun -np N program (test/CMakeLists.txt, MOE_MPIRUN).
+config.substitutions.append(("%mpirun", config.mpirun))
 # A program built against the installed runtime uses the build's flags (the
 # sanitizers' in build-asan/).
 config.substitutions.append(("%cxxflags", config.moe_cxx_flags))

@@ -11,6 +11,7 @@ packages=(
   libflatbuffers-dev flatbuffers-compiler
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
   libdnnl-dev
+  libopenmpi-dev openmpi-bin
 )
 if [ "${1:-}" = "--fuzz" ]; then
   packages+=(clang-19 libclang-rt-19-dev libomp-19-dev)

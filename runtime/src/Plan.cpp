@@ -130,6 +130,7 @@ Expected<std::unique_ptr<LoadedPlan>> LoadedPlan::open(const std::string &dir,
   uint64_t stored = 0;
   for (int i = 7; i >= 0; --i)
     stored = (stored << 8) | buf[bodySize + 8 + size_t(i)];
+  loaded->checksum_ = stored;
   if (checksum64(buf, bodySize) != stored)
     return Status::error(path + ": checksum mismatch: the plan file is corrupt; "
                                 "recompile it with moe-compile");

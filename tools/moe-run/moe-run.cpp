@@ -15,6 +15,7 @@
 #include "moe/runtime/Tokenizer.h"
 #include "tools/common/Cli.h"
 #include "tools/common/Output.h"
+#include "tools/common/Ranks.h"
 #include "tools/common/RuntimeFlags.h"
 
 #include <unistd.h>
@@ -360,6 +361,9 @@ int main(int argc, char **argv) {
   CpuDeviceOptions deviceOptions;
   deviceOptions.threads = f.threads;
   run.device = createCpuDevice(deviceOptions);
+  auto ranks = moe::tools::joinRanks("moe-run", *run.plan, run.device->stream(0));
+  if (!ranks)
+    return cli.fail(ranks.status().message());
   SessionOptions so;
   so.maxContext = f.maxContext;
   so.kvDtype = moe::tools::kvDtype(f.kvDtype);

@@ -4,9 +4,10 @@
 // the MPI and NCCL collectives must agree with.
 //
 //===----------------------------------------------------------------------===//
-#include "moe/runtime/Hal.h"
+#include "moe/runtime/Collective.h"
+#include "moe/runtime/Plan.h"
 
-#include <algorithm>
+#include <cstring>
 
 namespace moe::rt {
 
@@ -14,21 +15,29 @@ namespace {
 
 class LocalCollective final : public Collective {
 public:
+  std::string name() const override { return "local"; }
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  Status allReduceSum(float *, size_t) override { return Status::ok(); }
-  Status allGather(const float *in, size_t count, float *out) override {
-    std::copy(in, in + count, out);
-    return Status::ok();
+
+protected:
+  Status doAllReduce(Stream &, DeviceArray) override { return Status::ok(); }
+  Status doAllGather(Stream &stream, DeviceArray in, DeviceArray out) override {
+    return stream.enqueueHost([=] {
+      std::memmove(out.data, in.data, in.count * dtypeSize(in.dtype));
+      return Status::ok();
+    });
   }
-  Status allToAllV(const float *send, const std::vector<size_t> &sendCounts,
-                   float *recv, const std::vector<size_t> &recvCounts) override {
-    if (sendCounts.size() != 1 || recvCounts.size() != 1 ||
-        sendCounts[0] != recvCounts[0])
-      return Status::error("local collective: one rank sends to itself only; got " +
-                           std::to_string(sendCounts.size()) + " send counts");
-    std::copy(send, send + sendCounts[0], recv);
-    return Status::ok();
+  Status doAllToAllV(Stream &stream, DeviceArray send, const std::vector<size_t> &sendCounts,
+                     DeviceArray recv, std::vector<size_t> &recvCounts) override {
+    if (sendCounts[0] > recv.count)
+      return Status::error("all_to_all_v: " + std::to_string(sendCounts[0]) +
+                           " elements arrive; the receive buffer holds " +
+                           std::to_string(recv.count));
+    recvCounts = sendCounts;
+    return stream.enqueueHost([=] {
+      std::memmove(recv.data, send.data, sendCounts[0] * dtypeSize(send.dtype));
+      return Status::ok();
+    });
   }
 };
 

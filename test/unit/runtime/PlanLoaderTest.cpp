@@ -432,6 +432,10 @@ private:
       d.log.push_back(s + " launch " + fb::EnumNameOpCode(call.instruction->op()));
       return d.cpu_->stream(0).launch(call);
     }
+    Status enqueueHost(std::function<Status()> work) override {
+      d.log.push_back(s + " host work");
+      return work();
+    }
     Status record(Event &e) override { return note("record", e); }
     Status wait(Event &e) override { return note("wait", e); }
     Status note(const char *what, Event &e) {

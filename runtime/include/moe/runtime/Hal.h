@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +64,10 @@ class Stream {
 public:
   virtual ~Stream() = default;
   virtual Status launch(const KernelCall &call) = 0;
+  /// Runs `work` on the host once the stream's earlier work has finished;
+  /// the stream's later work waits for it (collectives over host
+  /// libraries, such as MPI, run so). Its failure fails the stream.
+  virtual Status enqueueHost(std::function<Status()> work) = 0;
   virtual Status record(Event &event) = 0;
   /// Work launched after this waits for `event`.
   virtual Status wait(Event &event) = 0;
@@ -85,29 +90,12 @@ public:
   virtual std::unique_ptr<Event> createEvent() = 0;
 };
 
-/// Collective communication among the ranks that run one plan.
-class Collective {
-public:
-  virtual ~Collective() = default;
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
-  /// Sums `count` floats element-wise across ranks, in place.
-  virtual Status allReduceSum(float *data, size_t count) = 0;
-  /// Concatenates every rank's `count` floats into `out` (size * count).
-  virtual Status allGather(const float *in, size_t count, float *out) = 0;
-  /// Sends sendCounts[r] floats to rank r, receives recvCounts[r] from it.
-  virtual Status allToAllV(const float *send, const std::vector<size_t> &sendCounts,
-                           float *recv, const std::vector<size_t> &recvCounts) = 0;
-};
-
 struct CpuDeviceOptions {
   /// Kernel threads; 0: OpenMP's default (one per core, or OMP_NUM_THREADS).
   int threads = 0;
 };
 /// The CPU backend (kernels/cpu, OpenMP threads).
 std::unique_ptr<Device> createCpuDevice(const CpuDeviceOptions &options = {});
-/// The single-rank collective.
-std::unique_ptr<Collective> createLocalCollective();
 
 } // namespace moe::rt
 

@@ -35,6 +35,9 @@ public:
 
   const plan::Plan &plan() const { return *plan_; }
   const std::string &dir() const { return dir_; }
+  /// The plan file's checksum (its trailer, checked on open): ranks compare
+  /// it to know they run the same plan.
+  uint64_t checksum() const { return checksum_; }
   /// Bytes of weight tensor `id` (storage Weight), inside its mapped file.
   const void *weightData(uint32_t id) const;
   /// Recomputes every weight's checksum; names the first bad tensor.
@@ -51,6 +54,7 @@ private:
   };
   std::string dir_;
   std::vector<uint8_t> bytes_;
+  uint64_t checksum_ = 0;
   const plan::Plan *plan_ = nullptr;
   std::vector<Mapping> mappings_;
 };

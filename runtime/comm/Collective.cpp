@@ -1,0 +1,96 @@
+//===- Collective.cpp - argument checks shared by every collective --------===//
+#include "moe/runtime/Collective.h"
+#include "moe/runtime/Plan.h"
+
+#include <cstring>
+#include <numeric>
+#include <sstream>
+
+namespace moe::rt {
+
+namespace {
+
+Status checkArray(const char *op, const char *name, const DeviceArray &a) {
+  if (a.dtype != plan::DType::F32 && a.dtype != plan::DType::BF16 &&
+      a.dtype != plan::DType::I32)
+    return Status::error(std::string(op) + ": " + name + " is " + dtypeName(a.dtype) +
+                         "; collectives move F32, BF16 and I32");
+  if (!a.data && a.count)
+    return Status::error(std::string(op) + ": " + name + " has " + std::to_string(a.count) +
+                         " elements but no memory");
+  return Status::ok();
+}
+
+} // namespace
+
+Status Collective::allReduce(Stream &stream, DeviceArray data) {
+  if (Status st = checkArray("all_reduce", "the buffer", data); !st)
+    return st;
+  return doAllReduce(stream, data);
+}
+
+Status Collective::allGather(Stream &stream, DeviceArray in, DeviceArray out) {
+  for (auto [name, a] : {std::pair("the input", in), std::pair("the output", out)})
+    if (Status st = checkArray("all_gather", name, a); !st)
+      return st;
+  if (in.dtype != out.dtype || out.count != in.count * size_t(size()))
+    return Status::error(std::string("all_gather: the output must hold ") +
+                         std::to_string(size()) + " x " + std::to_string(in.count) + " " +
+                         dtypeName(in.dtype) + "; it holds " + std::to_string(out.count) + " " +
+                         dtypeName(out.dtype));
+  return doAllGather(stream, in, out);
+}
+
+Status Collective::allToAllV(Stream &stream, DeviceArray send,
+                             const std::vector<size_t> &sendCounts, DeviceArray recv,
+                             std::vector<size_t> &recvCounts) {
+  for (auto [name, a] : {std::pair("the send buffer", send), std::pair("the receive buffer", recv)})
+    if (Status st = checkArray("all_to_all_v", name, a); !st)
+      return st;
+  if (send.dtype != recv.dtype)
+    return Status::error(std::string("all_to_all_v: sends ") + dtypeName(send.dtype) +
+                         " but receives " + dtypeName(recv.dtype));
+  if (sendCounts.size() != size_t(size()))
+    return Status::error("all_to_all_v: " + std::to_string(sendCounts.size()) +
+                         " send counts for " + std::to_string(size()) + " ranks");
+  size_t total = std::accumulate(sendCounts.begin(), sendCounts.end(), size_t(0));
+  if (total > send.count)
+    return Status::error("all_to_all_v: the send counts add up to " + std::to_string(total) +
+                         " elements; the send buffer holds " + std::to_string(send.count));
+  return doAllToAllV(stream, send, sendCounts, recv, recvCounts);
+}
+
+Status agreeOnPlan(Collective &ranks, Stream &stream, uint64_t planChecksum, int planRanks) {
+  // Each rank's checksum as two I32 words, and its view of the plan's ranks.
+  int32_t mine[3];
+  std::memcpy(mine, &planChecksum, 8);
+  mine[2] = planRanks;
+  std::vector<int32_t> all(3 * size_t(ranks.size()));
+  if (Status st = ranks.allGather(stream, {mine, plan::DType::I32, 3},
+                                  {all.data(), plan::DType::I32, all.size()});
+      !st)
+    return st;
+  if (Status st = stream.synchronize(); !st)
+    return st;
+  std::ostringstream differ;
+  for (int r = 0; r < ranks.size(); ++r) {
+    uint64_t sum;
+    std::memcpy(&sum, &all[3 * size_t(r)], 8);
+    if (sum != planChecksum)
+      differ << (differ.tellp() ? ", " : "") << r;
+  }
+  if (differ.tellp())
+    return Status::error("rank " + std::to_string(ranks.rank()) +
+                         " and rank(s) " + differ.str() +
+                         " loaded different plans (checksums differ): every rank must run "
+                         "the same plan directory");
+  if (planRanks != ranks.size())
+    return Status::error("the plan is compiled for " + std::to_string(planRanks) +
+                         " rank(s), but " + std::to_string(ranks.size()) +
+                         " were launched: launch " + std::to_string(planRanks) +
+                         " (mpirun -np " + std::to_string(planRanks) +
+                         ") or recompile the plan for " + std::to_string(ranks.size()));
+  return Status::ok();
+}
+
+} // namespace moe::rt

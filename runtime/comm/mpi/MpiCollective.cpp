@@ -1,0 +1,201 @@
+//===- MpiCollective.cpp - collectives over MPI ---------------------------===//
+//
+// Each collective is host work enqueued on the stream (MPI moves host
+// memory, which is the CPU backend's device memory). BF16 sums use a
+// user-defined MPI operation (f32 add, round to nearest even); the counts
+// of all_to_all_v are exchanged with MPI_Alltoall first, and a receive
+// buffer too small on any rank fails the call on every rank (an
+// MPI_Allreduce of the verdict), so that no rank is left waiting.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/runtime/MpiCollective.h"
+#include "moe/runtime/Plan.h"
+
+#include <mpi.h>
+
+#include <climits>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unistd.h>
+
+namespace moe::rt {
+
+namespace {
+
+float bf16ToFloat(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t floatToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((bits >> 16) | 0x40); // NaN stays NaN
+  bits += 0x7fff + ((bits >> 16) & 1);    // round to nearest even
+  return uint16_t(bits >> 16);
+}
+
+void bf16Sum(void *in, void *inout, int *len, MPI_Datatype *) {
+  auto *a = static_cast<const uint16_t *>(in);
+  auto *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = floatToBf16(bf16ToFloat(a[i]) + bf16ToFloat(b[i]));
+}
+
+MPI_Datatype mpiType(plan::DType t) {
+  switch (t) {
+  case plan::DType::BF16: return MPI_UINT16_T;
+  case plan::DType::I32: return MPI_INT32_T;
+  default: return MPI_FLOAT;
+  }
+}
+
+// For the SIGTERM line: set once, before the handler is installed.
+char abortLine[256];
+size_t abortLineLength = 0;
+
+void onTerminate(int) {
+  // Only async-signal-safe calls here.
+  ssize_t ignored = ::write(STDERR_FILENO, abortLine, abortLineLength);
+  (void)ignored;
+  ::_exit(1);
+}
+
+class MpiCollective final : public Collective {
+public:
+  ~MpiCollective() override {
+    MPI_Op_free(&bf16Sum_);
+    MPI_Comm_free(&comm_);
+    if (initialized_)
+      MPI_Finalize();
+  }
+
+  static Expected<std::unique_ptr<Collective>> create(const std::string &program) {
+    std::unique_ptr<MpiCollective> c(new MpiCollective());
+    int already = 0;
+    MPI_Initialized(&already);
+    if (!already) {
+      int provided = 0;
+      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+        return Status::error("mpi: MPI_Init_thread failed");
+      c->initialized_ = true;
+    }
+    MPI_Comm_dup(MPI_COMM_WORLD, &c->comm_);
+    MPI_Comm_set_errhandler(c->comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(c->comm_, &c->rank_);
+    MPI_Comm_size(c->comm_, &c->size_);
+    MPI_Op_create(bf16Sum, /*commute=*/1, &c->bf16Sum_);
+    int n = std::snprintf(abortLine, sizeof abortLine,
+                          "%s: rank %d of %d: stopped: the job was ended (another rank failed "
+                          "or was killed)\n",
+                          program.c_str(), c->rank_, c->size_);
+    abortLineLength = n > 0 ? std::min(size_t(n), sizeof abortLine - 1) : 0;
+    std::signal(SIGTERM, onTerminate);
+    return std::unique_ptr<Collective>(std::move(c));
+  }
+
+  std::string name() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+protected:
+  Status doAllReduce(Stream &stream, DeviceArray data) override {
+    return stream.enqueueHost([this, data] {
+      MPI_Op op = data.dtype == plan::DType::BF16 ? bf16Sum_ : MPI_SUM;
+      return check("MPI_Allreduce",
+                   data.count > INT_MAX ? MPI_ERR_COUNT
+                                        : MPI_Allreduce(MPI_IN_PLACE, data.data, int(data.count),
+                                                        mpiType(data.dtype), op, comm_));
+    });
+  }
+
+  Status doAllGather(Stream &stream, DeviceArray in, DeviceArray out) override {
+    return stream.enqueueHost([this, in, out] {
+      return check("MPI_Allgather",
+                   in.count > INT_MAX ? MPI_ERR_COUNT
+                                      : MPI_Allgather(in.data, int(in.count), mpiType(in.dtype),
+                                                      out.data, int(in.count),
+                                                      mpiType(in.dtype), comm_));
+    });
+  }
+
+  Status doAllToAllV(Stream &stream, DeviceArray send, const std::vector<size_t> &sendCounts,
+                     DeviceArray recv, std::vector<size_t> &recvCounts) override {
+    return stream.enqueueHost([this, send, sendCounts, recv, &recvCounts]() -> Status {
+      const size_t n = size_t(size_);
+      std::vector<uint64_t> out(sendCounts.begin(), sendCounts.end()), in(n);
+      if (Status st = check("MPI_Alltoall", MPI_Alltoall(out.data(), 1, MPI_UINT64_T, in.data(),
+                                                         1, MPI_UINT64_T, comm_));
+          !st)
+        return st;
+      // MPI counts and displacements are ints.
+      std::vector<int> sc(n), sd(n), rc(n), rd(n);
+      uint64_t sent = 0, received = 0;
+      for (size_t r = 0; r < n; ++r) {
+        sd[r] = int(std::min<uint64_t>(sent, INT_MAX));
+        rd[r] = int(std::min<uint64_t>(received, INT_MAX));
+        sc[r] = int(std::min<uint64_t>(out[r], INT_MAX));
+        rc[r] = int(std::min<uint64_t>(in[r], INT_MAX));
+        sent += out[r];
+        received += in[r];
+      }
+      // 1: too much arrives here; 2: more than an int counts or addresses.
+      int verdict = received > recv.count ? 1 : (sent > INT_MAX || received > INT_MAX) ? 2 : 0;
+      int worst = 0;
+      if (Status st = check("MPI_Allreduce",
+                            MPI_Allreduce(&verdict, &worst, 1, MPI_INT, MPI_MAX, comm_));
+          !st)
+        return st;
+      if (worst)
+        return Status::error(
+            "all_to_all_v: " +
+            std::string(verdict == 1 ? std::to_string(received) +
+                                           " elements arrive at rank " + std::to_string(rank_) +
+                                           "; its receive buffer holds " +
+                                           std::to_string(recv.count)
+                        : worst == 1 ? "a receive buffer on another rank is too small"
+                                     : "more than 2^31 elements in one exchange"));
+      recvCounts.assign(in.begin(), in.end());
+      return check("MPI_Alltoallv",
+                   MPI_Alltoallv(send.data, sc.data(), sd.data(), mpiType(send.dtype), recv.data,
+                                 rc.data(), rd.data(), mpiType(recv.dtype), comm_));
+    });
+  }
+
+private:
+  MpiCollective() = default;
+
+  Status check(const char *call, int code) const {
+    if (code == MPI_SUCCESS)
+      return Status::ok();
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+      length = std::snprintf(text, sizeof text, "error %d", code);
+    return Status::error("mpi: " + std::string(call) + " failed on rank " +
+                         std::to_string(rank_) + ": " + std::string(text, size_t(length)));
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Op bf16Sum_ = MPI_OP_NULL;
+  int rank_ = 0, size_ = 1;
+  bool initialized_ = false;
+};
+
+} // namespace
+
+bool launchedByMpi() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") ||
+         std::getenv("PMI_RANK");
+}
+
+Expected<std::unique_ptr<Collective>> createMpiCollective(const std::string &program) {
+  return MpiCollective::create(program);
+}
+
+} // namespace moe::rt

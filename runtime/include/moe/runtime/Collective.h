@@ -1,0 +1,74 @@
+//===- Collective.h - communication among the ranks of one plan -*- C++ -*-===//
+//
+// Typed collectives over device memory, enqueued on a stream: each runs
+// after the stream's earlier work, and the stream's later work sees its
+// result. Implementations: `local` (one rank; the reference), `mpi`
+// (Open MPI, moe/runtime/MpiCollective.h), and NCCL with the CUDA
+// backend. Arguments are checked here, once, for every implementation;
+// a rank whose arguments are wrong returns an error without joining the
+// collective, and the application must then end (the launcher ends the
+// other ranks: see MpiCollective.h).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_COLLECTIVE_H
+#define MOE_RUNTIME_COLLECTIVE_H
+
+#include "moe/runtime/Hal.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace moe::rt {
+
+/// `count` elements of `dtype` at `data`, in the memory of the device whose
+/// stream the collective runs on. Collectives move F32, BF16 and I32.
+struct DeviceArray {
+  void *data = nullptr;
+  plan::DType dtype = plan::DType::F32;
+  size_t count = 0;
+};
+
+class Collective {
+public:
+  virtual ~Collective() = default;
+  /// "local", "mpi".
+  virtual std::string name() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  /// Every rank's `data` becomes the element-wise sum over the ranks (BF16
+  /// is added in f32 and rounded to nearest even; I32 wraps).
+  Status allReduce(Stream &stream, DeviceArray data);
+  /// `out` (size() * in.count elements) becomes every rank's `in`, in rank
+  /// order.
+  Status allGather(Stream &stream, DeviceArray in, DeviceArray out);
+  /// Sends the first sendCounts[0] elements of `send` to rank 0, the next
+  /// sendCounts[1] to rank 1, and so on; `recv` receives, in rank order,
+  /// what each rank sends to this one, and recvCounts[r] how many elements
+  /// came from rank r. The counts are exchanged at run time (dispatch and
+  /// combine know them only from the routing); more than recv.count
+  /// arriving fails on every rank. recvCounts is filled when the stream
+  /// reaches this point: it must live until then.
+  Status allToAllV(Stream &stream, DeviceArray send, const std::vector<size_t> &sendCounts,
+                   DeviceArray recv, std::vector<size_t> &recvCounts);
+
+protected:
+  virtual Status doAllReduce(Stream &stream, DeviceArray data) = 0;
+  virtual Status doAllGather(Stream &stream, DeviceArray in, DeviceArray out) = 0;
+  virtual Status doAllToAllV(Stream &stream, DeviceArray send,
+                             const std::vector<size_t> &sendCounts, DeviceArray recv,
+                             std::vector<size_t> &recvCounts) = 0;
+};
+
+/// The single-rank collective.
+std::unique_ptr<Collective> createLocalCollective();
+
+/// Before a plan's first step: every rank must have loaded the plan whose
+/// body checksum is `planChecksum`, and the job must have `planRanks` ranks.
+/// Fails on every rank, with one line naming the ranks that differ.
+Status agreeOnPlan(Collective &ranks, Stream &stream, uint64_t planChecksum, int planRanks);
+
+} // namespace moe::rt
+
+#endif

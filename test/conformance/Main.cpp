@@ -1,0 +1,62 @@
+//===- Main.cpp - conformance tests, alone or under mpirun ----------------===//
+#include "Ranks.h"
+#include "moe/runtime/MpiCollective.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+namespace moe::conformance {
+
+namespace {
+std::unique_ptr<rt::Collective> theRanks;
+std::unique_ptr<rt::Device> theDevice;
+
+/// Prints failures only, tagged "[rank r]".
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+public:
+  explicit FailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult &r) override {
+    if (r.failed())
+      std::fprintf(stderr, "[rank %d] %s:%d: failure\n%s\n", rank_,
+                   r.file_name() ? r.file_name() : "?", r.line_number(), r.summary());
+  }
+  void OnTestEnd(const ::testing::TestInfo &t) override {
+    if (t.result()->Failed())
+      std::fprintf(stderr, "[rank %d] FAILED %s.%s\n", rank_, t.test_suite_name(), t.name());
+  }
+
+private:
+  int rank_;
+};
+} // namespace
+
+rt::Collective &ranks() { return *theRanks; }
+rt::Stream &stream() { return theDevice->stream(0); }
+
+} // namespace moe::conformance
+
+int main(int argc, char **argv) {
+  using namespace moe;
+  ::testing::InitGoogleTest(&argc, argv);
+  if (rt::launchedByMpi()) {
+    auto mpi = rt::createMpiCollective("conformance-tests");
+    if (!mpi) {
+      std::fprintf(stderr, "conformance-tests: %s\n", mpi.status().message().c_str());
+      return 1;
+    }
+    conformance::theRanks = mpi.take();
+  } else {
+    conformance::theRanks = rt::createLocalCollective();
+  }
+  conformance::theDevice = rt::createCpuDevice();
+  const int rank = conformance::theRanks->rank();
+  if (rank != 0) {
+    auto &listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new conformance::FailurePrinter(rank));
+  }
+  int failed = RUN_ALL_TESTS();
+  conformance::theRanks.reset(); // MPI_Finalize
+  return failed;
+}
