@@ -23,7 +23,8 @@ protected:
   Status doAllReduce(Stream &, DeviceArray) override { return Status::ok(); }
   Status doAllGather(Stream &stream, DeviceArray in, DeviceArray out) override {
     return stream.enqueueHost([=] {
-      std::memmove(out.data, in.data, in.count * dtypeSize(in.dtype));
+      if (in.count) // empty arrays may have no memory at all
+        std::memmove(out.data, in.data, in.count * dtypeSize(in.dtype));
       return Status::ok();
     });
   }
@@ -35,7 +36,8 @@ protected:
                            std::to_string(recv.count));
     recvCounts = sendCounts;
     return stream.enqueueHost([=] {
-      std::memmove(recv.data, send.data, sendCounts[0] * dtypeSize(send.dtype));
+      if (sendCounts[0])
+        std::memmove(recv.data, send.data, sendCounts[0] * dtypeSize(send.dtype));
       return Status::ok();
     });
   }

@@ -199,3 +199,4 @@ Expected<std::unique_ptr<Collective>> createMpiCollective(const std::string &pro
 }
 
 } // namespace moe::rt
+
