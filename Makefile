@@ -5,7 +5,7 @@ JOBS ?= 2
 LIT ?= /usr/lib/llvm-19/build/utils/lit/lit.py
 PYTHON ?= python3
 
-.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-roofline bench-quantization fuzz test-asan check-transformers clean
+.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-contention bench-roofline bench-quantization fuzz test-asan check-transformers clean
 
 all: build
 
@@ -53,6 +53,10 @@ bench-plan: build
 
 bench-serving: build
 	@tools/bench-serving.sh $(BUILD)/bin
+
+# Batch-1 decode quiet and beside one busy loop per core, 5 rounds interleaved.
+bench-contention: build
+	@python3 tools/bench-contention.py $(BUILD)/bin
 
 bench-roofline: build
 	@tools/bench-roofline.sh $(BUILD)/bin

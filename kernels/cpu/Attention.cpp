@@ -1,5 +1,6 @@
 //===- Attention.cpp - CPU attention kernels over a KV cache -------------===//
 #include "kernels/cpu/Attention.h"
+#include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/Vector.h"
 
 #include <algorithm>
@@ -9,6 +10,9 @@
 namespace moe::cpu {
 
 namespace {
+
+// (token, head) pairs a thread claims at a time.
+constexpr int64_t kPairsPerChunk = 4;
 
 /// cos and sin (times attentionFactor) of every rotary pair at each token's
 /// position, [tokens][pairs][2]: computed once for all the heads.
@@ -99,32 +103,31 @@ void gqaAttention(const float *q, const float *k, const float *v,
     cache.store(cache.k, t, positions[t], kRow.data());
     cache.store(cache.v, t, positions[t], v + t * kvWidth);
   }
-  // Work per (token, head) grows with the position: a dynamic schedule
-  // balances a prefill's threads.
-#pragma omp parallel
-  {
+  // Work per (token, head) grows with the position: threads claim a few
+  // pairs at a time, which balances a prefill's threads.
+  const int64_t pairs = tokens * p.numHeads;
+  parallelChunks(chunksOf(pairs, kPairsPerChunk), [&](Chunks &chunks) {
     std::vector<float> query(hd), scores, scratch(hd);
-#pragma omp for collapse(2) schedule(dynamic, 4)
-    for (int64_t t = 0; t < tokens; ++t)
-      for (int64_t h = 0; h < p.numHeads; ++h) {
-        std::copy(q + t * qWidth + h * hd, q + t * qWidth + (h + 1) * hd,
-                  query.begin());
-        if (qNorm)
-          normHead(query.data(), hd, *qNorm, p.qkNormEps);
-        applyRope(query.data(), cs.data() + t * p.rope.pairs * 2, p.rope);
-        int64_t lo = firstVisible(positions[t], p.slidingWindow);
-        int64_t n = positions[t] - lo + 1;
-        scores.resize(n);
-        const int64_t g = h / group;
-        keyScores(cache, cache.k, t, lo, n, g, query.data(), hd, scratch.data(), scores.data());
-        for (int64_t j = 0; j < n; ++j)
-          scores[j] *= p.scale;
-        softmax(scores.data(), n);
-        float *o = out + t * qWidth + h * hd;
-        std::fill(o, o + hd, 0.0f);
-        weightedValues(cache, cache.v, t, lo, n, g, scores.data(), hd, scratch.data(), o);
-      }
-  }
+    forClaimed(chunks, pairs, kPairsPerChunk, [&](int64_t pair) {
+      const int64_t t = pair / p.numHeads, h = pair % p.numHeads;
+      std::copy(q + t * qWidth + h * hd, q + t * qWidth + (h + 1) * hd,
+                query.begin());
+      if (qNorm)
+        normHead(query.data(), hd, *qNorm, p.qkNormEps);
+      applyRope(query.data(), cs.data() + t * p.rope.pairs * 2, p.rope);
+      int64_t lo = firstVisible(positions[t], p.slidingWindow);
+      int64_t n = positions[t] - lo + 1;
+      scores.resize(n);
+      const int64_t g = h / group;
+      keyScores(cache, cache.k, t, lo, n, g, query.data(), hd, scratch.data(), scores.data());
+      for (int64_t j = 0; j < n; ++j)
+        scores[j] *= p.scale;
+      softmax(scores.data(), n);
+      float *o = out + t * qWidth + h * hd;
+      std::fill(o, o + hd, 0.0f);
+      weightedValues(cache, cache.v, t, lo, n, g, scores.data(), hd, scratch.data(), o);
+    });
+  });
 }
 
 void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
@@ -143,46 +146,45 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
     cache.store(cache.k, t, positions[t], latent.data());
     cache.store(cache.v, t, positions[t], kpe.data());
   }
-#pragma omp parallel
-  {
+  const int64_t pairs = tokens * p.numHeads;
+  parallelChunks(chunksOf(pairs, kPairsPerChunk), [&](Chunks &chunks) {
     std::vector<float> qLatent(rank), qPe(rope), context(rank), scores, peScores,
         kScratch(rank), vScratch(rope);
-#pragma omp for collapse(2) schedule(dynamic, 4)
-    for (int64_t t = 0; t < tokens; ++t)
-      for (int64_t h = 0; h < p.numHeads; ++h) {
-        const float *qh = q + t * p.numHeads * qkDim + h * qkDim;
-        // Absorb W_uk into the query: qLatent = W_uk[h]^T q_nope.
-        std::fill(qLatent.begin(), qLatent.end(), 0.0f);
-        Weight wUk = kvB.offset(h * headRows * rank);
-        for (int64_t i = 0; i < nope; ++i)
-          for (int64_t r = 0; r < rank; ++r)
-            qLatent[r] += qh[i] * wUk.at(i * rank + r);
-        std::copy(qh + nope, qh + qkDim, qPe.begin());
-        applyRope(qPe.data(), cs.data() + t * p.rope.pairs * 2, p.rope);
-        int64_t n = positions[t] + 1;
-        scores.resize(n);
-        peScores.resize(n);
-        keyScores(cache, cache.k, t, 0, n, 0, qLatent.data(), rank, kScratch.data(),
-                  scores.data());
-        keyScores(cache, cache.v, t, 0, n, 0, qPe.data(), rope, vScratch.data(),
-                  peScores.data());
-        for (int64_t j = 0; j < n; ++j)
-          scores[j] = (scores[j] + peScores[j]) * p.scale;
-        softmax(scores.data(), n);
-        std::fill(context.begin(), context.end(), 0.0f);
-        weightedValues(cache, cache.k, t, 0, n, 0, scores.data(), rank, kScratch.data(),
-                       context.data());
-        // out = W_uv[h] context.
-        Weight wUv = kvB.offset((h * headRows + nope) * rank);
-        float *o = out + t * p.numHeads * vDim + h * vDim;
-        for (int64_t d = 0; d < vDim; ++d) {
-          float acc = 0;
-          for (int64_t r = 0; r < rank; ++r)
-            acc += wUv.at(d * rank + r) * context[r];
-          o[d] = acc;
-        }
+    forClaimed(chunks, pairs, kPairsPerChunk, [&](int64_t pair) {
+      const int64_t t = pair / p.numHeads, h = pair % p.numHeads;
+      const float *qh = q + t * p.numHeads * qkDim + h * qkDim;
+      // Absorb W_uk into the query: qLatent = W_uk[h]^T q_nope.
+      std::fill(qLatent.begin(), qLatent.end(), 0.0f);
+      Weight wUk = kvB.offset(h * headRows * rank);
+      for (int64_t i = 0; i < nope; ++i)
+        for (int64_t r = 0; r < rank; ++r)
+          qLatent[r] += qh[i] * wUk.at(i * rank + r);
+      std::copy(qh + nope, qh + qkDim, qPe.begin());
+      applyRope(qPe.data(), cs.data() + t * p.rope.pairs * 2, p.rope);
+      int64_t n = positions[t] + 1;
+      scores.resize(n);
+      peScores.resize(n);
+      keyScores(cache, cache.k, t, 0, n, 0, qLatent.data(), rank, kScratch.data(),
+                scores.data());
+      keyScores(cache, cache.v, t, 0, n, 0, qPe.data(), rope, vScratch.data(),
+                peScores.data());
+      for (int64_t j = 0; j < n; ++j)
+        scores[j] = (scores[j] + peScores[j]) * p.scale;
+      softmax(scores.data(), n);
+      std::fill(context.begin(), context.end(), 0.0f);
+      weightedValues(cache, cache.k, t, 0, n, 0, scores.data(), rank, kScratch.data(),
+                     context.data());
+      // out = W_uv[h] context.
+      Weight wUv = kvB.offset((h * headRows + nope) * rank);
+      float *o = out + t * p.numHeads * vDim + h * vDim;
+      for (int64_t d = 0; d < vDim; ++d) {
+        float acc = 0;
+        for (int64_t r = 0; r < rank; ++r)
+          acc += wUv.at(d * rank + r) * context[r];
+        o[d] = acc;
       }
-  }
+    });
+  });
 }
 
 } // namespace moe::cpu

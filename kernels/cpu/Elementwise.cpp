@@ -8,9 +8,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/Kernels.h"
+#include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/WeightDetail.h"
 #include "kernels/cpu/Vector.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -25,13 +27,15 @@ std::vector<float> toVector(Weight w, int64_t count) {
 
 float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
-// f(r) for r < rows, split between the threads when rows x cols elements
-// are worth a fork and join.
+// f(r) for r < rows, shared between the threads (a few runs of rows each)
+// when rows x cols elements are worth waking them.
 template <typename F> void forRows(int64_t rows, int64_t cols, F &&f) {
-  constexpr int64_t kParallelElements = 1 << 15;
-#pragma omp parallel for schedule(static) if (rows > 1 && rows * cols >= kParallelElements)
-  for (int64_t r = 0; r < rows; ++r)
-    f(r);
+  constexpr int64_t kParallelElements = 1 << 15, kRunsPerThread = 4;
+  const int64_t runs = rows * cols >= kParallelElements
+                           ? std::min<int64_t>(rows, kernelThreads() * kRunsPerThread)
+                           : 1;
+  const int64_t grain = chunksOf(rows, runs);
+  parallelChunks(chunksOf(rows, grain), [&](Chunks &chunks) { forClaimed(chunks, rows, grain, f); });
 }
 
 } // namespace

@@ -25,11 +25,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/Kernels.h"
+#include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/WeightDetail.h"
 #include "kernels/cpu/Vector.h"
 
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -62,6 +62,7 @@ constexpr int64_t kTokens = 128, kChunk = 1024;
 constexpr int64_t kLanes = 8;
 // Multiply-adds below which threads cost more than they save.
 constexpr int64_t kParallelWork = 1 << 16;
+constexpr int64_t kRunsPerThread = 4;
 
 // Adds x_t . r_i over len elements for tokens x rows into the accumulators
 // acc[(t * kRows + i) * kLanes ...]; the rows r are of type `type`. With a
@@ -369,86 +370,89 @@ void linearGroup(const LinearProblem *problems, size_t count) {
                               [](int64_t w, const Span &sp) { return w < sp.work; }) - 1;
     return s->item + (work - s->work + s->itemWork - 1) / s->itemWork;
   };
-#pragma omp parallel if (total >= kParallelWork)
-  {
-    const int64_t threads = omp_get_num_threads(), id = omp_get_thread_num();
-    const int64_t begin = itemAt(total * id / threads), end = itemAt(total * (id + 1) / threads);
+  // kRunsPerThread runs per thread: long enough to stream weights in order,
+  // short enough that a thread the machine does not run holds little back.
+  const int64_t runs = total >= kParallelWork ? kernelThreads() * kRunsPerThread : 1;
+  parallelChunks(runs, [&](Chunks &chunks) {
     std::vector<float> buf(anyBuffered ? kRows * kChunk : 0);
     std::vector<float> acc(kTokens * kRows * kLanes);
     size_t pi = 0;
     // Outputs of different items are disjoint: no barrier needed. Items of
     // one problem are ordered (token block, row block), so a thread's next
     // item is usually the next row block (see the prefetch below).
-    for (int64_t item = begin; item < end; ++item) {
-      while (pi + 1 < count && prep[pi + 1].firstItem <= item)
-        ++pi;
-      while (prep[pi].firstItem > item)
-        --pi;
-      const LinearProblem &p = problems[pi];
-      const Prepared &q = prep[pi];
-      const int64_t k = p.k, n = p.n;
-      const Weight w = p.w;
-      const int64_t t0 = (item - q.firstItem) / q.rowBlocks * kTokens;
-      const int64_t blockTokens = std::min(kTokens, p.tokens - t0);
-      // The item's rows (accumulator slot i is row[i]).
-      int64_t row[kRows], rows;
-      if (q.pairs) {
-        // Row j and row j + ceil(n / 2), straight from the weight: over its
-        // run of items a thread reads two sequential streams half a matrix
-        // apart, which this hardware's prefetchers follow best (1.6x
-        // the bandwidth of four adjacent rows read together on the 2-core
-        // VM, 1.3x that of one row at a time).
-        row[0] = (item - q.firstItem) % q.rowBlocks;
-        row[1] = row[0] + q.rowBlocks;
-        rows = row[1] < n ? 2 : 1;
-      } else {
-        const int64_t n0 = (item - q.firstItem) % q.rowBlocks * kRows;
-        rows = std::min(kRows, n - n0);
-        for (int64_t i = 0; i < kRows; ++i) // a short block repeats its last row
-          row[i] = n0 + std::min(i, rows - 1);
-      }
-      std::memset(acc.data(), 0, size_t(blockTokens * kRows * kLanes) * sizeof(float));
-      for (int64_t k0 = 0, len; k0 < k; k0 += len) {
-        len = std::min(kChunk, k - k0);
-        if (w.quantized()) // one scale per row across the chunk
-          len = std::min(len, w.group - k0 % w.group);
-        const int64_t tileRows = q.pairs ? rows : kRows;
-        const void *r[kRows];
-        float scale[kRows];
-        for (int64_t i = 0; i < tileRows && w.quantized(); ++i)
-          scale[i] = w.scales[w.scaleIndex(row[i], k0)];
-        for (int64_t i = 0; i < tileRows; ++i) {
-          const int64_t first = row[i] * k + k0;
-          if (q.pairs || w.type == WeightType::F32) { // read in place
-            r[i] = static_cast<const char *>(w.data) + detail::bytesOf(w.type, size_t(first));
+    for (int64_t run; chunks.next(run);) {
+      const int64_t end = itemAt(total * (run + 1) / runs);
+      for (int64_t item = itemAt(total * run / runs); item < end; ++item) {
+        while (pi + 1 < count && prep[pi + 1].firstItem <= item)
+          ++pi;
+        while (prep[pi].firstItem > item)
+          --pi;
+        const LinearProblem &p = problems[pi];
+        const Prepared &q = prep[pi];
+        const int64_t k = p.k, n = p.n;
+        const Weight w = p.w;
+        const int64_t t0 = (item - q.firstItem) / q.rowBlocks * kTokens;
+        const int64_t blockTokens = std::min(kTokens, p.tokens - t0);
+        // The item's rows (accumulator slot i is row[i]).
+        int64_t row[kRows], rows;
+        if (q.pairs) {
+          // Row j and row j + ceil(n / 2), straight from the weight: over its
+          // run of items a thread reads two sequential streams half a matrix
+          // apart, which this hardware's prefetchers follow best (1.6x
+          // the bandwidth of four adjacent rows read together on the 2-core
+          // VM, 1.3x that of one row at a time).
+          row[0] = (item - q.firstItem) % q.rowBlocks;
+          row[1] = row[0] + q.rowBlocks;
+          rows = row[1] < n ? 2 : 1;
+        } else {
+          const int64_t n0 = (item - q.firstItem) % q.rowBlocks * kRows;
+          rows = std::min(kRows, n - n0);
+          for (int64_t i = 0; i < kRows; ++i) // a short block repeats its last row
+            row[i] = n0 + std::min(i, rows - 1);
+        }
+        std::memset(acc.data(), 0, size_t(blockTokens * kRows * kLanes) * sizeof(float));
+        for (int64_t k0 = 0, len; k0 < k; k0 += len) {
+          len = std::min(kChunk, k - k0);
+          if (w.quantized()) // one scale per row across the chunk
+            len = std::min(len, w.group - k0 % w.group);
+          const int64_t tileRows = q.pairs ? rows : kRows;
+          const void *r[kRows];
+          float scale[kRows];
+          for (int64_t i = 0; i < tileRows && w.quantized(); ++i)
+            scale[i] = w.scales[w.scaleIndex(row[i], k0)];
+          for (int64_t i = 0; i < tileRows; ++i) {
+            const int64_t first = row[i] * k + k0;
+            if (q.pairs || w.type == WeightType::F32) { // read in place
+              r[i] = static_cast<const char *>(w.data) + detail::bytesOf(w.type, size_t(first));
+              continue;
+            }
+            // Converted rows: request what this row reads next, its next
+            // chunk, or after its last one the first chunk of the same row of
+            // the next block (usually this thread's next item;
+            // expert rows are too short for the hardware prefetcher).
+            if (i < rows) {
+              prefetch(w, k0 + kChunk < k ? first + kChunk : first - k0 + kRows * k,
+                       std::min(kChunk, k0 + kChunk < k ? k - k0 - kChunk : k));
+              convert(w, first, len, buf.data() + i * kChunk);
+            }
+            r[i] = buf.data() + std::min(i, rows - 1) * kChunk;
+          }
+          const TileFn run = !q.pairs ? tile : rows == 2 ? pairTile : rowTile;
+          run(p.x + t0 * k + k0, k, blockTokens, r, q.pairs ? w.type : WeightType::F32,
+              w.quantized() ? scale : nullptr, len, acc.data());
+        }
+        for (int64_t t = 0; t < blockTokens; ++t) {
+          if (!q.pairs && rows == kRows) { // rows row[0] .. row[0] + 3
+            finish(&acc[t * kRows * kLanes], &q.bias[size_t(row[0])], &p.out[(t0 + t) * n + row[0]]);
             continue;
           }
-          // Converted rows: request what this row reads next, its next
-          // chunk, or after its last one the first chunk of the same row of
-          // the next block (usually this thread's next item;
-          // expert rows are too short for the hardware prefetcher).
-          if (i < rows) {
-            prefetch(w, k0 + kChunk < k ? first + kChunk : first - k0 + kRows * k,
-                     std::min(kChunk, k0 + kChunk < k ? k - k0 - kChunk : k));
-            convert(w, first, len, buf.data() + i * kChunk);
-          }
-          r[i] = buf.data() + std::min(i, rows - 1) * kChunk;
+          for (int64_t i = 0; i < rows; ++i)
+            p.out[(t0 + t) * n + row[i]] =
+                lanesSum(&acc[(t * kRows + i) * kLanes]) + q.bias[size_t(row[i])];
         }
-        const TileFn run = !q.pairs ? tile : rows == 2 ? pairTile : rowTile;
-        run(p.x + t0 * k + k0, k, blockTokens, r, q.pairs ? w.type : WeightType::F32,
-            w.quantized() ? scale : nullptr, len, acc.data());
-      }
-      for (int64_t t = 0; t < blockTokens; ++t) {
-        if (!q.pairs && rows == kRows) { // rows row[0] .. row[0] + 3
-          finish(&acc[t * kRows * kLanes], &q.bias[size_t(row[0])], &p.out[(t0 + t) * n + row[0]]);
-          continue;
-        }
-        for (int64_t i = 0; i < rows; ++i)
-          p.out[(t0 + t) * n + row[i]] =
-              lanesSum(&acc[(t * kRows + i) * kLanes]) + q.bias[size_t(row[i])];
       }
     }
-  }
+  });
 }
 
 void linear(const float *x, int64_t tokens, int64_t k, Weight w, int64_t n,

@@ -1,7 +1,7 @@
 //===- CpuDevice.cpp - the CPU backend ------------------------------------===//
 //
-// Streams run their work synchronously on the calling thread (kernels use
-// OpenMP inside), so events are trivially complete. Kernels come from
+// Streams run their work synchronously on the calling thread (kernels share
+// kernels/cpu's thread pool inside), so events are trivially complete. Kernels come from
 // kernels/cpu; weights may be f32, bf16 or f16, and those of matrix
 // products and the embedding table also int8, int4 or fp8 with scales.
 //
@@ -9,8 +9,7 @@
 #include "moe/runtime/Hal.h"
 #include "kernels/cpu/Attention.h"
 #include "kernels/cpu/Kernels.h"
-
-#include <omp.h>
+#include "kernels/cpu/ThreadPool.h"
 
 #include <unistd.h>
 
@@ -197,25 +196,19 @@ public:
 
 class CpuStream final : public Stream {
 public:
-  explicit CpuStream(int threads) : threads_(threads) {}
-  Status launch(const KernelCall &call) override {
-    // OpenMP's thread count is per calling thread: set it where kernels run.
-    if (threads_ > 0 && omp_get_max_threads() != threads_)
-      omp_set_num_threads(threads_);
-    return run(call);
-  }
+  Status launch(const KernelCall &call) override { return run(call); }
   Status enqueueHost(std::function<Status()> work) override { return work(); }
   Status record(Event &) override { return Status::ok(); }
   Status wait(Event &) override { return Status::ok(); }
   Status synchronize() override { return Status::ok(); }
-
-private:
-  int threads_;
 };
 
 class CpuDevice final : public Device {
 public:
-  explicit CpuDevice(const CpuDeviceOptions &options) : stream_(options.threads) {}
+  explicit CpuDevice(const CpuDeviceOptions &options) {
+    if (options.threads > 0) // the process's kernel threads (one pool)
+      cpu::setKernelThreads(options.threads);
+  }
   std::string name() const override { return "cpu"; }
   uint64_t memoryBytes() const override {
     return uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGE_SIZE));

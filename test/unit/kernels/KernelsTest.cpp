@@ -8,9 +8,9 @@
 
 #include "kernels/cpu/Kernels.h"
 #include "kernels/cpu/Numeric.h"
+#include "kernels/cpu/ThreadPool.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -465,16 +465,16 @@ TEST_P(Quantizable, LinearBatchInvariant) {
   std::vector<float> alone(140 * n);
   for (int64_t t = 0; t < 140; ++t)
     linear(x.data() + t * k, 1, k, w.weight(), n, nullptr, alone.data() + t * n);
-  const int threads = omp_get_max_threads();
+  const int threads = kernelThreads();
   for (int nthreads : {1, 2})
     for (int64_t tokens : {2, 3, 4, 5, 8, 9, 33, 70, 140}) {
       SCOPED_TRACE(testing::Message() << tokens << " tokens, " << nthreads << " threads");
-      omp_set_num_threads(nthreads);
+      setKernelThreads(nthreads);
       std::vector<float> out(tokens * n);
       linear(x.data(), tokens, k, w.weight(), n, nullptr, out.data());
       EXPECT_EQ(0, std::memcmp(out.data(), alone.data(), out.size() * sizeof(float)));
     }
-  omp_set_num_threads(threads);
+  setKernelThreads(threads);
 }
 
 // --- Router ---
@@ -807,13 +807,13 @@ TEST(Determinism, SameBitsForAnyThreadCount) {
     for (int64_t j = 0; j < topK; ++j)
       indices[t * topK + j] = (t + j) % numExperts;
   auto run = [&](int threads) {
-    const int saved = omp_get_max_threads();
-    omp_set_num_threads(threads);
+    const int saved = kernelThreads();
+    setKernelThreads(threads);
     std::vector<float> out(tokens * hidden);
     experts(x.data(), tokens, hidden, inter, numExperts, weights.data(),
             indices.data(), topK, {gate.weight(), up.weight(), down.weight()},
             out.data());
-    omp_set_num_threads(saved);
+    setKernelThreads(saved);
     return out;
   };
   const std::vector<float> one = run(1);

@@ -91,10 +91,11 @@ public:
 };
 
 struct CpuDeviceOptions {
-  /// Kernel threads; 0: OpenMP's default (one per core, or OMP_NUM_THREADS).
+  /// Kernel threads of the process (one pool for every device and stream);
+  /// 0: leave it as it is (one per core this process may run on).
   int threads = 0;
 };
-/// The CPU backend (kernels/cpu, OpenMP threads).
+/// The CPU backend (kernels/cpu and their thread pool).
 std::unique_ptr<Device> createCpuDevice(const CpuDeviceOptions &options = {});
 
 } // namespace moe::rt
