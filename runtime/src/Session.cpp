@@ -257,6 +257,7 @@ Status Session::forward(const Batch &batch, float *logits) {
     return v;
   };
   size_t router = 0;
+  Status st = Status::ok();
   for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions()) {
     KernelCall call;
     call.instruction = inst;
@@ -270,30 +271,39 @@ Status Session::forward(const Batch &batch, float *logits) {
     Stream &stream = device_.stream(inst->stream());
     if (inst->waits())
       for (uint32_t e : *inst->waits())
-        if (Status st = stream.wait(*events_[e]); !st)
-          return st;
-    if (Status st = stream.launch(call); !st)
-      return st;
-    if (inst->records())
-      for (uint32_t e : *inst->records())
-        if (Status st = stream.record(*events_[e]); !st)
-          return st;
-    if (inst->op() == plan::OpCode::Router) {
-      // Routing statistics (the traffic profile). The CPU backend's memory
-      // is host memory; a device backend would copy the ids back first.
-      const TensorView &ids = call.outputs[1];
-      const auto *e = static_cast<const int32_t *>(ids.data);
-      std::vector<uint64_t> &counts = load_[router++].counts;
-      for (int64_t i = 0, n = ids.rows() * ids.cols(); i < n; ++i)
-        if (e[i] >= 0 && size_t(e[i]) < counts.size())
-          ++counts[size_t(e[i])];
+        if (st = stream.wait(*events_[e]); !st)
+          break;
+    if (st)
+      st = stream.launch(call);
+    if (st && inst->op() == plan::OpCode::Router) {
+      // Routing statistics (the traffic profile), read on the router's
+      // stream once it has run. The CPU backend's memory is host memory; a
+      // device backend would copy the ids back first.
+      const TensorView ids = call.outputs[1];
+      std::vector<uint64_t> *counts = &load_[router++].counts;
+      st = stream.enqueueHost([ids, counts] {
+        const auto *e = static_cast<const int32_t *>(ids.data);
+        for (int64_t i = 0, n = ids.rows() * ids.cols(); i < n; ++i)
+          if (e[i] >= 0 && size_t(e[i]) < counts->size())
+            ++(*counts)[size_t(e[i])];
+        return Status::ok();
+      });
     }
+    if (st && inst->records())
+      for (uint32_t e : *inst->records())
+        if (st = stream.record(*events_[e]); !st)
+          break;
+    if (!st)
+      break;
   }
   // A run ends when every stream has finished (a stream nobody waits for
-  // may still be writing).
+  // may still be writing), also when it failed: nothing may still use this
+  // step's inputs after we return.
   for (int i = 0; i < streams_; ++i)
-    if (Status st = device_.stream(i).synchronize(); !st)
-      return st;
+    if (Status done = device_.stream(i).synchronize(); !done && st)
+      st = std::move(done);
+  if (!st)
+    return st;
   TensorView out = view(p.outputs()->Get(0));
   std::memcpy(logits, out.data, size_t(count) * size_t(out.cols()) * sizeof(float));
   return Status::ok();

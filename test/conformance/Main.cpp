@@ -32,6 +32,7 @@ private:
 } // namespace
 
 rt::Collective &ranks() { return *theRanks; }
+rt::Device &device() { return *theDevice; }
 rt::Stream &stream() { return theDevice->stream(0); }
 
 } // namespace moe::conformance

@@ -12,8 +12,10 @@
 
 namespace moe::conformance {
 
-/// The job's collective and a CPU stream to run it on (set up by main).
+/// The job's collective, the device under test (the CPU backend for now)
+/// and its stream 0 (set up by main).
 rt::Collective &ranks();
+rt::Device &device();
 rt::Stream &stream();
 
 } // namespace moe::conformance

@@ -1,11 +1,12 @@
 //===- CpuDevice.cpp - the CPU backend ------------------------------------===//
 //
-// Streams run their work synchronously on the calling thread (kernels share
-// kernels/cpu's thread pool inside), so events are trivially complete. Kernels come from
+// Streams and events: CpuStreams.h (stream 0 on the calling thread, the
+// others on worker threads); kernels share kernels/cpu's thread pool. Kernels come from
 // kernels/cpu; weights may be f32, bf16 or f16, and those of matrix
 // products and the embedding table also int8, int4 or fp8 with scales.
 //
 //===----------------------------------------------------------------------===//
+#include "CpuStreams.h"
 #include "moe/runtime/Hal.h"
 #include "kernels/cpu/Attention.h"
 #include "kernels/cpu/Kernels.h"
@@ -15,7 +16,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <vector>
 
 namespace moe::rt {
 
@@ -69,7 +72,9 @@ k::KvCache cacheOf(const KernelCall &call) {
   return c;
 }
 
-Status run(const KernelCall &call) {
+} // namespace
+
+Status cpu_backend::runKernel(const KernelCall &call) {
   const plan::Instruction &inst = *call.instruction;
   const auto &in = call.inputs;
   const TensorView &out = call.outputs[0];
@@ -189,19 +194,9 @@ Status run(const KernelCall &call) {
                        std::to_string(static_cast<int>(inst.op())));
 }
 
-class CpuEvent final : public Event {
-public:
-  Status synchronize() override { return Status::ok(); }
-};
+namespace {
 
-class CpuStream final : public Stream {
-public:
-  Status launch(const KernelCall &call) override { return run(call); }
-  Status enqueueHost(std::function<Status()> work) override { return work(); }
-  Status record(Event &) override { return Status::ok(); }
-  Status wait(Event &) override { return Status::ok(); }
-  Status synchronize() override { return Status::ok(); }
-};
+using namespace cpu_backend;
 
 class CpuDevice final : public Device {
 public:
@@ -235,11 +230,20 @@ public:
     std::memcpy(device, host, bytes);
     return Status::ok();
   }
-  Stream &stream(int) override { return stream_; }
-  std::unique_ptr<Event> createEvent() override { return std::make_unique<CpuEvent>(); }
+  Stream &stream(int index) override {
+    std::lock_guard<std::mutex> lock(streamsMutex_);
+    if (streams_.size() <= size_t(index))
+      streams_.resize(size_t(index) + 1);
+    std::unique_ptr<Stream> &s = streams_[size_t(index)];
+    if (!s)
+      s = index == 0 ? createCallerStream() : createWorkerStream(index);
+    return *s;
+  }
+  std::unique_ptr<Event> createEvent() override { return cpu_backend::createEvent(); }
 
 private:
-  CpuStream stream_;
+  std::mutex streamsMutex_;
+  std::vector<std::unique_ptr<Stream>> streams_;
 };
 
 } // namespace
