@@ -17,24 +17,11 @@
 
 namespace moe::cpu {
 
-/// Rotary embedding resolved by the compiler: angle(pos, i) = pos * invFreq[i]
-/// for i < pairs; cos and sin are scaled by attentionFactor. Pairs are
-/// (i, i + rotary/2) (half rotation, Llama family) or (2i, 2i + 1)
-/// (interleaved, DeepSeek).
-struct Rope {
-  const float *invFreq = nullptr;
-  int64_t pairs = 0;
-  float attentionFactor = 1.0f;
-  bool interleaved = false;
-};
-
-struct GqaParams {
-  int64_t numHeads = 0, numKvHeads = 0, headDim = 0;
-  float scale = 1.0f;
-  Rope rope;
-  int64_t slidingWindow = 0; ///< 0: none
-  float qkNormEps = 1e-6f;
-};
+/// Rotary embedding and the parameters of each attention kernel: the
+/// HAL's structs (moe/runtime/KernelCall.h), as a kernel call carries them.
+using Rope = rt::Rope;
+using GqaParams = rt::AttentionParams;
+using MlaParams = rt::MlaParams;
 
 /// q: [T, heads * headDim], k, v: [T, kvHeads * headDim]; qNorm/kNorm
 /// ([headDim], may be null): per-head RMSNorm of q and k before RoPE
@@ -44,13 +31,6 @@ void gqaAttention(const float *q, const float *k, const float *v,
                   const int32_t *positions, int64_t tokens, const Weight *qNorm,
                   const Weight *kNorm, const GqaParams &params, KvCache &cache,
                   float *out);
-
-struct MlaParams {
-  int64_t numHeads = 0, kvLoraRank = 0, nopeDim = 0, ropeDim = 0, vDim = 0;
-  float scale = 1.0f;
-  Rope rope;
-  float normEps = 1e-6f;
-};
 
 /// DeepSeek multi-head latent attention, in the absorbed form: the cache
 /// holds the normalised latent (k plane, width kvLoraRank, one head) and the

@@ -10,6 +10,8 @@
 #ifndef MOE_KERNELS_CPU_KERNELS_H
 #define MOE_KERNELS_CPU_KERNELS_H
 
+#include "moe/runtime/KernelCall.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -98,17 +100,9 @@ void siluMul(const float *gate, const float *up, int64_t rows, int64_t cols,
 void sigmoidGate(const float *x, Weight g, const float *y, int64_t tokens,
                  int64_t hidden, float *out);
 
-enum class Scoring : uint8_t { Softmax, Sigmoid };
-enum class TopkMethod : uint8_t { Greedy, GroupLimitedGreedy, NoAuxTc };
-
-struct RouterParams {
-  int64_t numExperts = 0, topK = 0;
-  Scoring scoring = Scoring::Softmax;
-  TopkMethod method = TopkMethod::Greedy;
-  bool normTopkProb = false;
-  int64_t nGroup = 1, topkGroup = 1;
-  float routedScalingFactor = 1.0f;
-};
+using Scoring = rt::Scoring;
+using TopkMethod = rt::TopkMethod;
+using RouterParams = rt::RouterParams;
 
 /// Routes each token (see moe.router in dialects/moe/MoeOps.td):
 ///   logits = x w^T (w: [E, hidden]); scores = softmax or sigmoid (f32).

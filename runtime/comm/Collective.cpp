@@ -1,6 +1,5 @@
 //===- Collective.cpp - argument checks shared by every collective --------===//
 #include "moe/runtime/Collective.h"
-#include "moe/runtime/Plan.h"
 
 #include <cstring>
 #include <numeric>
@@ -11,8 +10,8 @@ namespace moe::rt {
 namespace {
 
 Status checkArray(const char *op, const char *name, const DeviceArray &a) {
-  if (a.dtype != plan::DType::F32 && a.dtype != plan::DType::BF16 &&
-      a.dtype != plan::DType::I32)
+  if (a.dtype != DType::F32 && a.dtype != DType::BF16 &&
+      a.dtype != DType::I32)
     return Status::error(std::string(op) + ": " + name + " is " + dtypeName(a.dtype) +
                          "; collectives move F32, BF16 and I32");
   if (!a.data && a.count)
@@ -66,8 +65,8 @@ Status agreeOnPlan(Collective &ranks, Stream &stream, uint64_t planChecksum, int
   std::memcpy(mine, &planChecksum, 8);
   mine[2] = planRanks;
   std::vector<int32_t> all(3 * size_t(ranks.size()));
-  if (Status st = ranks.allGather(stream, {mine, plan::DType::I32, 3},
-                                  {all.data(), plan::DType::I32, all.size()});
+  if (Status st = ranks.allGather(stream, {mine, DType::I32, 3},
+                                  {all.data(), DType::I32, all.size()});
       !st)
     return st;
   if (Status st = stream.synchronize(); !st)

@@ -21,6 +21,12 @@ namespace moe::rt {
 
 namespace {
 
+/// The parameter table of each kernel's instructions (Kernels.def).
+const plan::OpParams kKernelParams[] = {
+#define MOE_KERNEL(Name, spelling, minIns, maxIns, outs, kv, Params) plan::OpParams::Params,
+#include "moe/runtime/Kernels.def"
+};
+
 /// A plan larger than this is not one we wrote (ours are KBs to a few MBs).
 constexpr uint64_t kMaxPlanBytes = 1ull << 30;
 
@@ -38,13 +44,34 @@ std::string end(uint64_t offset, uint64_t size) {
 
 } // namespace
 
-size_t dtypeSize(plan::DType dtype) {
-  switch (dtype) {
-  case plan::DType::F32: case plan::DType::I32: return 4;
-  case plan::DType::BF16: case plan::DType::F16: return 2;
-  case plan::DType::F8E4M3: case plan::DType::I8: case plan::DType::I4: return 1;
-  }
-  return 0;
+// The HAL's enums number what the plan format numbers.
+#define MOE_SAME(E, V) static_assert(int(E::V) == int(plan::E::V), #E "::" #V " differs")
+MOE_SAME(DType, F32);
+MOE_SAME(DType, BF16);
+MOE_SAME(DType, F16);
+MOE_SAME(DType, F8E4M3);
+MOE_SAME(DType, I32);
+MOE_SAME(DType, I8);
+MOE_SAME(DType, I4);
+static_assert(int(plan::DType::MAX) == int(DType::I4), "a plan DType the HAL lacks");
+MOE_SAME(Scoring, Softmax);
+MOE_SAME(Scoring, Sigmoid);
+MOE_SAME(TopkMethod, Greedy);
+MOE_SAME(TopkMethod, GroupLimitedGreedy);
+MOE_SAME(TopkMethod, NoAuxTc);
+#undef MOE_SAME
+#define MOE_KERNEL(Name, spelling, minIns, maxIns, outs, kv, Params)                         \
+  static_assert(int(Kernel::Name) == int(plan::OpCode::Name), #Name " op code differs");
+#include "moe/runtime/Kernels.def"
+static_assert(int(plan::OpCode::MAX) + 1 == sizeof(kKernelParams) / sizeof(kKernelParams[0]),
+              "plan.fbs's OpCode and Kernels.def disagree: rerun cmake");
+
+int kvLayerOf(const plan::Instruction &inst) {
+  if (auto *a = inst.params_as_AttentionParams())
+    return a->layer();
+  if (auto *m = inst.params_as_MlaParams())
+    return m->layer();
+  return -1;
 }
 
 // A scaled (I8/I4/F8E4M3) weight's scales: an F32 weight
@@ -96,10 +123,6 @@ std::vector<int32_t> eosTokens(const plan::Plan &plan) {
   if (c->eos_token_id() >= 0)
     return {c->eos_token_id()};
   return {};
-}
-
-const char *dtypeName(plan::DType dtype) {
-  return dtypeSize(dtype) ? plan::EnumNameDType(dtype) : "?";
 }
 
 Expected<std::unique_ptr<LoadedPlan>> LoadedPlan::open(const std::string &dir,
@@ -289,9 +312,10 @@ Status LoadedPlan::check() const {
   for (uint32_t i = 0; i < insts->size(); ++i) {
     const plan::Instruction *inst = insts->Get(i);
     std::string where = "instruction " + str(i);
-    const KernelInfo *k = kernelInfo(inst->op());
+    const KernelInfo *k = kernelInfo(kernelOf(*inst));
     if (!k)
       return Status::error(where + " has unknown op code " + str(uint8_t(inst->op())));
+    const plan::OpParams params = kKernelParams[size_t(inst->op())];
     where += " (" + std::string(k->name) + ")";
     size_t nin = inst->inputs() ? inst->inputs()->size() : 0;
     size_t nout = inst->outputs() ? inst->outputs()->size() : 0;
@@ -299,8 +323,8 @@ Status LoadedPlan::check() const {
       return Status::error(where + " has " + str(nin) + " inputs and " + str(nout) +
                            " outputs; expected " + str(k->minIns) + "-" + str(k->maxIns) +
                            " and " + str(k->outs));
-    if (k->params != plan::OpParams::NONE && inst->params_type() != k->params)
-      return Status::error(where + " lacks its " + plan::EnumNameOpParams(k->params));
+    if (params != plan::OpParams::NONE && inst->params_type() != params)
+      return Status::error(where + " lacks its " + plan::EnumNameOpParams(params));
     for (uint32_t id : *inst->inputs())
       if (id >= numTensors)
         return Status::error(where + " reads tensor " + str(id) + ", but the plan has " +

@@ -39,7 +39,7 @@ public:
     for (uint32_t i = 0; i < insts->size(); ++i) {
       inst_ = insts->Get(i);
       where_ = "instruction " + std::to_string(i) + " (" +
-               std::string(kernelInfo(inst_->op())->name) + ")";
+               std::string(kernelInfo(kernelOf(*inst_))->name) + ")";
       if (Status st = instruction(); !st)
         return st;
       if (inst_->op() == plan::OpCode::Router)

@@ -1,6 +1,6 @@
 //===- PlanStreams.cpp - the order between a plan's streams, checked ------===//
 #include "PlanStreams.h"
-#include "moe/runtime/Kernel.h"
+#include "moe/runtime/Plan.h"
 #include "moe/runtime/Schedule.h"
 
 #include <algorithm>
@@ -12,7 +12,7 @@ namespace moe::rt {
 namespace {
 
 std::string describe(const plan::Instruction &inst, uint32_t index) {
-  return "instruction " + std::to_string(index) + " (" + kernelInfo(inst.op())->name +
+  return "instruction " + std::to_string(index) + " (" + kernelInfo(kernelOf(inst))->name +
          " on stream " + std::to_string(inst.stream()) + ")";
 }
 

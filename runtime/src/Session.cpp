@@ -26,6 +26,46 @@ std::vector<int64_t> kvHeads(const plan::Plan &p) {
   return heads;
 }
 
+Rope ropeOf(const plan::Rope &r) {
+  return {r.inv_freq()->data(), int64_t(r.inv_freq()->size()), r.attention_factor(),
+          r.interleaved()};
+}
+
+/// An instruction's parameter table as the HAL's struct (the loader has
+/// checked that each kernel has its table).
+KernelParams kernelParams(const plan::Instruction &inst) {
+  if (auto *p = inst.params_as_RmsNormParams())
+    return RmsNormParams{p->eps()};
+  if (auto *p = inst.params_as_AttentionParams())
+    return AttentionParams{p->layer(),        p->num_heads(),     p->num_kv_heads(),
+                           p->head_dim(),     p->scale(),         ropeOf(*p->rope()),
+                           p->sliding_window(), p->qk_norm_eps()};
+  if (auto *p = inst.params_as_MlaParams())
+    return MlaParams{p->layer(),
+                     p->num_heads(),
+                     p->kv_lora_rank(),
+                     p->qk_nope_head_dim(),
+                     p->qk_rope_head_dim(),
+                     p->v_head_dim(),
+                     p->scale(),
+                     ropeOf(*p->rope()),
+                     p->norm_eps()};
+  if (auto *p = inst.params_as_RouterParams())
+    return RouterParams{p->num_experts(),
+                        p->top_k(),
+                        Scoring(p->scoring()), // same numbers (Plan.cpp)
+                        TopkMethod(p->method()),
+                        p->norm_topk_prob(),
+                        p->n_group(),
+                        p->topk_group(),
+                        p->routed_scaling_factor(),
+                        p->layer()};
+  if (auto *p = inst.params_as_ExpertsParams())
+    return ExpertsParams{p->num_experts(), p->intermediate(), p->fused_gate_up(),
+                         p->num_shared(), p->grouped()};
+  return std::monostate();
+}
+
 } // namespace
 
 Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Device &device,
@@ -35,8 +75,9 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
   for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions()) {
     for (uint32_t id : *inst->inputs()) {
       const plan::Tensor *t = p.tensors()->Get(id);
-      if (t->storage() == plan::Storage::Weight && !device.supports(inst->op(), t->dtype()))
-        return Status::error(std::string(kernelInfo(inst->op())->name) + " with " +
+      if (t->storage() == plan::Storage::Weight &&
+          !device.supports(kernelOf(*inst), dtypeOf(t->dtype())))
+        return Status::error(std::string(kernelInfo(kernelOf(*inst))->name) + " with " +
                              dtypeName(t->dtype()) + " weights is not supported by the " +
                              device.name() + " backend (at " +
                              (inst->location() ? inst->location()->str() : "?") + ")");
@@ -92,7 +133,7 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
     view.vWidth = layer->v_width();
     view.heads = heads[l];
     view.blockSize = s->blockSize_;
-    view.dtype = kvType;
+    view.dtype = dtypeOf(kvType);
     for (auto [width, data, scales] : {std::tuple(view.kWidth, &view.k, &view.kScales),
                                        std::tuple(view.vWidth, &view.v, &view.vScales)}) {
       auto array = [&](size_t rowBytes) -> Expected<void *> {
@@ -234,7 +275,7 @@ Status Session::forward(const Batch &batch, float *logits) {
   auto view = [&](uint32_t id) {
     const plan::Tensor *t = p.tensors()->Get(id);
     TensorView v;
-    v.dtype = t->dtype();
+    v.dtype = dtypeOf(t->dtype());
     v.shape.assign(t->shape()->begin(), t->shape()->end());
     if (v.shape[0] == -1)
       v.shape[0] = count;
@@ -260,7 +301,8 @@ Status Session::forward(const Batch &batch, float *logits) {
   Status st = Status::ok();
   for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions()) {
     KernelCall call;
-    call.instruction = inst;
+    call.kernel = kernelOf(*inst);
+    call.params = kernelParams(*inst);
     for (uint32_t id : *inst->inputs())
       call.inputs.push_back(view(id));
     for (uint32_t id : *inst->outputs())
@@ -275,7 +317,7 @@ Status Session::forward(const Batch &batch, float *logits) {
           break;
     if (st)
       st = stream.launch(call);
-    if (st && inst->op() == plan::OpCode::Router) {
+    if (st && call.kernel == Kernel::Router) {
       // Routing statistics (the traffic profile), read on the router's
       // stream once it has run. The CPU backend's memory is host memory; a
       // device backend would copy the ids back first.

@@ -5,7 +5,6 @@
 // must be equal, not close; one test sums random floats with a tolerance.
 // Run alone (the local collective) and under mpirun -np 2 and -np 4.
 #include "Ranks.h"
-#include "moe/runtime/Plan.h"
 
 #include <gtest/gtest.h>
 
@@ -18,22 +17,21 @@ namespace {
 using moe::conformance::ranks;
 using moe::conformance::stream;
 namespace rt = moe::rt;
-namespace plan = moe::plan;
 
 /// `count` elements of `dtype`, read and written as doubles.
 class Array {
 public:
-  Array(plan::DType dtype, size_t count) : dtype_(dtype), bytes_(count * rt::dtypeSize(dtype)) {}
+  Array(rt::DType dtype, size_t count) : dtype_(dtype), bytes_(count * rt::dtypeSize(dtype)) {}
   rt::DeviceArray device() { return {bytes_.data(), dtype_, size()}; }
   size_t size() const { return bytes_.size() / rt::dtypeSize(dtype_); }
   void set(size_t i, double v) {
     uint8_t *p = bytes_.data() + i * rt::dtypeSize(dtype_);
-    if (dtype_ == plan::DType::I32) {
+    if (dtype_ == rt::DType::I32) {
       int32_t x = int32_t(v);
       std::memcpy(p, &x, 4);
     } else {
       float f = float(v);
-      if (dtype_ == plan::DType::F32) {
+      if (dtype_ == rt::DType::F32) {
         std::memcpy(p, &f, 4);
       } else { // BF16: the values used are exact, truncation is exact
         uint32_t bits;
@@ -45,13 +43,13 @@ public:
   }
   double get(size_t i) const {
     const uint8_t *p = bytes_.data() + i * rt::dtypeSize(dtype_);
-    if (dtype_ == plan::DType::I32) {
+    if (dtype_ == rt::DType::I32) {
       int32_t x;
       std::memcpy(&x, p, 4);
       return x;
     }
     float f;
-    if (dtype_ == plan::DType::F32) {
+    if (dtype_ == rt::DType::F32) {
       std::memcpy(&f, p, 4);
     } else {
       uint16_t h;
@@ -63,7 +61,7 @@ public:
   }
 
 private:
-  plan::DType dtype_;
+  rt::DType dtype_;
   std::vector<uint8_t> bytes_;
 };
 
@@ -71,7 +69,7 @@ private:
 double value(int rank, size_t i) { return double(int((rank * 7 + i * 3) % 11) - 5); }
 
 struct Case {
-  plan::DType dtype;
+  rt::DType dtype;
   size_t count;
 };
 
@@ -140,11 +138,11 @@ TEST_P(Collectives, AllToAllVDeliversWhatEachRankSends) {
 
 INSTANTIATE_TEST_SUITE_P(
     Conformance, Collectives,
-    ::testing::Values(Case{plan::DType::F32, 0}, Case{plan::DType::F32, 1},
-                      Case{plan::DType::F32, 7}, Case{plan::DType::F32, 4099},
-                      Case{plan::DType::BF16, 1}, Case{plan::DType::BF16, 7},
-                      Case{plan::DType::BF16, 4099}, Case{plan::DType::I32, 1},
-                      Case{plan::DType::I32, 7}, Case{plan::DType::I32, 4099}),
+    ::testing::Values(Case{rt::DType::F32, 0}, Case{rt::DType::F32, 1},
+                      Case{rt::DType::F32, 7}, Case{rt::DType::F32, 4099},
+                      Case{rt::DType::BF16, 1}, Case{rt::DType::BF16, 7},
+                      Case{rt::DType::BF16, 4099}, Case{rt::DType::I32, 1},
+                      Case{rt::DType::I32, 7}, Case{rt::DType::I32, 4099}),
     caseName);
 
 TEST(Collective, AllReduceOfRandomFloatsIsCloseToTheExactSum) {
@@ -158,7 +156,7 @@ TEST(Collective, AllReduceOfRandomFloatsIsCloseToTheExactSum) {
     return v;
   };
   std::vector<float> a = input(ranks().rank());
-  ASSERT_TRUE(ranks().allReduce(stream(), {a.data(), plan::DType::F32, count}));
+  ASSERT_TRUE(ranks().allReduce(stream(), {a.data(), rt::DType::F32, count}));
   ASSERT_TRUE(stream().synchronize());
   std::vector<double> exact(count, 0.0);
   for (int r = 0; r < ranks().size(); ++r) {
@@ -182,7 +180,7 @@ TEST(Collective, BF16SumsRoundToNearestEven) {
   };
   const int me = ranks().rank();
   uint16_t x = bf16(me == 0 ? 258.0f : me == 1 ? 1.0f : 0.0f);
-  ASSERT_TRUE(ranks().allReduce(stream(), {&x, plan::DType::BF16, 1}));
+  ASSERT_TRUE(ranks().allReduce(stream(), {&x, rt::DType::BF16, 1}));
   ASSERT_TRUE(stream().synchronize());
   EXPECT_EQ(x, bf16(ranks().size() == 1 ? 258.0f : 260.0f));
 }
@@ -193,8 +191,8 @@ TEST(Collective, AllToAllVRefusesOnEveryRankWhenOneReceiveBufferIsTooSmall) {
   std::vector<float> send(static_cast<size_t>(n), 1.0f), recv(static_cast<size_t>(n));
   std::vector<size_t> counts(size_t(n), 1), got;
   const size_t room = ranks().rank() == 0 ? 0 : size_t(n);
-  rt::Status st = ranks().allToAllV(stream(), {send.data(), plan::DType::F32, send.size()},
-                                     counts, {recv.data(), plan::DType::F32, room}, got);
+  rt::Status st = ranks().allToAllV(stream(), {send.data(), rt::DType::F32, send.size()},
+                                     counts, {recv.data(), rt::DType::F32, room}, got);
   ASSERT_FALSE(st);
   if (ranks().rank() == 0)
     EXPECT_NE(st.message().find(std::to_string(n) + " elements arrive"), std::string::npos)
@@ -205,20 +203,20 @@ TEST(Collective, AllToAllVRefusesOnEveryRankWhenOneReceiveBufferIsTooSmall) {
 
 TEST(Collective, RefusesBadArgumentsByName) {
   float x[4] = {};
-  rt::Status st = ranks().allReduce(stream(), {x, plan::DType::F16, 4});
+  rt::Status st = ranks().allReduce(stream(), {x, rt::DType::F16, 4});
   ASSERT_FALSE(st);
   EXPECT_EQ(st.message(), "all_reduce: the buffer is F16; collectives move F32, BF16 and I32");
-  st = ranks().allGather(stream(), {x, plan::DType::F32, 2},
-                         {x, plan::DType::F32, 2 * size_t(ranks().size()) + 1});
+  st = ranks().allGather(stream(), {x, rt::DType::F32, 2},
+                         {x, rt::DType::F32, 2 * size_t(ranks().size()) + 1});
   ASSERT_FALSE(st);
   EXPECT_NE(st.message().find("all_gather: the output must hold"), std::string::npos);
   std::vector<size_t> got;
-  st = ranks().allToAllV(stream(), {x, plan::DType::F32, 4},
+  st = ranks().allToAllV(stream(), {x, rt::DType::F32, 4},
                          std::vector<size_t>(size_t(ranks().size()) + 1, 0),
-                         {x, plan::DType::F32, 4}, got);
+                         {x, rt::DType::F32, 4}, got);
   ASSERT_FALSE(st);
   EXPECT_NE(st.message().find("send counts for"), std::string::npos);
-  st = ranks().allReduce(stream(), {nullptr, plan::DType::F32, 3});
+  st = ranks().allReduce(stream(), {nullptr, rt::DType::F32, 3});
   ASSERT_FALSE(st);
   EXPECT_EQ(st.message(), "all_reduce: the buffer has 3 elements but no memory");
 }

@@ -33,7 +33,7 @@ int main(int argc, char **argv) {
   for (int round = 0; round < 1000000; ++round) {
     if (c.rank() == victim && round == after)
       std::raise(SIGKILL);
-    if (rt::Status st = c.allReduce(device->stream(0), {x.data(), plan::DType::F32, x.size()});
+    if (rt::Status st = c.allReduce(device->stream(0), {x.data(), rt::DType::F32, x.size()});
         !st) {
       std::fprintf(stderr, "rank-death: rank %d of %d: error: %s\n", c.rank(), c.size(),
                    st.message().c_str());

@@ -26,19 +26,17 @@ namespace {
 
 namespace k = moe::cpu;
 
-bool isFloatWeight(plan::DType t) {
-  return t == plan::DType::F32 || t == plan::DType::BF16 || t == plan::DType::F16;
-}
+bool isFloatWeight(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
 k::Weight weightOf(const TensorView &v) {
   k::Weight w;
   w.data = v.data;
   switch (v.dtype) {
-  case plan::DType::BF16: w.type = k::WeightType::BF16; break;
-  case plan::DType::F16: w.type = k::WeightType::F16; break;
-  case plan::DType::I8: w.type = k::WeightType::I8; break;
-  case plan::DType::I4: w.type = k::WeightType::I4; break;
-  case plan::DType::F8E4M3: w.type = k::WeightType::F8; break;
+  case DType::BF16: w.type = k::WeightType::BF16; break;
+  case DType::F16: w.type = k::WeightType::F16; break;
+  case DType::I8: w.type = k::WeightType::I8; break;
+  case DType::I4: w.type = k::WeightType::I4; break;
+  case DType::F8E4M3: w.type = k::WeightType::F8; break;
   default: w.type = k::WeightType::F32; break;
   }
   if (w.quantized()) {
@@ -53,20 +51,15 @@ k::Weight weightOf(const TensorView &v) {
 float *f32(const TensorView &v) { return static_cast<float *>(v.data); }
 int32_t *i32(const TensorView &v) { return static_cast<int32_t *>(v.data); }
 
-k::Rope ropeOf(const plan::Rope *r) {
-  return {r->inv_freq()->data(), static_cast<int64_t>(r->inv_freq()->size()),
-          r->attention_factor(), r->interleaved()};
-}
-
 k::KvCache cacheOf(const KernelCall &call) {
   const KvLayerView &kv = *call.kv;
   k::KvCache c;
   c.k = {kv.k, kv.kScales, kv.kWidth, kv.heads};
   c.v = {kv.v, kv.vScales, kv.vWidth, kv.heads};
-  c.type = kv.dtype == plan::DType::BF16     ? k::KvType::BF16
-           : kv.dtype == plan::DType::I8     ? k::KvType::Int8
-           : kv.dtype == plan::DType::F8E4M3 ? k::KvType::Fp8E4M3
-                                             : k::KvType::F32;
+  c.type = kv.dtype == DType::BF16     ? k::KvType::BF16
+           : kv.dtype == DType::I8     ? k::KvType::Int8
+           : kv.dtype == DType::F8E4M3 ? k::KvType::Fp8E4M3
+                                       : k::KvType::F32;
   c.blockSize = kv.blockSize;
   c.tables = call.blockTables;
   return c;
@@ -75,48 +68,38 @@ k::KvCache cacheOf(const KernelCall &call) {
 } // namespace
 
 Status cpu_backend::runKernel(const KernelCall &call) {
-  const plan::Instruction &inst = *call.instruction;
   const auto &in = call.inputs;
   const TensorView &out = call.outputs[0];
-  switch (inst.op()) {
-  case plan::OpCode::Embedding:
+  switch (call.kernel) {
+  case Kernel::Embedding:
     k::embedding(i32(in[0]), in[0].rows(), weightOf(in[1]), in[1].cols(), f32(out));
     return Status::ok();
-  case plan::OpCode::RmsNorm:
+  case Kernel::RmsNorm:
     k::rmsNorm(f32(in[0]), in[0].rows(), in[0].cols(), weightOf(in[1]),
-               inst.params_as_RmsNormParams()->eps(), f32(out));
+               std::get<RmsNormParams>(call.params).eps, f32(out));
     return Status::ok();
-  case plan::OpCode::AddRmsNorm:
+  case Kernel::AddRmsNorm:
     k::addRmsNorm(f32(in[0]), f32(in[1]), in[0].rows(), in[0].cols(), weightOf(in[2]),
-                  inst.params_as_RmsNormParams()->eps(), f32(out), f32(call.outputs[1]));
+                  std::get<RmsNormParams>(call.params).eps, f32(out), f32(call.outputs[1]));
     return Status::ok();
-  case plan::OpCode::Linear: {
+  case Kernel::Linear: {
     k::Weight bias = in.size() > 2 ? weightOf(in[2]) : k::Weight();
     k::linear(f32(in[0]), in[0].rows(), in[0].cols(), weightOf(in[1]), in[1].rows(),
               in.size() > 2 ? &bias : nullptr, f32(out));
     return Status::ok();
   }
-  case plan::OpCode::Add:
+  case Kernel::Add:
     k::add(f32(in[0]), f32(in[1]), in[0].rows() * in[0].cols(), f32(out));
     return Status::ok();
-  case plan::OpCode::SiluMul:
+  case Kernel::SiluMul:
     k::siluMul(f32(in[0]), f32(in[1]), in[0].rows(), in[0].cols(), in[0].cols(),
                f32(out));
     return Status::ok();
-  case plan::OpCode::SigmoidGate:
+  case Kernel::SigmoidGate:
     k::sigmoidGate(f32(in[0]), weightOf(in[1]), f32(in[2]), in[0].rows(),
                    in[0].cols(), f32(out));
     return Status::ok();
-  case plan::OpCode::Attention: {
-    const auto *p = inst.params_as_AttentionParams();
-    k::GqaParams gp;
-    gp.numHeads = p->num_heads();
-    gp.numKvHeads = p->num_kv_heads();
-    gp.headDim = p->head_dim();
-    gp.scale = p->scale();
-    gp.rope = ropeOf(p->rope());
-    gp.slidingWindow = p->sliding_window();
-    gp.qkNormEps = p->qk_norm_eps();
+  case Kernel::Attention: {
     k::Weight qn, kn;
     bool norm = in.size() == 6;
     if (norm) {
@@ -125,50 +108,30 @@ Status cpu_backend::runKernel(const KernelCall &call) {
     }
     k::KvCache cache = cacheOf(call);
     k::gqaAttention(f32(in[0]), f32(in[1]), f32(in[2]), i32(in[3]), in[0].rows(),
-                    norm ? &qn : nullptr, norm ? &kn : nullptr, gp, cache, f32(out));
+                    norm ? &qn : nullptr, norm ? &kn : nullptr,
+                    std::get<AttentionParams>(call.params), cache, f32(out));
     return Status::ok();
   }
-  case plan::OpCode::MlaAttention: {
-    const auto *p = inst.params_as_MlaParams();
-    k::MlaParams mp;
-    mp.numHeads = p->num_heads();
-    mp.kvLoraRank = p->kv_lora_rank();
-    mp.nopeDim = p->qk_nope_head_dim();
-    mp.ropeDim = p->qk_rope_head_dim();
-    mp.vDim = p->v_head_dim();
-    mp.scale = p->scale();
-    mp.rope = ropeOf(p->rope());
-    mp.normEps = p->norm_eps();
+  case Kernel::MlaAttention: {
     k::KvCache cache = cacheOf(call);
     k::mlaAttention(f32(in[0]), f32(in[1]), weightOf(in[2]), weightOf(in[3]),
-                    i32(in[4]), in[0].rows(), mp, cache, f32(out));
+                    i32(in[4]), in[0].rows(), std::get<MlaParams>(call.params), cache, f32(out));
     return Status::ok();
   }
-  case plan::OpCode::Router: {
-    const auto *p = inst.params_as_RouterParams();
-    k::RouterParams rp;
-    rp.numExperts = p->num_experts();
-    rp.topK = p->top_k();
-    rp.scoring = p->scoring() == plan::Scoring::Sigmoid ? k::Scoring::Sigmoid
-                                                        : k::Scoring::Softmax;
-    rp.method = static_cast<k::TopkMethod>(p->method());
-    rp.normTopkProb = p->norm_topk_prob();
-    rp.nGroup = p->n_group();
-    rp.topkGroup = p->topk_group();
-    rp.routedScalingFactor = p->routed_scaling_factor();
+  case Kernel::Router: {
     k::Weight bias = in.size() > 2 ? weightOf(in[2]) : k::Weight();
     k::router(f32(in[0]), in[0].rows(), in[0].cols(), weightOf(in[1]),
-              in.size() > 2 ? &bias : nullptr, rp, f32(call.outputs[0]),
-              i32(call.outputs[1]));
+              in.size() > 2 ? &bias : nullptr, std::get<RouterParams>(call.params),
+              f32(call.outputs[0]), i32(call.outputs[1]));
     return Status::ok();
   }
-  case plan::OpCode::Experts: {
-    const auto *p = inst.params_as_ExpertsParams();
+  case Kernel::Experts: {
+    const ExpertsParams &p = std::get<ExpertsParams>(call.params);
     k::ExpertWeights w;
-    w.shared = p->num_shared();
-    w.grouped = p->grouped();
+    w.shared = p.numShared;
+    w.grouped = p.grouped;
     k::Weight gateUp;
-    if (p->fused_gate_up()) {
+    if (p.fusedGateUp) {
       gateUp = weightOf(in[3]);
       w.gateUp = &gateUp;
       w.down = weightOf(in[4]);
@@ -181,17 +144,17 @@ Status cpu_backend::runKernel(const KernelCall &call) {
     // overwrote them since (arena buffers may share bytes): check them.
     const int32_t *ids = i32(in[2]);
     for (int64_t i = 0, n = in[2].rows() * in[2].cols(); i < n; ++i)
-      if (ids[i] < 0 || ids[i] >= p->num_experts())
+      if (ids[i] < 0 || ids[i] >= p.numExperts)
         return Status::error("experts: routing index " + std::to_string(ids[i]) +
-                             " is outside [0, " + std::to_string(p->num_experts()) +
+                             " is outside [0, " + std::to_string(p.numExperts) +
                              ") (a corrupt plan: its routing indices were overwritten)");
-    k::experts(f32(in[0]), in[0].rows(), in[0].cols(), p->intermediate(),
-               p->num_experts(), f32(in[1]), ids, in[1].cols(), w, f32(out));
+    k::experts(f32(in[0]), in[0].rows(), in[0].cols(), p.intermediate, p.numExperts,
+               f32(in[1]), ids, in[1].cols(), w, f32(out));
     return Status::ok();
   }
   }
-  return Status::error("cpu backend: unknown op code " +
-                       std::to_string(static_cast<int>(inst.op())));
+  return Status::error("cpu backend: unknown kernel " +
+                       std::to_string(static_cast<int>(call.kernel)));
 }
 
 namespace {
@@ -208,13 +171,13 @@ public:
   uint64_t memoryBytes() const override {
     return uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGE_SIZE));
   }
-  bool supports(plan::OpCode op, plan::DType weightType) const override {
-    const bool matrixOp = op == plan::OpCode::Embedding || op == plan::OpCode::Linear ||
-                          op == plan::OpCode::Router || op == plan::OpCode::Experts ||
-                          op == plan::OpCode::MlaAttention; // kv_b
+  bool supports(Kernel kernel, DType weightType) const override {
+    const bool matrixOp = kernel == Kernel::Embedding || kernel == Kernel::Linear ||
+                          kernel == Kernel::Router || kernel == Kernel::Experts ||
+                          kernel == Kernel::MlaAttention; // kv_b
     return isFloatWeight(weightType) ||
-           (matrixOp && (weightType == plan::DType::I8 || weightType == plan::DType::I4 ||
-                         weightType == plan::DType::F8E4M3));
+           (matrixOp &&
+            (weightType == DType::I8 || weightType == DType::I4 || weightType == DType::F8E4M3));
   }
   Expected<std::shared_ptr<void>> allocate(size_t bytes) override {
     void *p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);

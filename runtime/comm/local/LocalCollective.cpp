@@ -5,7 +5,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/Collective.h"
-#include "moe/runtime/Plan.h"
 
 #include <cstring>
 

@@ -9,7 +9,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/MpiCollective.h"
-#include "moe/runtime/Plan.h"
 
 #include <mpi.h>
 
@@ -47,10 +46,10 @@ void bf16Sum(void *in, void *inout, int *len, MPI_Datatype *) {
     b[i] = floatToBf16(bf16ToFloat(a[i]) + bf16ToFloat(b[i]));
 }
 
-MPI_Datatype mpiType(plan::DType t) {
+MPI_Datatype mpiType(DType t) {
   switch (t) {
-  case plan::DType::BF16: return MPI_UINT16_T;
-  case plan::DType::I32: return MPI_INT32_T;
+  case DType::BF16: return MPI_UINT16_T;
+  case DType::I32: return MPI_INT32_T;
   default: return MPI_FLOAT;
   }
 }
@@ -106,7 +105,7 @@ public:
 protected:
   Status doAllReduce(Stream &stream, DeviceArray data) override {
     return stream.enqueueHost([this, data] {
-      MPI_Op op = data.dtype == plan::DType::BF16 ? bf16Sum_ : MPI_SUM;
+      MPI_Op op = data.dtype == DType::BF16 ? bf16Sum_ : MPI_SUM;
       return check("MPI_Allreduce",
                    data.count > INT_MAX ? MPI_ERR_COUNT
                                         : MPI_Allreduce(MPI_IN_PLACE, data.data, int(data.count),

@@ -405,7 +405,7 @@ public:
 
   std::string name() const override { return "logging"; }
   uint64_t memoryBytes() const override { return cpu_->memoryBytes(); }
-  bool supports(fb::OpCode op, fb::DType t) const override { return cpu_->supports(op, t); }
+  bool supports(Kernel k, DType t) const override { return cpu_->supports(k, t); }
   Expected<std::shared_ptr<void>> allocate(size_t bytes) override { return cpu_->allocate(bytes); }
   Status copyToHost(void *h, const void *d, size_t n) override { return cpu_->copyToHost(h, d, n); }
   Status copyFromHost(void *d, const void *h, size_t n) override {
@@ -429,7 +429,7 @@ private:
   struct LoggingStream final : Stream {
     LoggingStream(LoggingDevice &d, int index) : d(d), s("s" + std::to_string(index)) {}
     Status launch(const KernelCall &call) override {
-      d.log.push_back(s + " launch " + fb::EnumNameOpCode(call.instruction->op()));
+      d.log.push_back(s + " launch " + kernelInfo(call.kernel)->name);
       return d.cpu_->stream(0).launch(call);
     }
     Status enqueueHost(std::function<Status()> work) override {
@@ -471,6 +471,6 @@ TEST_F(PlanLoaderTest, SessionOrdersStreamsByThePlansEvents) {
             (std::vector<float>{20, 21, 22, 23, 10, 11, 12, 13}));
   // Both streams are waited for before the logits are read.
   EXPECT_EQ(device.log, (std::vector<std::string>{
-                            "s0 launch Embedding", "s0 record e0", "s1 wait e0",
-                            "s1 launch Embedding", "s0 synchronize", "s1 synchronize"}));
+                            "s0 launch embedding", "s0 record e0", "s1 wait e0",
+                            "s1 launch embedding", "s0 synchronize", "s1 synchronize"}));
 }

@@ -25,7 +25,7 @@ namespace moe::rt {
 /// stream the collective runs on. Collectives move F32, BF16 and I32.
 struct DeviceArray {
   void *data = nullptr;
-  plan::DType dtype = plan::DType::F32;
+  DType dtype = DType::F32;
   size_t count = 0;
 };
 

@@ -1,15 +1,17 @@
 //===- Hal.h - the hardware abstraction layer -------------------*- C++ -*-===//
 //
 // A backend is a Device (memory, streams, events, kernel dispatch); ranks talk
-// through a Collective. Nothing above this header knows which hardware runs
-// the plan: a new accelerator is a new Device that passes the same tests.
+// through a Collective (Collective.h). Nothing above this header knows which
+// hardware runs the plan, and nothing here knows the plan's file format: a
+// new accelerator is a new Device that passes the same tests
+// (docs/backends.md).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_HAL_H
 #define MOE_RUNTIME_HAL_H
 
+#include "moe/runtime/KernelCall.h"
 #include "moe/runtime/Status.h"
-#include "runtime/schema/plan_generated.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -19,39 +21,6 @@
 #include <vector>
 
 namespace moe::rt {
-
-/// A tensor as a kernel sees it: device memory, dtype and concrete shape
-/// (the token dimension resolved for this call).
-struct TensorView {
-  void *data = nullptr;
-  plan::DType dtype = plan::DType::F32;
-  std::vector<int64_t> shape;
-  /// Scaled (I8/I4/F8E4M3) weights: f32 scales, one per block of `rowGroup`
-  /// rows by `group` elements of the last dimension (see plan.fbs).
-  const float *scales = nullptr;
-  int64_t group = 0, rowGroup = 1;
-  int64_t rows() const { return shape.empty() ? 1 : shape[0]; }
-  int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
-};
-
-/// One layer of the paged KV cache: blocks of `blockSize` token rows of
-/// k_width and v_width elements of `dtype` (F32, BF16, I8, F8E4M3); I8 and
-/// F8E4M3 rows have one f32 scale per head in kScales/vScales.
-struct KvLayerView {
-  void *k = nullptr, *v = nullptr;
-  float *kScales = nullptr, *vScales = nullptr;
-  int64_t kWidth = 0, vWidth = 0, heads = 1, blockSize = 0;
-  plan::DType dtype = plan::DType::F32;
-};
-
-/// One instruction, bound to memory.
-struct KernelCall {
-  const plan::Instruction *instruction = nullptr;
-  std::vector<TensorView> inputs, outputs;
-  KvLayerView *kv = nullptr; ///< attention ops only
-  /// Per token of the batch: its sequence's block table (attention ops).
-  const int32_t *const *blockTables = nullptr;
-};
 
 class Event {
 public:
@@ -81,7 +50,7 @@ public:
   /// Memory the plan may use on this device, in bytes.
   virtual uint64_t memoryBytes() const = 0;
   /// Whether this backend runs `op` with weights of `weightType`.
-  virtual bool supports(plan::OpCode op, plan::DType weightType) const = 0;
+  virtual bool supports(Kernel kernel, DType weightType) const = 0;
   virtual Expected<std::shared_ptr<void>> allocate(size_t bytes) = 0;
   /// Copies between this device's memory and host memory (KV swap).
   virtual Status copyToHost(void *host, const void *device, size_t bytes) = 0;

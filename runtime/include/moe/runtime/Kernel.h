@@ -1,30 +1,31 @@
-//===- Kernel.h - what each plan kernel takes -------------------*- C++ -*-===//
+//===- Kernel.h - the kernels a plan may launch -----------------*- C++ -*-===//
 //
-// The rows of Kernels.def, the one kernel list, as data the loader and the
-// backends check instructions against.
+// The rows of Kernels.def, the one kernel list, as an enum and as data the
+// loader and the backends check calls against. The enum's values are the
+// plan format's op codes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_KERNEL_H
 #define MOE_RUNTIME_KERNEL_H
 
-#include "runtime/schema/plan_generated.h"
+#include <cstdint>
 
 namespace moe::rt {
+
+enum class Kernel : uint8_t {
+#define MOE_KERNEL(Name, spelling, minIns, maxIns, outs, kv, Params) Name,
+#include "moe/runtime/Kernels.def"
+};
 
 struct KernelInfo {
   const char *name;        ///< as the plan dialect spells it: "rms_norm"
   unsigned minIns, maxIns; ///< inputs
   unsigned outs;           ///< outputs
   bool kv;                 ///< takes a KV-cache layer
-  plan::OpParams params;   ///< its parameter table, NONE when it has none
 };
 
-/// The row of `op`, or null when `op` is no kernel of the list.
-const KernelInfo *kernelInfo(plan::OpCode op);
-
-/// The KV-cache layer `inst` reads and writes (its attention or MLA
-/// parameters name it), -1 for none.
-int kvLayerOf(const plan::Instruction &inst);
+/// The row of `kernel`, or null when `kernel` is no row of the list.
+const KernelInfo *kernelInfo(Kernel kernel);
 
 } // namespace moe::rt
 

@@ -1,0 +1,122 @@
+//===- KernelCall.h - one kernel, bound to memory ---------------*- C++ -*-===//
+//
+// What a backend receives for each instruction: the kernel (a row of
+// Kernels.def), its parameters as plain structs, and its tensors as device
+// addresses with concrete shapes. The session builds these from the plan
+// once; nothing here depends on the plan's file format. The CPU kernels
+// (kernels/cpu) take the parameter structs as they are.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_KERNELCALL_H
+#define MOE_RUNTIME_KERNELCALL_H
+
+#include "moe/runtime/Kernel.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <variant>
+#include <vector>
+
+namespace moe::rt {
+
+/// Element types, numbered as the plan format numbers them.
+enum class DType : uint8_t { F32 = 0, BF16 = 1, F16 = 2, F8E4M3 = 3, I32 = 4, I8 = 5, I4 = 6 };
+/// Bytes per element (I4: 1, two per byte are packed by the weights), 0 if
+/// `dtype` is not one of the above.
+size_t dtypeSize(DType dtype);
+/// "F32", ... ("?" for an unknown value).
+const char *dtypeName(DType dtype);
+
+/// Rotary embedding resolved by the compiler: angle(pos, i) = pos *
+/// invFreq[i] for i < pairs; cos and sin are scaled by attentionFactor.
+/// Pairs are (i, i + rotary/2) (half rotation, Llama family) or (2i, 2i + 1)
+/// (interleaved, DeepSeek). invFreq points into the loaded plan.
+struct Rope {
+  const float *invFreq = nullptr;
+  int64_t pairs = 0;
+  float attentionFactor = 1.0f;
+  bool interleaved = false;
+};
+
+struct RmsNormParams {
+  float eps = 1e-6f;
+};
+
+struct AttentionParams {
+  int64_t layer = 0; ///< KV-cache layer
+  int64_t numHeads = 0, numKvHeads = 0, headDim = 0;
+  float scale = 1.0f;
+  Rope rope;
+  int64_t slidingWindow = 0; ///< 0: none
+  float qkNormEps = 1e-6f;
+};
+
+struct MlaParams {
+  int64_t layer = 0; ///< KV-cache layer
+  int64_t numHeads = 0, kvLoraRank = 0, nopeDim = 0, ropeDim = 0, vDim = 0;
+  float scale = 1.0f;
+  Rope rope;
+  float normEps = 1e-6f;
+};
+
+enum class Scoring : uint8_t { Softmax, Sigmoid };
+enum class TopkMethod : uint8_t { Greedy, GroupLimitedGreedy, NoAuxTc };
+
+struct RouterParams {
+  int64_t numExperts = 0, topK = 0;
+  Scoring scoring = Scoring::Softmax;
+  TopkMethod method = TopkMethod::Greedy;
+  bool normTopkProb = false;
+  int64_t nGroup = 1, topkGroup = 1;
+  float routedScalingFactor = 1.0f;
+  int64_t layer = -1; ///< decoder layer, for routing statistics
+};
+
+struct ExpertsParams {
+  int64_t numExperts = 0, intermediate = 0;
+  bool fusedGateUp = false;
+  int64_t numShared = 0; ///< always-on experts stacked after the routed ones
+  bool grouped = true;   ///< permute + grouped GEMMs, else one expert after another
+};
+
+/// The parameters of a call: the alternative its kernel's row names.
+using KernelParams = std::variant<std::monostate, RmsNormParams, RouterParams, AttentionParams,
+                                  MlaParams, ExpertsParams>;
+
+/// A tensor as a kernel sees it: device memory, dtype and concrete shape
+/// (the token dimension resolved for this call).
+struct TensorView {
+  void *data = nullptr;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  /// Scaled (I8/I4/F8E4M3) weights: f32 scales, one per block of `rowGroup`
+  /// rows by `group` elements of the last dimension (see plan.fbs).
+  const float *scales = nullptr;
+  int64_t group = 0, rowGroup = 1;
+  int64_t rows() const { return shape.empty() ? 1 : shape[0]; }
+  int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
+};
+
+/// One layer of the paged KV cache: blocks of `blockSize` token rows of
+/// k_width and v_width elements of `dtype` (F32, BF16, I8, F8E4M3); I8 and
+/// F8E4M3 rows have one f32 scale per head in kScales/vScales.
+struct KvLayerView {
+  void *k = nullptr, *v = nullptr;
+  float *kScales = nullptr, *vScales = nullptr;
+  int64_t kWidth = 0, vWidth = 0, heads = 1, blockSize = 0;
+  DType dtype = DType::F32;
+};
+
+/// One instruction, bound to memory.
+struct KernelCall {
+  Kernel kernel = Kernel::Embedding;
+  KernelParams params;
+  std::vector<TensorView> inputs, outputs;
+  KvLayerView *kv = nullptr; ///< attention kernels only
+  /// Per token of the batch: its sequence's block table (attention kernels).
+  const int32_t *const *blockTables = nullptr;
+};
+
+} // namespace moe::rt
+
+#endif
