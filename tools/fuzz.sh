@@ -38,6 +38,7 @@ seed tiny-mixtral tiny-mixtral
 seed kjv-moe kjv-moe
 for p in int8 int4 fp8; do seed "kjv-moe-$p" kjv-moe --precision "$p"; done
 seed kjv-moe-per-expert kjv-moe --fusion=false # ungrouped experts, separate gate and up
+seed kjv-moe-2-ranks kjv-moe --pass-pipeline 'builtin.module(moe-fuse-experts, moe-to-plan{max-context=64}, moe-replicate-ranks{ranks=2}, moe-plan-memory{max-batch-tokens=16}, moe-verify-schedule)'
 python3 "$root/tools/make-tiny-checkpoint.py" --model-type mixtral --dtype F32 \
   --out "$work/ckpt" --dims hidden_size=16 --dims intermediate_size=24 \
   --dims num_hidden_layers=1 --dims num_attention_heads=2 --dims num_key_value_heads=1 \

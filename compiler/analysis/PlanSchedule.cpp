@@ -26,9 +26,11 @@ PlanSchedule planSchedule(func::FuncOp fn) {
       step.stream = int(wait.getStream());
       // Its record comes first: it defines the event this op uses.
       step.wait = eventId.lookup(wait.getEvent());
-    } else if (isa<plan::LaunchOp, plan::OutputOp>(op)) {
+    } else if (isa<plan::LaunchOp, plan::CollectiveOp, plan::OutputOp>(op)) {
       if (auto launch = dyn_cast<plan::LaunchOp>(op))
         step.stream = int(launch.getStream());
+      if (auto collective = dyn_cast<plan::CollectiveOp>(op))
+        step.stream = int(collective.getStream());
       SmallVector<MemoryEffects::EffectInstance> effects;
       cast<MemoryEffectOpInterface>(op).getEffects(effects);
       for (const MemoryEffects::EffectInstance &e : effects) {

@@ -1,10 +1,13 @@
 //===- PlanWriter.cpp - plan dialect -> plan.moeplan + weights ------------===//
 //
-// Walks func @main of a planned module in order: inputs, weights and arena
-// buffers become the tensor table, launches the instruction stream (with
-// plan.record / plan.wait folded into the events instructions wait for and
-// record, EventFolding.h), KV-cache declarations the cache spec. Weights are packed last, streamed from the
-// checkpoint; the plan file is written atomically once everything succeeded.
+// Walks each rank's function of a planned module in order (one function,
+// @main, for one rank; else one per rank with `plan.rank`): inputs, weights
+// and arena buffers become the tensor table, launches and collectives the
+// rank's instruction stream (with plan.record / plan.wait folded into the
+// events instructions wait for and record, EventFolding.h), KV-cache
+// declarations the cache spec. Each rank's weights are packed into a file
+// of its own, streamed from the checkpoint; the plan file is written
+// atomically once everything succeeded.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/target/PlanWriter.h"
@@ -82,33 +85,76 @@ public:
       : module_(module), options_(options) {}
 
   void run() {
-    auto main = module_.lookupSymbol<func::FuncOp>("main");
-    if (!main)
-      throw InputError("the module has no func.func @main; run moe-to-plan first");
+    std::vector<func::FuncOp> ranks = rankPrograms();
     auto maxTokens = module_->getAttrOfType<IntegerAttr>("plan.max_batch_tokens");
-    auto arena = module_->getAttrOfType<IntegerAttr>("plan.arena_bytes");
-    if (!maxTokens || !arena)
+    if (!maxTokens)
       throw InputError("the module has no memory plan; run moe-plan-memory first");
     maxTokens_ = maxTokens.getInt();
     // Every field is written, the version fields in particular, so that any
     // reader (and the corruption tests) finds them in place.
     b_.ForceDefaults(true);
     catalog_ = TensorCatalog::open(options_.checkpointDir);
-    for (Operation &op : main.getBody().front())
-      visit(op);
+    programs_.resize(ranks.size());
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      auto arena = ranks[r]->getAttrOfType<IntegerAttr>("plan.arena_bytes");
+      if (!arena)
+        fail(ranks[r], "the function has no memory plan; run moe-plan-memory first");
+      cur_ = &programs_[r];
+      cur_->arenaBytes = uint64_t(arena.getInt());
+      for (Operation &op : ranks[r].getBody().front())
+        visit(op);
+    }
     // Written beside the target, moved into place by one rename: a reader of
     // the old plan keeps its mapped weights, and a failure or an interrupt
     // leaves the old plan as it was.
     StagedDirectory staged(options_.outputDir, rt::kPlanFileName);
     dir_ = staged.path();
-    packWeights();
-    finishPlan(arena.getInt());
+    for (size_t r = 0; r < programs_.size(); ++r)
+      packWeights(r);
+    finishPlan();
     if (options_.cancelled && *options_.cancelled)
       throw InputError("interrupted");
     staged.commit();
   }
 
 private:
+  /// A launch or collective, until its events are all known.
+  struct Instruction {
+    fb::OpCode code = fb::OpCode(0);
+    std::vector<uint32_t> ins, outs;
+    fb::OpParams paramsType = fb::OpParams::NONE;
+    flatbuffers::Offset<void> params;
+    uint8_t stream = 0;
+    std::string location;
+    std::vector<uint32_t> waits;
+    fb::CollectiveOp collective = fb::CollectiveOp::None;
+  };
+
+  /// The module's functions in rank order: @main alone is rank 0; several
+  /// functions each say their rank with `plan.rank`, 0 .. n-1.
+  std::vector<func::FuncOp> rankPrograms() {
+    auto fns = llvm::to_vector(module_.getOps<func::FuncOp>());
+    if (fns.empty())
+      throw InputError("the module has no function; run moe-to-plan first");
+    if (fns.size() == 1 && !fns[0]->hasAttr("plan.rank")) {
+      if (fns[0].getSymName() != "main")
+        fail(fns[0], "the one function of a plan must be @main");
+      return {fns[0]};
+    }
+    std::vector<func::FuncOp> ranks(fns.size());
+    for (func::FuncOp fn : fns) {
+      auto rank = fn->getAttrOfType<IntegerAttr>("plan.rank");
+      if (!rank || rank.getInt() < 0 || rank.getInt() >= int64_t(fns.size()))
+        fail(fn, "each function of a plan with " + std::to_string(fns.size()) +
+                     " functions must say its rank with plan.rank = 0 .. " +
+                     std::to_string(fns.size() - 1));
+      if (ranks[size_t(rank.getInt())])
+        fail(fn, "rank " + std::to_string(rank.getInt()) + " has two functions");
+      ranks[size_t(rank.getInt())] = fn;
+    }
+    return ranks;
+  }
+
   uint32_t addTensor(Value v, Operation *op, const std::string &name, fb::Storage storage,
                      uint64_t offset, uint64_t size) {
     auto type = cast<MemRefType>(v.getType());
@@ -131,8 +177,8 @@ private:
     if (auto in = dyn_cast<pl::InputOp>(op)) {
       uint32_t i = addTensor(in, &op, in.getIndex() == 0 ? "tokens" : "positions",
                              fb::Storage::Input, 0, 0);
-      inputs_.resize(2);
-      inputs_[in.getIndex()] = i;
+      cur_->inputs.resize(2);
+      cur_->inputs[in.getIndex()] = i;
     } else if (auto w = dyn_cast<pl::WeightOp>(op)) {
       visitWeight(w);
     } else if (auto a = dyn_cast<pl::AllocOp>(op)) {
@@ -153,12 +199,14 @@ private:
                                            int32_t(kv.getVWidth())};
     } else if (auto l = dyn_cast<pl::LaunchOp>(op)) {
       visitLaunch(l);
+    } else if (auto c = dyn_cast<pl::CollectiveOp>(op)) {
+      visitCollective(c);
     } else if (auto r = dyn_cast<pl::RecordOp>(op)) {
-      events_.record(eventId(r.getEvent()), int(r.getStream()));
+      cur_->events.record(eventId(r.getEvent()), int(r.getStream()));
     } else if (auto w = dyn_cast<pl::WaitOp>(op)) {
-      events_.wait(eventId(w.getEvent()), int(w.getStream()));
+      cur_->events.wait(eventId(w.getEvent()), int(w.getStream()));
     } else if (auto out = dyn_cast<pl::OutputOp>(op)) {
-      outputs_.push_back(id(&op, out.getValue()));
+      cur_->outputs.push_back(id(&op, out.getValue()));
     } else if (!isa<func::ReturnOp>(op)) {
       fail(&op, "cannot be serialised into a plan");
     }
@@ -227,21 +275,23 @@ private:
     }
     const uint64_t bytes = e.bytes(rows);
     pending.tensor = addTensor(w, w, name, fb::Storage::Weight, 0, bytes);
-    totalWeightBytes_ += bytes;
+    tensors_[pending.tensor].weightFile = rankOf(cur_);
+    cur_->weightBytes += bytes;
     if (e.quantized()) {
       // The scales: a second weight tensor the quantized one names.
       const uint64_t blockRows = (rows + uint64_t(e.rowGroup) - 1) / uint64_t(e.rowGroup);
       TensorDesc scales{name + ".scales", fb::DType::F32,
                         {int64_t(blockRows), e.groups()}, fb::Storage::Weight, 0,
                         blockRows * uint64_t(e.groups()) * 4, 0};
+      scales.weightFile = rankOf(cur_);
       pending.scales = uint32_t(tensors_.size());
       tensors_.push_back(scales);
       tensors_[pending.tensor].scales = pending.scales;
       tensors_[pending.tensor].group = int32_t(e.group);
       tensors_[pending.tensor].rowGroup = int32_t(e.rowGroup);
-      totalWeightBytes_ += scales.size;
+      cur_->weightBytes += scales.size;
     }
-    pending_.push_back(std::move(pending));
+    cur_->pending.push_back(std::move(pending));
   }
 
   static float f32(FloatAttr a) { return float(a.getValueAsDouble()); }
@@ -289,7 +339,8 @@ private:
                                   f32(p.getScale()), r, f32(p.getNormEps()))
                   .Union()};
     }
-    if (auto p = dyn_cast_or_null<pl::RouterParamsAttr>(a))
+    if (auto p = dyn_cast_or_null<pl::RouterParamsAttr>(a)) {
+      cur_->routers[int(p.getLayer())] = int(p.getNumExperts());
       return {fb::OpParams::RouterParams,
               fb::CreateRouterParams(b_, int32_t(p.getNumExperts()), int32_t(p.getTopK()),
                                      scoringOf(p.getScoring()), methodOf(p.getMethod()),
@@ -297,6 +348,7 @@ private:
                                      int32_t(p.getTopkGroup()),
                                      f32(p.getRoutedScalingFactor()), int32_t(p.getLayer()))
                   .Union()};
+    }
     if (auto p = dyn_cast_or_null<pl::ExpertsParamsAttr>(a))
       return {fb::OpParams::ExpertsParams,
               fb::CreateExpertsParams(b_, int32_t(p.getNumExperts()),
@@ -307,39 +359,56 @@ private:
     return {fb::OpParams::NONE, 0};
   }
 
-  void visitLaunch(pl::LaunchOp l) {
-    Operation *op = l;
-    // Kernel values are the plan's op codes (both from Kernels.def).
-    auto code = fb::OpCode(l.getKernel().getKernel());
-    auto [type, params] = this->params(l);
-    std::vector<uint32_t> ins, outs;
-    for (Value v : l.getIns())
-      ins.push_back(id(op, v));
-    for (Value v : l.getOuts())
-      outs.push_back(id(op, v));
-    std::string loc;
-    llvm::raw_string_ostream os(loc);
-    l.getLoc().print(os);
-    // The events it records are known only later (a plan.record after it):
-    // the table is built in finishPlan.
-    instructions_.push_back({code, std::move(ins), std::move(outs), type, params,
-                             uint8_t(l.getStream()), std::move(loc),
-                             events_.launch(int(l.getStream()))});
+  /// The instruction of `op`, reading `ins` and writing `outs` on `stream`.
+  /// The events it records are known only later (a plan.record after it):
+  /// the table is built in finishPlan.
+  Instruction &addInstruction(Operation *op, ValueRange ins, ValueRange outs, int64_t stream) {
+    Instruction inst{};
+    for (Value v : ins)
+      inst.ins.push_back(id(op, v));
+    for (Value v : outs)
+      inst.outs.push_back(id(op, v));
+    llvm::raw_string_ostream os(inst.location);
+    op->getLoc().print(os);
+    inst.stream = uint8_t(stream);
+    inst.waits = cur_->events.launch(int(stream));
+    cur_->instructions.push_back(std::move(inst));
+    return cur_->instructions.back();
   }
+
+  void visitLaunch(pl::LaunchOp l) {
+    Instruction &inst = addInstruction(l, l.getIns(), l.getOuts(), l.getStream());
+    // Kernel values are the plan's op codes (both from Kernels.def).
+    inst.code = fb::OpCode(l.getKernel().getKernel());
+    std::tie(inst.paramsType, inst.params) = params(l);
+  }
+
+  void visitCollective(pl::CollectiveOp c) {
+    const auto ranks = int64_t(programs_.size());
+    if (c.getKind() != pl::CollectiveKind::all_reduce &&
+        cast<MemRefType>(c.getOuts()[0].getType()).getDimSize(0) != ranks)
+      fail(c, "'" + pl::stringifyCollectiveKind(c.getKind()).str() + "' gives [ranks, ...]: "
+              "its output's dimension 0 must be the module's " + std::to_string(ranks) +
+              " rank(s)");
+    Instruction &inst = addInstruction(c, c.getIns(), c.getOuts(), c.getStream());
+    inst.collective = fb::CollectiveOp(c.getKind()); // the same numbers (checked below)
+  }
+
 
   int64_t eventId(Value event) {
     return eventIds_.try_emplace(event, int64_t(eventIds_.size())).first->second;
   }
 
-  void packWeights() {
-    std::string file = std::string(rt::kWeightFilePrefix) + "0.bin";
-    WeightPacker packer((fs::path(dir_) / file).string(), totalWeightBytes_,
+  void packWeights(size_t rank) {
+    Program &program = programs_[rank];
+    std::string file = std::string(rt::kWeightFilePrefix) + std::to_string(rank) + ".bin";
+    WeightPacker packer((fs::path(dir_) / file).string(), program.weightBytes,
                         options_.cancelled);
     auto place = [&](uint32_t tensor, const WeightPacker::Packed &p) {
       tensors_[tensor].offset = p.offset;
       tensors_[tensor].checksum = p.checksum;
     };
-    for (const Pending &w : pending_) {
+    for (const Pending &w : program.pending) {
       // The data as stored or encoded; the scales from the checkpoint (fp8
       // as stored) or from the encoder.
       std::vector<float> scales;
@@ -351,8 +420,8 @@ private:
       if (w.encoding.quantized())
         place(w.scales, packer.appendBytes(scales.data(), scales.size() * sizeof(float)));
     }
-    weightFileSize_ = packer.finish();
-    weightFile_ = file;
+    program.weightFileSize = packer.finish();
+    program.weightFile = file;
   }
 
   std::string checkpointHash() {
@@ -373,11 +442,11 @@ private:
     return hex.str();
   }
 
-  void finishPlan(int64_t arenaBytes) {
+  void finishPlan() {
     std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
     for (const TensorDesc &t : tensors_)
       tensors.push_back(fb::CreateTensorDirect(b_, t.name.c_str(), t.dtype, &t.shape,
-                                               t.storage, 0, t.offset, t.size,
+                                               t.storage, t.weightFile, t.offset, t.size,
                                                t.checksum, t.scales, t.group, t.rowGroup));
     std::vector<flatbuffers::Offset<fb::KvLayer>> layers;
     for (auto &[layer, spec] : kvLayers_) {
@@ -410,19 +479,26 @@ private:
         get("num_layers"), get("num_experts"), get("top_k"),
         get("max_position_embeddings"), tokenizer ? tokenizer.str().c_str() : "",
         eos ? int32_t(eos.getInt()) : -1, &eosIds);
-    std::vector<flatbuffers::Offset<fb::WeightFile>> files = {
-        fb::CreateWeightFileDirect(b_, weightFile_.c_str(), weightFileSize_)};
-    std::vector<flatbuffers::Offset<fb::Instruction>> instructions;
-    for (size_t i = 0; i < instructions_.size(); ++i) {
-      const Instruction &in = instructions_[i];
-      std::vector<uint32_t> records = events_.records(i);
-      instructions.push_back(fb::CreateInstructionDirect(
-          b_, in.code, &in.ins, &in.outs, in.paramsType, in.params, in.stream,
-          in.location.c_str(), in.waits.empty() ? nullptr : &in.waits,
-          records.empty() ? nullptr : &records));
+    std::vector<flatbuffers::Offset<fb::WeightFile>> files;
+    std::vector<flatbuffers::Offset<fb::Program>> programs;
+    for (size_t r = 0; r < programs_.size(); ++r) {
+      const Program &prog = programs_[r];
+      files.push_back(fb::CreateWeightFileDirect(b_, prog.weightFile.c_str(),
+                                                 prog.weightFileSize, int32_t(r)));
+      std::vector<flatbuffers::Offset<fb::Instruction>> instructions;
+      for (size_t i = 0; i < prog.instructions.size(); ++i) {
+        const Instruction &in = prog.instructions[i];
+        std::vector<uint32_t> records = prog.events.records(i);
+        instructions.push_back(fb::CreateInstructionDirect(
+            b_, in.code, &in.ins, &in.outs, in.paramsType, in.params, in.stream,
+            in.location.c_str(), in.waits.empty() ? nullptr : &in.waits,
+            records.empty() ? nullptr : &records, in.collective));
+      }
+      programs.push_back(fb::CreateProgramDirect(b_, int32_t(r), &instructions, &prog.inputs,
+                                                 &prog.outputs, prog.arenaBytes,
+                                                 prog.weightBytes));
     }
-    std::vector<flatbuffers::Offset<fb::Program>> programs = {
-        fb::CreateProgramDirect(b_, 0, &instructions)};
+    auto placement = identityPlacement();
     std::string hash = checkpointHash();
     std::string source = fs::absolute(options_.checkpointDir).lexically_normal().string();
     std::string compiler = std::string("moe-compiler ") + rt::version() + " (commit " +
@@ -431,9 +507,8 @@ private:
                                                  options_.pipeline.c_str(), source.c_str(),
                                                  hash.c_str());
     auto plan = fb::CreatePlanDirect(b_, rt::kFormatMajor, rt::kFormatMinor, modelConfig,
-                                     &tensors, &files, &programs, &inputs_, &outputs_,
-                                     int32_t(maxTokens_), uint64_t(arenaBytes),
-                                     totalWeightBytes_, kv, provenance);
+                                     &tensors, &files, &programs, int32_t(maxTokens_), kv,
+                                     provenance, &placement);
     fb::FinishPlanBuffer(b_, plan);
     auto out = rt::OutputFile::create((fs::path(dir_) / rt::kPlanFileName).string());
     if (!out)
@@ -463,6 +538,7 @@ private:
     fb::Storage storage;
     uint64_t offset, size, checksum;
     uint32_t scales = 0; ///< scaled types: the tensor of its scales
+    uint32_t weightFile = 0; ///< weights: its rank's file
     int32_t group = 0, rowGroup = 1;
   };
   /// A weight to pack: its checkpoint parts in order, and how to store them.
@@ -495,27 +571,60 @@ private:
     return info;
   }
   std::vector<TensorDesc> tensors_;
-  std::vector<uint32_t> inputs_, outputs_;
-  /// A launch, until its events are all known.
-  struct Instruction {
-    fb::OpCode code;
-    std::vector<uint32_t> ins, outs;
-    fb::OpParams paramsType;
-    flatbuffers::Offset<void> params;
-    uint8_t stream;
-    std::string location;
-    std::vector<uint32_t> waits;
+  /// One rank's program, its weights and its memory.
+  struct Program {
+    std::vector<uint32_t> inputs, outputs;
+    std::vector<Instruction> instructions;
+    EventFolding events;
+    std::vector<Pending> pending;
+    uint64_t arenaBytes = 0, weightBytes = 0, weightFileSize = 0;
+    std::string weightFile;
+    std::map<int, int> routers; ///< decoder layer -> its router's experts
   };
-  std::vector<Instruction> instructions_;
-  EventFolding events_;
+  uint32_t rankOf(const Program *p) const { return uint32_t(p - programs_.data()); }
+
+  /// Every rank that routes a layer holds all its experts, in order: the
+  /// placement until expert placement plans one.
+  std::vector<flatbuffers::Offset<fb::LayerPlacement>> identityPlacement() {
+    std::map<int, std::pair<int, std::vector<int32_t>>> layers; // experts, ranks
+    for (size_t r = 0; r < programs_.size(); ++r)
+      for (auto [layer, experts] : programs_[r].routers) {
+        auto &entry = layers[layer];
+        if (!entry.second.empty() && entry.first != experts)
+          throw InputError("layer " + std::to_string(layer) + " routes over " +
+                           std::to_string(experts) + " experts on rank " + std::to_string(r) +
+                           " but " + std::to_string(entry.first) + " on another");
+        entry.first = experts;
+        entry.second.push_back(int32_t(r));
+      }
+    std::vector<flatbuffers::Offset<fb::LayerPlacement>> out;
+    for (auto &[layer, entry] : layers) {
+      std::vector<flatbuffers::Offset<fb::ExpertSlots>> experts;
+      for (int32_t e = 0; e < entry.first; ++e) {
+        std::vector<fb::ExpertSlot> slots;
+        for (int32_t rank : entry.second)
+          slots.emplace_back(rank, e);
+        experts.push_back(fb::CreateExpertSlotsDirect(b_, &slots));
+      }
+      out.push_back(fb::CreateLayerPlacementDirect(b_, layer, &experts));
+    }
+    return out;
+  }
+
+  std::vector<Program> programs_;
+  Program *cur_ = nullptr; ///< the one being visited
   llvm::DenseMap<Value, int64_t> eventIds_;
   std::map<int64_t, std::tuple<fb::KvKind, int32_t, int32_t>> kvLayers_;
-  std::vector<Pending> pending_;
-  uint64_t totalWeightBytes_ = 0, weightFileSize_ = 0;
-  std::string weightFile_;
 };
 
 } // namespace
+
+// The dialect's collective kinds number plan.fbs's CollectiveOp.
+static_assert(int(pl::CollectiveKind::all_reduce) == int(fb::CollectiveOp::AllReduce) &&
+                  int(pl::CollectiveKind::all_gather) == int(fb::CollectiveOp::AllGather) &&
+                  int(pl::CollectiveKind::all_to_all_v) == int(fb::CollectiveOp::AllToAllV) &&
+                  int(fb::CollectiveOp::MAX) == int(fb::CollectiveOp::AllToAllV),
+              "plan.fbs's CollectiveOp and the plan dialect's CollectiveKind differ");
 
 bool writePlan(ModuleOp module, const PlanWriteOptions &options, std::string &error) {
   try {

@@ -114,6 +114,27 @@ def AssignStreamsPass : Pass<"moe-assign-streams", "mlir::ModuleOp"> {
   ];
 }
 
+def ReplicateRanksPass : Pass<"moe-replicate-ranks", "mlir::ModuleOp"> {
+  let summary = "One copy of the plan program per rank (data parallelism)";
+  let description = [{
+    On the `plan` dialect, before `moe-plan-memory`: `@main` becomes
+    `ranks` functions `@rank0` .. `@rank<n-1>`, each marked `plan.rank`,
+    each holding every weight: rank r runs the whole model on the sequences
+    given to it. The plan writer gives each rank its own weight file, and
+    the expert placement lists every rank's copy of each expert. It is the
+    simplest multi-rank plan; sharding experts and heads over ranks is the
+    job of the expert- and tensor-parallel passes.
+
+    ```mlir
+    func.func @rank0() attributes {plan.rank = 0 : i64} { ... }
+    func.func @rank1() attributes {plan.rank = 1 : i64} { ... }
+    ```
+  }];
+  let options = [
+    Option<"ranks", "ranks", "int64_t", "1", "how many ranks, in [1, 4096]">
+  ];
+}
+
 def VerifySchedulePass : Pass<"moe-verify-schedule", "mlir::ModuleOp"> {
   let summary = "Refuse plans in which two streams race on a buffer";
   let description = [{
@@ -146,8 +167,9 @@ def PlanMemoryPass : Pass<"moe-plan-memory", "mlir::ModuleOp"> {
     buffer takes an earlier one's bytes only if every access to the earlier
     one is ordered before every access to the later by streams and events
     (`plan.record`/`plan.wait`), so a stream still running cannot see its
-    bytes overwritten. The module records `plan.max_batch_tokens` and `plan.arena_bytes`
-    (the peak activation memory).
+    bytes overwritten. The module records `plan.max_batch_tokens`; each function (a rank's
+    program, with an arena of its own) its `plan.arena_bytes` (its peak
+    activation memory).
 
     Before:
     ```mlir

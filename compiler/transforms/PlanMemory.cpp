@@ -59,19 +59,18 @@ struct PlanMemoryPass : ::moe::impl::PlanMemoryPassBase<PlanMemoryPass> {
       return signalPassFailure();
     }
     Builder b(module.getContext());
-    int64_t peak = 0;
     bool failed = false;
+    // Each function is a rank's program with an arena of its own.
     module.walk([&](func::FuncOp fn) {
       FailureOr<int64_t> bytes = plan(fn, b);
       if (mlir::failed(bytes))
         failed = true;
       else
-        peak = std::max(peak, *bytes);
+        fn->setAttr("plan.arena_bytes", b.getI64IntegerAttr(*bytes));
     });
     if (failed)
       return signalPassFailure();
     module->setAttr("plan.max_batch_tokens", b.getI64IntegerAttr(maxBatchTokens));
-    module->setAttr("plan.arena_bytes", b.getI64IntegerAttr(peak));
   }
 
   /// Places the function's buffers; returns the arena size they need.

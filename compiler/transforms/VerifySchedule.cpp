@@ -19,6 +19,8 @@ std::string describe(Operation *op, int stream) {
   std::string s = op->getName().getStringRef().str();
   if (auto launch = dyn_cast<plan::LaunchOp>(op))
     s += " " + launch.info().name.str();
+  if (auto collective = dyn_cast<plan::CollectiveOp>(op))
+    s += " " + plan::stringifyCollectiveKind(collective.getKind()).str();
   return s + " on stream " + std::to_string(stream);
 }
 
@@ -55,6 +57,22 @@ struct VerifySchedulePass : ::moe::impl::VerifySchedulePassBase<VerifySchedulePa
   }
 
   LogicalResult verify(func::FuncOp fn) {
+    // Every rank must run its collectives in the same order: one stream
+    // runs them in program order, several could reorder them.
+    plan::CollectiveOp firstCollective;
+    WalkResult streams = fn.walk([&](plan::CollectiveOp c) {
+      if (!firstCollective) {
+        firstCollective = c;
+      } else if (c.getStream() != firstCollective.getStream()) {
+        c.emitError() << "moe-verify-schedule: collectives run on one stream (here "
+                      << c.getStream() << ", before on " << firstCollective.getStream()
+                      << "), so that every rank runs them in the same order";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (streams.wasInterrupted())
+      return failure();
     ::moe::PlanSchedule s = ::moe::planSchedule(fn);
     auto order = ::moe::rt::HappensBefore::compute(s.steps);
     if (!order)

@@ -121,10 +121,13 @@ LogicalResult InputOp::verify() {
 }
 
 LogicalResult AllocOp::verify() {
+  // Tokens lead, or follow the rank dimension of a gathered or exchanged
+  // activation ([ranks, T, ...]).
   auto type = cast<MemRefType>(getType());
   for (int64_t i = 1; i < type.getRank(); ++i)
-    if (type.isDynamicDim(i))
-      return emitOpError() << "only dimension 0 (tokens) may be dynamic, got "
+    if (type.isDynamicDim(i) && (i > 1 || type.isDynamicDim(0)))
+      return emitOpError() << "only the token dimension (0, or 1 after a rank dimension) may "
+                              "be dynamic, got "
                            << type;
   if (getOffset() && static_cast<int64_t>(*getOffset()) < 0)
     return emitOpError() << "offset must be >= 0, got "
@@ -192,6 +195,44 @@ LogicalResult LaunchOp::verify() {
   }
   for (Value out : getOuts())
     if (!out.getDefiningOp<AllocOp>())
+      return emitOpError() << "writes a buffer that is not a plan.alloc";
+  return checkStream(*this, getStream());
+}
+
+LogicalResult CollectiveOp::verify() {
+  const bool exchange = getKind() == CollectiveKind::all_to_all_v;
+  const unsigned want = exchange ? 2 : 1;
+  if (getIns().size() != want || getOuts().size() != want)
+    return emitOpError() << "'" << stringifyCollectiveKind(getKind()) << "' takes " << want
+                         << " input(s) and " << want << " output(s), got " << getIns().size()
+                         << " and " << getOuts().size();
+  auto in = cast<MemRefType>(getIns()[0].getType());
+  auto out = cast<MemRefType>(getOuts()[0].getType());
+  if (!(in.getElementType().isF32() || in.getElementType().isBF16()) ||
+      in.getElementType() != out.getElementType())
+    return emitOpError() << "moves f32 or bf16 data, the same in and out; got " << in
+                         << " and " << out;
+  if (getKind() == CollectiveKind::all_reduce) {
+    if (in.getShape() != out.getShape())
+      return emitOpError() << "'all_reduce' keeps the shape; got " << in << " and " << out;
+  } else if (out.getRank() != in.getRank() + 1 || out.isDynamicDim(0) ||
+             out.getShape().drop_front() != in.getShape()) {
+    return emitOpError() << "'" << stringifyCollectiveKind(getKind())
+                         << "' gives [ranks] + the input's shape; got " << in << " and " << out;
+  }
+  if (exchange) {
+    if (in.getRank() != 2 || !in.isDynamicDim(0))
+      return emitOpError() << "'all_to_all_v' sends rows [T, C]; got " << in;
+    for (Value counts : {getIns()[1], getOuts()[1]}) {
+      auto c = cast<MemRefType>(counts.getType());
+      if (c.getRank() != 1 || !c.getElementType().isInteger(32) ||
+          c.getDimSize(0) != out.getDimSize(0))
+        return emitOpError() << "'all_to_all_v' counts are i32 [ranks] = memref<"
+                             << out.getDimSize(0) << "xi32>; got " << c;
+    }
+  }
+  for (Value o : getOuts())
+    if (!o.getDefiningOp<AllocOp>())
       return emitOpError() << "writes a buffer that is not a plan.alloc";
   return checkStream(*this, getStream());
 }

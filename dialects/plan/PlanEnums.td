@@ -11,4 +11,13 @@ def Plan_KvKindAttr : I32EnumAttr<"KvKind", "what one KV-cache layer holds",
   let cppNamespace = "::mlir::plan";
 }
 
+// The values are plan.fbs's CollectiveOp (the plan writer checks them).
+def Plan_AllReduce : I32EnumAttrCase<"all_reduce", 1>;
+def Plan_AllGather : I32EnumAttrCase<"all_gather", 2>;
+def Plan_AllToAllV : I32EnumAttrCase<"all_to_all_v", 3>;
+def Plan_CollectiveKindAttr : I32EnumAttr<"CollectiveKind", "a collective among the ranks",
+    [Plan_AllReduce, Plan_AllGather, Plan_AllToAllV]> {
+  let cppNamespace = "::mlir::plan";
+}
+
 #endif

@@ -116,6 +116,35 @@ def Plan_LaunchOp : Plan_Op<"launch", [AttrSizedOperandSegments]> {
   }];
 }
 
+def Plan_CollectiveOp : Plan_Op<"collective", [AttrSizedOperandSegments]> {
+  let summary = "a collective among the ranks, on execution stream `stream`";
+  let description = [{
+    Every rank's program runs the same collectives in the same order (the
+    loader checks it). `all_reduce`: out = the sum over ranks of in (out may
+    alias nothing but must have in's shape). `all_gather`: out = [ranks] +
+    in's shape, rank r's input at out[r]. `all_to_all_v`: ins(rows,
+    send_counts) outs(received, recv_counts); send_counts[r] rows go to rank
+    r, recv_counts[r] arrive from it, in rank order; counts are i32 [ranks].
+    Data is f32 or bf16. Collectives also use the ranks' communicator: two
+    of them on different streams need an event between them (else the
+    ranks could run them in different orders), which moe-verify-schedule
+    checks as for a buffer.
+
+    ```mlir
+    plan.collective all_reduce ins(%x : memref<?x32xf32>) outs(%y : memref<?x32xf32>)
+    plan.collective all_gather ins(%x : memref<?x32xf32>) outs(%g : memref<2x?x32xf32>)
+    ```
+  }];
+  let arguments = (ins Plan_CollectiveKindAttr:$kind,
+                       Arg<Variadic<AnyMemRef>, "read", [MemRead]>:$ins,
+                       Arg<Variadic<AnyMemRef>, "written", [MemWrite]>:$outs,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
+  let assemblyFormat = [{
+    $kind `ins` `(` $ins `:` type($ins) `)` `outs` `(` $outs `:` type($outs) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 def Plan_RecordOp : Plan_Op<"record"> {
   let summary = "an event: the completion of stream `stream`'s work so far";
   let description = [{

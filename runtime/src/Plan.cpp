@@ -4,8 +4,7 @@
 #include "moe/runtime/Kernel.h"
 #include "moe/runtime/Checksum.h"
 #include "moe/runtime/PlanFormat.h"
-#include "PlanShapes.h"
-#include "PlanStreams.h"
+#include "PlanPrograms.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -21,26 +20,10 @@ namespace moe::rt {
 
 namespace {
 
-/// The parameter table of each kernel's instructions (Kernels.def).
-const plan::OpParams kKernelParams[] = {
-#define MOE_KERNEL(Name, spelling, minIns, maxIns, outs, kv, Params) plan::OpParams::Params,
-#include "moe/runtime/Kernels.def"
-};
-
 /// A plan larger than this is not one we wrote (ours are KBs to a few MBs).
 constexpr uint64_t kMaxPlanBytes = 1ull << 30;
 
 std::string str(uint64_t v) { return std::to_string(v); }
-
-/// [offset, offset + size) lies in [0, limit), without overflowing.
-bool fits(uint64_t offset, uint64_t size, uint64_t limit) {
-  return offset <= limit && size <= limit - offset;
-}
-/// offset + size as text, also when it does not fit in 64 bits.
-std::string end(uint64_t offset, uint64_t size) {
-  uint64_t e = 0;
-  return __builtin_add_overflow(offset, size, &e) ? "2^64 or more" : str(e);
-}
 
 } // namespace
 
@@ -63,8 +46,15 @@ MOE_SAME(TopkMethod, NoAuxTc);
 #define MOE_KERNEL(Name, spelling, minIns, maxIns, outs, kv, Params)                         \
   static_assert(int(Kernel::Name) == int(plan::OpCode::Name), #Name " op code differs");
 #include "moe/runtime/Kernels.def"
-static_assert(int(plan::OpCode::MAX) + 1 == sizeof(kKernelParams) / sizeof(kKernelParams[0]),
-              "plan.fbs's OpCode and Kernels.def disagree: rerun cmake");
+
+const char *collectiveName(plan::CollectiveOp op) {
+  switch (op) {
+  case plan::CollectiveOp::AllReduce: return "all_reduce";
+  case plan::CollectiveOp::AllGather: return "all_gather";
+  case plan::CollectiveOp::AllToAllV: return "all_to_all_v";
+  default: return "none";
+  }
+}
 
 int kvLayerOf(const plan::Instruction &inst) {
   if (auto *a = inst.params_as_AttentionParams())
@@ -157,24 +147,37 @@ Expected<std::unique_ptr<LoadedPlan>> LoadedPlan::open(const std::string &dir,
   if (checksum64(buf, bodySize) != stored)
     return Status::error(path + ": checksum mismatch: the plan file is corrupt; "
                                 "recompile it with moe-compile");
+  flatbuffers::Verifier versionVerifier(buf, bodySize);
+  if (!versionVerifier.VerifyBuffer<plan::PlanVersion>(nullptr))
+    return Status::error(path + ": corrupt plan (FlatBuffers verification failed); "
+                                "recompile it with moe-compile");
+  const auto *v = flatbuffers::GetRoot<plan::PlanVersion>(buf);
+  std::string version = std::to_string(v->format_major()) + "." +
+                        std::to_string(v->format_minor());
+  std::string ours = std::to_string(kFormatMajor) + "." + std::to_string(kFormatMinor);
+  if (v->format_major() < kFormatMajor)
+    return Status::error(path + ": plan format " + version + " is older than this runtime's (" +
+                         ours + "); recompile with moe-compile");
+  if (v->format_major() != kFormatMajor || v->format_minor() > kFormatMinor)
+    return Status::error(path + ": plan format " + version +
+                         " is not supported by this runtime (format " + ours +
+                         "); use a runtime at least as new as the compiler, or "
+                         "recompile the plan");
   flatbuffers::Verifier verifier(buf, bodySize);
   if (!plan::VerifyPlanBuffer(verifier))
     return Status::error(path + ": corrupt plan (FlatBuffers verification failed); "
                                 "recompile it with moe-compile");
   loaded->plan_ = plan::GetPlan(buf);
-  const plan::Plan &p = *loaded->plan_;
-  std::string version = std::to_string(p.format_major()) + "." +
-                        std::to_string(p.format_minor());
-  std::string ours = std::to_string(kFormatMajor) + "." + std::to_string(kFormatMinor);
-  if (p.format_major() != kFormatMajor ||
-      p.format_minor() > kFormatMinor)
-    return Status::error(path + ": plan format " + version +
-                         " is not supported by this runtime (format " + ours +
-                         "); use a runtime at least as new as the compiler, or "
-                         "recompile the plan");
   if (Status s = loaded->check(); !s)
     return Status::error(path + ": " + s.message());
-  if (Status s = loaded->mapWeights(); !s)
+  if (options.rank && (*options.rank < 0 || *options.rank >= loaded->ranks()))
+    return Status::error(path + ": rank " + std::to_string(*options.rank) +
+                         " cannot run it: the plan is compiled for " +
+                         std::to_string(loaded->ranks()) + " rank(s); launch " +
+                         std::to_string(loaded->ranks()) + " (mpirun -np " +
+                         std::to_string(loaded->ranks()) + ") or recompile the plan");
+  loaded->rank_ = options.rank.value_or(0);
+  if (Status s = loaded->mapWeights(options.rank); !s)
     return s;
   if (options.verifyWeights)
     if (Status s = loaded->verifyWeights(); !s)
@@ -184,10 +187,13 @@ Expected<std::unique_ptr<LoadedPlan>> LoadedPlan::open(const std::string &dir,
 
 Status LoadedPlan::check() const {
   const plan::Plan &p = *plan_;
-  if (!p.config() || !p.tensors() || !p.programs() || !p.inputs() ||
-      !p.outputs() || !p.kv_cache() || !p.kv_cache()->layers() || !p.weight_files())
-    return Status::error("incomplete plan: config, tensors, programs, inputs, outputs, "
-                         "weight files and KV-cache spec are all required");
+  if (!p.config() || !p.tensors() || !p.programs() || p.programs()->size() == 0 ||
+      !p.kv_cache() || !p.kv_cache()->layers() || !p.weight_files())
+    return Status::error("incomplete plan: config, tensors, programs, weight files and "
+                         "KV-cache spec are all required");
+  if (p.programs()->size() > kMaxRanks)
+    return Status::error("the plan has " + str(p.programs()->size()) + " rank programs; at most " +
+                         str(kMaxRanks) + " are supported");
   for (int32_t id : eosTokens(p))
     if (id < 0 || id >= p.config()->vocab_size())
       return Status::error("end-of-sequence token " + str(id) + " outside the vocabulary [0, " +
@@ -212,7 +218,9 @@ Status LoadedPlan::check() const {
     uint64_t numel = 1;
     for (size_t d = 0; d < t->shape()->size(); ++d) {
       int64_t dim = t->shape()->Get(d);
-      if (dim == -1 && d == 0) {
+      // The token dimension leads, or follows the rank dimension of a
+      // gathered or exchanged activation ([ranks, T, ...]).
+      if (dim == -1 && (d == 0 || (d == 1 && t->shape()->Get(0) != -1))) {
         numel *= uint64_t(maxTokens);
         continue;
       }
@@ -252,10 +260,7 @@ Status LoadedPlan::check() const {
       if (t->offset() % kWeightAlignment != 0)
         return Status::error(where + " arena offset " + str(t->offset()) + " is not " +
                              str(kWeightAlignment) + "-byte aligned");
-      if (!fits(t->offset(), t->size(), p.arena_bytes()))
-        return Status::error(where + " ends at arena byte " + end(t->offset(), t->size()) +
-                             ", past the arena (" + str(p.arena_bytes()) + " bytes)");
-      break;
+      break; // within the arena of each program that uses it: checkProgram
     case plan::Storage::Input:
       break;
     default:
@@ -271,26 +276,10 @@ Status LoadedPlan::check() const {
         std::strchr(file->path()->c_str(), '/'))
       return Status::error("weight file names must be plain file names in the plan "
                            "directory");
-  auto checkIds = [&](const flatbuffers::Vector<uint32_t> *ids, const std::string &what,
-                      plan::Storage storage) -> Status {
-    for (uint32_t id : *ids) {
-      if (id >= numTensors)
-        return Status::error(what + " names tensor " + str(id) + ", but the plan has " +
-                             str(numTensors));
-      if (p.tensors()->Get(id)->storage() != storage)
-        return Status::error(what + " tensor " + str(id) + " ('" + tensorName(id) +
-                             "') has the wrong storage");
-    }
-    return Status::ok();
-  };
-  if (p.inputs()->size() != 2 || p.outputs()->size() != 1)
-    return Status::error("a plan takes 2 inputs (tokens, positions) and gives 1 "
-                         "output (logits), got " + str(p.inputs()->size()) + " and " +
-                         str(p.outputs()->size()));
-  if (Status s = checkIds(p.inputs(), "input", plan::Storage::Input); !s)
-    return s;
-  if (Status s = checkIds(p.outputs(), "output", plan::Storage::Arena); !s)
-    return s;
+    else if (file->rank() < 0 || file->rank() >= int(p.programs()->size()))
+      return Status::error("weight file " + file->path()->str() + " belongs to rank " +
+                           std::to_string(file->rank()) + ", but the plan has " +
+                           str(p.programs()->size()) + " rank program(s)");
   const plan::KvCacheSpec &kv = *p.kv_cache();
   if (kv.dtype() != plan::DType::F32 && kv.dtype() != plan::DType::BF16 &&
       kv.dtype() != plan::DType::I8 && kv.dtype() != plan::DType::F8E4M3)
@@ -303,72 +292,20 @@ Status LoadedPlan::check() const {
     if (layer->k_width() < 1 || layer->v_width() < 1 || layer->k_width() > (1 << 20) ||
         layer->v_width() > (1 << 20))
       return Status::error("KV-cache layer widths out of range");
-  if (p.programs()->size() != 1)
-    return Status::error("this runtime runs single-rank plans; the plan has " +
-                         str(p.programs()->size()) + " programs");
-  const auto *insts = p.programs()->Get(0)->instructions();
-  if (!insts || insts->size() == 0)
-    return Status::error("program 0 has no instructions");
-  for (uint32_t i = 0; i < insts->size(); ++i) {
-    const plan::Instruction *inst = insts->Get(i);
-    std::string where = "instruction " + str(i);
-    const KernelInfo *k = kernelInfo(kernelOf(*inst));
-    if (!k)
-      return Status::error(where + " has unknown op code " + str(uint8_t(inst->op())));
-    const plan::OpParams params = kKernelParams[size_t(inst->op())];
-    where += " (" + std::string(k->name) + ")";
-    size_t nin = inst->inputs() ? inst->inputs()->size() : 0;
-    size_t nout = inst->outputs() ? inst->outputs()->size() : 0;
-    if (nin < k->minIns || nin > k->maxIns || nout != k->outs)
-      return Status::error(where + " has " + str(nin) + " inputs and " + str(nout) +
-                           " outputs; expected " + str(k->minIns) + "-" + str(k->maxIns) +
-                           " and " + str(k->outs));
-    if (params != plan::OpParams::NONE && inst->params_type() != params)
-      return Status::error(where + " lacks its " + plan::EnumNameOpParams(params));
-    for (uint32_t id : *inst->inputs())
-      if (id >= numTensors)
-        return Status::error(where + " reads tensor " + str(id) + ", but the plan has " +
-                             str(numTensors));
-    for (uint32_t id : *inst->outputs())
-      if (id >= numTensors || p.tensors()->Get(id)->storage() != plan::Storage::Arena)
-        return Status::error(where + " writes tensor " + str(id) +
-                             ", which is not an arena tensor of the plan");
-    if (auto *att = inst->params_as_AttentionParams()) {
-      if (att->num_heads() < 1 || att->num_kv_heads() < 1 || att->head_dim() < 1 ||
-          att->num_heads() % att->num_kv_heads() != 0 || !att->rope() ||
-          !att->rope()->inv_freq() || att->rope()->inv_freq()->size() * 2 > size_t(att->head_dim()))
-        return Status::error(where + " has inconsistent attention parameters");
-    }
-    if (auto *mla = inst->params_as_MlaParams()) {
-      if (mla->num_heads() < 1 || mla->kv_lora_rank() < 1 || mla->qk_nope_head_dim() < 1 ||
-          mla->qk_rope_head_dim() < 2 || mla->v_head_dim() < 1 || !mla->rope() ||
-          !mla->rope()->inv_freq() ||
-          mla->rope()->inv_freq()->size() * 2 != size_t(mla->qk_rope_head_dim()))
-        return Status::error(where + " has inconsistent MLA parameters");
-    }
-    if (int layer = kvLayerOf(*inst); layer != -1 && (layer < 0 || size_t(layer) >= kv.layers()->size()))
-      return Status::error(where + " uses KV-cache layer " + std::to_string(layer) +
-                           ", but the cache has " + str(kv.layers()->size()));
-    if (auto *r = inst->params_as_RouterParams())
-      if (r->num_experts() < 1 || r->top_k() < 1 || r->top_k() > r->num_experts() ||
-          r->n_group() < 1 || r->num_experts() % r->n_group() != 0 ||
-          r->topk_group() < 1 || r->topk_group() > r->n_group() ||
-          r->scoring() > plan::Scoring::MAX || r->method() > plan::TopkMethod::MAX)
-        return Status::error(where + " has inconsistent router parameters");
-    if (auto *e = inst->params_as_ExpertsParams())
-      if (e->num_experts() < 1 || e->intermediate() < 1 || e->num_shared() < 0 ||
-          e->num_shared() > (1 << 20) ||
-          nin != (e->fused_gate_up() ? 5u : 6u))
-        return Status::error(where + " has inconsistent expert parameters");
-  }
-  if (Status st = checkShapes(p); !st)
-    return st;
-  return checkStreams(p);
+  for (uint32_t r = 0; r < p.programs()->size(); ++r)
+    if (Status st = checkProgram(p, r); !st)
+      return Status::error((p.programs()->size() > 1 ? "rank " + str(r) + ": " : "") +
+                           st.message());
+  return checkRanks(p);
 }
 
-Status LoadedPlan::mapWeights() {
+Status LoadedPlan::mapWeights(const std::optional<int> &rank) {
   const plan::Plan &p = *plan_;
   for (const auto *file : *p.weight_files()) {
+    if (rank && file->rank() != *rank) {
+      mappings_.push_back({}); // another rank's: never touched here
+      continue;
+    }
     std::string path = dir_ + "/" + file->path()->str();
     auto in = InputFile::open(path);
     if (!in)
@@ -398,15 +335,16 @@ LoadedPlan::~LoadedPlan() {
 
 const void *LoadedPlan::weightData(uint32_t id) const {
   const plan::Tensor *t = plan_->tensors()->Get(id);
-  return static_cast<const uint8_t *>(mappings_[t->weight_file()].data) + t->offset();
+  const Mapping &m = mappings_[t->weight_file()];
+  return m.data ? static_cast<const uint8_t *>(m.data) + t->offset() : nullptr;
 }
 
 Status LoadedPlan::verifyWeights() const {
   const plan::Plan &p = *plan_;
   for (uint32_t id = 0; id < p.tensors()->size(); ++id) {
     const plan::Tensor *t = p.tensors()->Get(id);
-    if (t->storage() != plan::Storage::Weight)
-      continue;
+    if (t->storage() != plan::Storage::Weight || !weightData(id))
+      continue; // another rank's weight
     uint64_t sum = checksum64(weightData(id), t->size());
     if (sum != t->checksum()) {
       std::ostringstream os;

@@ -21,23 +21,30 @@ std::string shapeText(const std::vector<int64_t> &s) {
 
 class Checker {
 public:
-  Checker(const plan::Plan &p) : p_(p) {}
+  Checker(const plan::Plan &p, const plan::Program &prog) : p_(p), prog_(prog) {}
 
   Status run() {
-    const auto *insts = p_.programs()->Get(0)->instructions();
-    tokens_ = p_.inputs()->Get(0);
-    positions_ = p_.inputs()->Get(1);
+    const auto *insts = prog_.instructions();
+    tokens_ = prog_.inputs()->Get(0);
+    positions_ = prog_.inputs()->Get(1);
     int64_t vocab = p_.config()->vocab_size();
     where_ = "the plan's inputs and output";
     if (Status st = input(tokens_, "tokens"); !st)
       return st;
     if (Status st = input(positions_, "positions"); !st)
       return st;
-    if (Status st = act(p_.outputs()->Get(0), "logits", {kTokens, vocab}); !st)
+    if (Status st = act(prog_.outputs()->Get(0), "logits", {kTokens, vocab}); !st)
       return st;
     routerOf_.assign(p_.tensors()->size(), nullptr);
     for (uint32_t i = 0; i < insts->size(); ++i) {
       inst_ = insts->Get(i);
+      if (inst_->collective() != plan::CollectiveOp::None) {
+        where_ = "instruction " + std::to_string(i) + " (" +
+                 collectiveName(inst_->collective()) + ")";
+        if (Status st = collective(); !st)
+          return st;
+        continue;
+      }
       where_ = "instruction " + std::to_string(i) + " (" +
                std::string(kernelInfo(kernelOf(*inst_))->name) + ")";
       if (Status st = instruction(); !st)
@@ -129,15 +136,46 @@ private:
                     std::to_string(v));
   }
 
+  /// A collective's data is an F32 or BF16 activation; a gathered or
+  /// exchanged result has a leading rank dimension; counts are I32 [ranks].
+  Status collective() const {
+    const plan::Tensor &x = tensor(in(0));
+    const plan::DType dtype = x.dtype();
+    const std::vector<int64_t> dims = shape(in(0));
+    if (x.storage() != plan::Storage::Arena ||
+        (dtype != plan::DType::F32 && dtype != plan::DType::BF16))
+      return bad(in(0), "input", "an F32 or BF16 activation in Arena");
+    std::vector<int64_t> ranked = dims;
+    ranked.insert(ranked.begin(), int64_t(p_.programs()->size()));
+    const std::vector<int64_t> counts = {int64_t(p_.programs()->size())};
+    switch (inst_->collective()) {
+    case plan::CollectiveOp::AllReduce:
+      return act(out(0), "output", dims, dtype);
+    case plan::CollectiveOp::AllGather:
+      if (dims.size() > 3)
+        return bad(in(0), "input", "at most 3 dimensions");
+      return act(out(0), "output", ranked, dtype);
+    case plan::CollectiveOp::AllToAllV:
+      if (dims.size() != 2 || dims[0] != kTokens)
+        return bad(in(0), "input", "rows [T, C]");
+      return all({act(in(1), "send counts", counts, plan::DType::I32),
+                  act(out(0), "output", ranked, dtype),
+                  act(out(1), "receive counts", counts, plan::DType::I32)});
+    default:
+      return need(false, "unknown collective");
+    }
+  }
+
+  static Status all(std::initializer_list<Status> list) {
+    for (const Status &s : list)
+      if (!s)
+        return s;
+    return Status::ok();
+  }
+
   Status instruction() const {
     int64_t c = 0, k = 0;
     Status st = Status::ok();
-    auto all = [&](std::initializer_list<Status> list) {
-      for (const Status &s : list)
-        if (!s)
-          return s;
-      return Status::ok();
-    };
     switch (inst_->op()) {
     case plan::OpCode::Embedding:
       c = dim(in(1), -1);
@@ -228,6 +266,7 @@ private:
   }
 
   const plan::Plan &p_;
+  const plan::Program &prog_;
   const plan::Instruction *inst_ = nullptr;
   std::string where_;
   uint32_t tokens_ = 0, positions_ = 0;
@@ -237,6 +276,8 @@ private:
 
 } // namespace
 
-Status checkShapes(const plan::Plan &plan) { return Checker(plan).run(); }
+Status checkShapes(const plan::Plan &plan, const plan::Program &program) {
+  return Checker(plan, program).run();
+}
 
 } // namespace moe::rt

@@ -7,12 +7,12 @@
 
 namespace moe::rt {
 
-/// Checks that each instruction's tensors have the shapes, dtypes and
+/// Checks that each instruction of `program`'s tensors have the shapes, dtypes and
 /// storage its kernel assumes, and agree with its parameters, the KV-cache
 /// layers and the model config: with LoadedPlan::check's structural checks,
 /// a plan that passes can be run without any kernel reading or writing
 /// outside its tensors. Run after the indices have been checked.
-Status checkShapes(const plan::Plan &plan);
+Status checkShapes(const plan::Plan &plan, const plan::Program &program);
 
 } // namespace moe::rt
 

@@ -12,14 +12,17 @@ namespace moe::rt {
 namespace {
 
 std::string describe(const plan::Instruction &inst, uint32_t index) {
-  return "instruction " + std::to_string(index) + " (" + kernelInfo(kernelOf(inst))->name +
-         " on stream " + std::to_string(inst.stream()) + ")";
+  const char *what = inst.collective() != plan::CollectiveOp::None
+                         ? collectiveName(inst.collective())
+                         : kernelInfo(kernelOf(inst))->name;
+  return "instruction " + std::to_string(index) + " (" + what + " on stream " +
+         std::to_string(inst.stream()) + ")";
 }
 
 } // namespace
 
-Status checkStreams(const plan::Plan &p) {
-  const auto &insts = *p.programs()->Get(0)->instructions();
+Status checkStreams(const plan::Plan &p, const plan::Program &program) {
+  const auto &insts = *program.instructions();
   const uint32_t numTensors = p.tensors()->size();
   uint64_t events = 0;
   for (const plan::Instruction *inst : insts)

@@ -18,9 +18,9 @@ namespace moe::rt {
 namespace {
 
 /// Heads per KV layer (one scale per token and head): GQA kv heads, MLA 1.
-std::vector<int64_t> kvHeads(const plan::Plan &p) {
+std::vector<int64_t> kvHeads(const plan::Plan &p, const plan::Program &program) {
   std::vector<int64_t> heads(p.kv_cache()->layers()->size(), 1);
-  for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions())
+  for (const plan::Instruction *inst : *program.instructions())
     if (auto *a = inst->params_as_AttentionParams())
       heads[size_t(a->layer())] = a->num_kv_heads();
   return heads;
@@ -72,7 +72,26 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
                                                    const SessionOptions &options) {
   const plan::Plan &p = loaded.plan();
   std::unique_ptr<Session> s(new Session(loaded, device));
-  for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions()) {
+  if (options.ranks) {
+    s->ranks_ = options.ranks;
+  } else {
+    s->localRanks_ = createLocalCollective();
+    s->ranks_ = s->localRanks_.get();
+  }
+  if (s->ranks_->size() != loaded.ranks() || s->ranks_->rank() != loaded.rank())
+    return Status::error("the plan was loaded for rank " + std::to_string(loaded.rank()) +
+                         " of " + std::to_string(loaded.ranks()) + ", but this process is rank " +
+                         std::to_string(s->ranks_->rank()) + " of " +
+                         std::to_string(s->ranks_->size()));
+  for (const plan::Instruction *inst : *s->program_.instructions()) {
+    if (inst->collective() == plan::CollectiveOp::AllGather ||
+        inst->collective() == plan::CollectiveOp::AllToAllV)
+      return Status::error(std::string(collectiveName(inst->collective())) +
+                           " instructions are not run by this runtime yet (no kernel reads "
+                           "their [ranks, T, ...] results until the expert- and "
+                           "tensor-parallel passes)");
+    if (inst->collective() != plan::CollectiveOp::None)
+      continue;
     for (uint32_t id : *inst->inputs()) {
       const plan::Tensor *t = p.tensors()->Get(id);
       if (t->storage() == plan::Storage::Weight &&
@@ -102,9 +121,9 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
     return Status::error(std::string("KV-cache dtype ") + dtypeName(kvType) +
                          " is not supported (F32, BF16, I8, F8E4M3)");
   bool scaled = kvType == plan::DType::I8 || kvType == plan::DType::F8E4M3;
-  std::vector<int64_t> heads = kvHeads(p);
+  std::vector<int64_t> heads = kvHeads(p, s->program_);
   uint64_t rows = uint64_t(s->numBlocks_) * uint64_t(s->blockSize_);
-  auto needs = memoryNeeds(p, rows, kvType);
+  auto needs = memoryNeeds(p, loaded.rank(), rows, kvType);
   if (!needs)
     return needs.status();
   uint64_t limit = options.memoryLimit ? std::min(options.memoryLimit, device.memoryBytes())
@@ -122,7 +141,7 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
         ". To fit: recompile with a smaller --max-batch-tokens (activations), use a smaller "
         "context or fewer KV blocks, --kv-dtype int8 (KV cache), or more ranks (weights)");
   uint64_t kvBytes = needs->kvCache;
-  auto arena = device.allocate(p.arena_bytes());
+  auto arena = device.allocate(s->program_.arena_bytes());
   if (!arena)
     return arena.status();
   s->arena_ = arena.take();
@@ -161,7 +180,7 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
   s->kvBytes_ = kvBytes;
   for (int64_t b = 0; b < s->numBlocks_; ++b)
     s->identity_.push_back(int32_t(b));
-  for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions()) {
+  for (const plan::Instruction *inst : *s->program_.instructions()) {
     s->streams_ = std::max(s->streams_, int(inst->stream()) + 1);
     // The loader checked that the events are numbered 0..n-1.
     for (size_t e = 0; inst->records() && e < inst->records()->size(); ++e)
@@ -169,19 +188,21 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
   }
   // Routing counts per router, named by its decoder layer (plans before
   // format 1.6 do not say it: their routers are numbered in order).
-  for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions())
+  for (const plan::Instruction *inst : *s->program_.instructions())
     if (auto *r = inst->params_as_RouterParams())
       s->load_.push_back({r->layer() >= 0 ? r->layer() : int(s->load_.size()),
                           std::vector<uint64_t>(size_t(r->num_experts()))});
   return std::move(s);
 }
 
-Expected<MemoryNeeds> memoryNeeds(const plan::Plan &p, uint64_t kvTokens, plan::DType kvDtype) {
+Expected<MemoryNeeds> memoryNeeds(const plan::Plan &p, int rank, uint64_t kvTokens,
+                                  plan::DType kvDtype) {
+  const plan::Program &program = *p.programs()->Get(uint32_t(rank));
   bool scaled = kvDtype == plan::DType::I8 || kvDtype == plan::DType::F8E4M3;
-  std::vector<int64_t> heads = kvHeads(p);
+  std::vector<int64_t> heads = kvHeads(p, program);
   MemoryNeeds n;
-  n.weights = p.weight_bytes();
-  n.activations = p.arena_bytes();
+  n.weights = program.weight_bytes();
+  n.activations = program.arena_bytes();
   bool overflow = false;
   auto mul = [&](uint64_t a, uint64_t b) {
     uint64_t r = 0;
@@ -292,14 +313,14 @@ Status Session::forward(const Batch &batch, float *logits) {
       v.data = static_cast<uint8_t *>(arena_.get()) + t->offset();
       break;
     case plan::Storage::Input:
-      v.data = const_cast<int32_t *>(id == p.inputs()->Get(0) ? tokens : positions);
+      v.data = const_cast<int32_t *>(id == program_.inputs()->Get(0) ? tokens : positions);
       break;
     }
     return v;
   };
   size_t router = 0;
   Status st = Status::ok();
-  for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions()) {
+  for (const plan::Instruction *inst : *program_.instructions()) {
     KernelCall call;
     call.kernel = kernelOf(*inst);
     call.params = kernelParams(*inst);
@@ -315,9 +336,11 @@ Status Session::forward(const Batch &batch, float *logits) {
       for (uint32_t e : *inst->waits())
         if (st = stream.wait(*events_[e]); !st)
           break;
+    const bool isCollective = inst->collective() != plan::CollectiveOp::None;
     if (st)
-      st = stream.launch(call);
-    if (st && call.kernel == Kernel::Router) {
+      st = isCollective ? collective(*inst, stream, call.inputs[0], call.outputs[0])
+                        : stream.launch(call);
+    if (st && !isCollective && call.kernel == Kernel::Router) {
       // Routing statistics (the traffic profile), read on the router's
       // stream once it has run. The CPU backend's memory is host memory; a
       // device backend would copy the ids back first.
@@ -346,9 +369,29 @@ Status Session::forward(const Batch &batch, float *logits) {
       st = std::move(done);
   if (!st)
     return st;
-  TensorView out = view(p.outputs()->Get(0));
+  TensorView out = view(program_.outputs()->Get(0));
   std::memcpy(logits, out.data, size_t(count) * size_t(out.cols()) * sizeof(float));
   return Status::ok();
+}
+
+Status Session::collective(const plan::Instruction &inst, Stream &stream, const TensorView &in,
+                           const TensorView &out) {
+  if (inst.collective() != plan::CollectiveOp::AllReduce) // refused by create()
+    return Status::error(std::string(collectiveName(inst.collective())) + " is not supported");
+  size_t count = 1;
+  for (int64_t d : out.shape)
+    count *= size_t(d);
+  DeviceArray x{in.data, in.dtype, count}, y{out.data, out.dtype, count};
+  // The sum is taken in place, in the output. (A host copy: the CPU
+  // backend's memory; device copies on streams come with the HAL buffers.)
+  if (x.data != y.data)
+    if (Status st = stream.enqueueHost([x, y] {
+          std::memcpy(y.data, x.data, x.count * dtypeSize(x.dtype));
+          return Status::ok();
+        });
+        !st)
+      return st;
+  return ranks_->allReduce(stream, y);
 }
 
 } // namespace moe::rt

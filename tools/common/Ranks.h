@@ -1,8 +1,9 @@
 //===- Ranks.h - joining the job a tool was launched in ---------*- C++ -*-===//
 //
-// A tool started by mpirun joins the MPI job and checks, before the first
-// step, that every rank loaded the same plan and that the job has as many
-// ranks as the plan has programs; started alone it runs as the one rank.
+// A tool started by mpirun joins the MPI job (before it loads the plan: a
+// rank maps only its own weights); started alone it runs as the one rank.
+// Before the first step every rank checks that all loaded the same plan and
+// that the job has as many ranks as the plan has programs.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_TOOLS_COMMON_RANKS_H
@@ -13,24 +14,17 @@
 
 namespace moe::tools {
 
-/// The job's collective (local when not launched by mpirun), agreed on
-/// `plan`; or the one-line reason the ranks cannot run it together.
-inline rt::Expected<std::unique_ptr<rt::Collective>>
-joinRanks(const std::string &tool, const rt::LoadedPlan &plan, rt::Stream &stream) {
-  std::unique_ptr<rt::Collective> ranks;
-  if (rt::launchedByMpi()) {
-    auto mpi = rt::createMpiCollective(tool);
-    if (!mpi)
-      return mpi.status();
-    ranks = mpi.take();
-  } else {
-    ranks = rt::createLocalCollective();
-  }
-  if (rt::Status st = rt::agreeOnPlan(*ranks, stream, plan.checksum(),
-                                      int(plan.plan().programs()->size()));
-      !st)
-    return st;
-  return ranks;
+/// The job's collective: MPI's under mpirun, else the local one.
+inline rt::Expected<std::unique_ptr<rt::Collective>> joinJob(const std::string &tool) {
+  if (rt::launchedByMpi())
+    return rt::createMpiCollective(tool);
+  return rt::createLocalCollective();
+}
+
+/// Every rank of `ranks` runs `plan`, or the one-line reason they cannot.
+inline rt::Status agreeOnPlan(rt::Collective &ranks, const rt::LoadedPlan &plan,
+                              rt::Stream &stream) {
+  return rt::agreeOnPlan(ranks, stream, plan.checksum(), plan.ranks());
 }
 
 } // namespace moe::tools

@@ -138,7 +138,7 @@ private:
     refSession_ = session.take();
     if (!calibration(error))
       return false;
-    ref_ = Measure{refPlan_->plan().weight_bytes(), 0.0, 1.0};
+    ref_ = Measure{refPlan_->program().weight_bytes(), 0.0, 1.0};
     log_ << "calibration: " << tokens_.size() << " tokens; fp32 plan " << ref_.bytes
          << " weight bytes\n";
     return true;
@@ -200,7 +200,7 @@ private:
     auto score = rt::scoreTokens(**session, tokens_, window_, refSession_.get(), start_);
     if (!score)
       return fail(score.status().message(), error);
-    m = Measure{(*plan)->plan().weight_bytes(), score->comparison->kl, score->comparison->top1};
+    m = Measure{(*plan)->program().weight_bytes(), score->comparison->kl, score->comparison->top1};
     return true;
   }
 

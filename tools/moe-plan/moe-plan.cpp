@@ -20,6 +20,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -83,58 +84,82 @@ int show(const LoadedPlan &loaded) {
                 pv->checkpoint_hash()->c_str(), pv->pipeline()->c_str());
   std::map<std::string, std::pair<int, uint64_t>> weights;
   std::vector<bool> scales = scaleTensors(p);
-  int buffers = 0;
   for (uint32_t id = 0; id < p.tensors()->size(); ++id) {
     const fb::Tensor *t = p.tensors()->Get(id);
     if (t->storage() == fb::Storage::Weight) {
       auto &w = weights[scales[id] ? "scales" : dtypeName(t->dtype())];
       ++w.first;
       w.second += t->size();
-    } else if (t->storage() == fb::Storage::Arena) {
-      ++buffers;
     }
   }
-  std::printf("weights    %s in %u file(s)\n", moe::rt::formatBytes(p.weight_bytes()).c_str(),
+  uint64_t weightBytes = 0;
+  for (const fb::Program *prog : *p.programs())
+    weightBytes += prog->weight_bytes();
+  std::printf("weights    %s in %u file(s)\n", moe::rt::formatBytes(weightBytes).c_str(),
               p.weight_files()->size());
   for (auto &[dtype, w] : weights)
     std::printf("  %-8s %d tensors, %s\n", dtype.c_str(), w.first, moe::rt::formatBytes(w.second).c_str());
-  std::printf("arena      %s peak activation memory at %d tokens (%d buffers)\n",
-              moe::rt::formatBytes(p.arena_bytes()).c_str(), p.max_batch_tokens(), buffers);
   const fb::KvCacheSpec &kv = *p.kv_cache();
-  auto perTokenNeeds = moe::rt::memoryNeeds(p, 1, kv.dtype());
-  auto needs = moe::rt::memoryNeeds(p, uint64_t(kv.max_context()), kv.dtype());
-  if (!perTokenNeeds || !needs)
-    return fail(needs ? perTokenNeeds.status().message() : needs.status().message());
-  uint64_t perToken = perTokenNeeds->kvCache;
-  std::printf("kv cache   %s, %u layers (%s), %llu bytes per token, %s at %d tokens\n",
-              dtypeName(kv.dtype()), kv.layers()->size(),
-              kv.layers()->size() && kv.layers()->Get(0)->kind() == fb::KvKind::Mla
-                  ? "MLA latent + rope key"
-                  : "GQA keys + values",
-              (unsigned long long)perToken, moe::rt::formatBytes(perToken * kv.max_context()).c_str(),
-              kv.max_context());
-  std::printf("memory     rank 0 needs %s: weights %s + activations %s + KV cache %s "
-              "(one sequence of %d tokens)\n",
-              moe::rt::formatBytes(needs->total()).c_str(),
-              moe::rt::formatBytes(needs->weights).c_str(),
-              moe::rt::formatBytes(needs->activations).c_str(),
-              moe::rt::formatBytes(needs->kvCache).c_str(), kv.max_context());
-  std::map<std::string, int> ops;
-  const auto *insts = p.programs()->Get(0)->instructions();
-  int streams = 1;
-  size_t events = 0, waits = 0;
-  for (const fb::Instruction *i : *insts) {
-    ++ops[fb::EnumNameOpCode(i->op())];
-    streams = std::max(streams, int(i->stream()) + 1);
-    events += i->records() ? i->records()->size() : 0;
-    waits += i->waits() ? i->waits()->size() : 0;
+  for (uint32_t r = 0; r < p.programs()->size(); ++r) {
+    auto perTokenNeeds = moe::rt::memoryNeeds(p, int(r), 1, kv.dtype());
+    auto needs = moe::rt::memoryNeeds(p, int(r), uint64_t(kv.max_context()), kv.dtype());
+    if (!perTokenNeeds || !needs)
+      return fail(needs ? perTokenNeeds.status().message() : needs.status().message());
+    uint64_t perToken = perTokenNeeds->kvCache;
+    std::set<uint32_t> arena;
+    for (const fb::Instruction *i : *p.programs()->Get(r)->instructions())
+      for (const auto *ids : {i->inputs(), i->outputs()})
+        for (uint32_t id : *ids)
+          if (p.tensors()->Get(id)->storage() == fb::Storage::Arena)
+            arena.insert(id);
+    std::printf("arena      rank %u: %s peak activation memory at %d tokens (%zu buffers)\n", r,
+                moe::rt::formatBytes(p.programs()->Get(r)->arena_bytes()).c_str(),
+                p.max_batch_tokens(), arena.size());
+    if (r == 0)
+      std::printf("kv cache   %s, %u layers (%s), %llu bytes per token, %s at %d tokens\n",
+                  dtypeName(kv.dtype()), kv.layers()->size(),
+                  kv.layers()->size() && kv.layers()->Get(0)->kind() == fb::KvKind::Mla
+                      ? "MLA latent + rope key"
+                      : "GQA keys + values",
+                  (unsigned long long)perToken,
+                  moe::rt::formatBytes(perToken * kv.max_context()).c_str(), kv.max_context());
+    std::printf("memory     rank %u needs %s: weights %s + activations %s + KV cache %s "
+                "(one sequence of %d tokens)\n",
+                r, moe::rt::formatBytes(needs->total()).c_str(),
+                moe::rt::formatBytes(needs->weights).c_str(),
+                moe::rt::formatBytes(needs->activations).c_str(),
+                moe::rt::formatBytes(needs->kvCache).c_str(), kv.max_context());
   }
-  std::printf("program    %u instructions:", insts->size());
-  for (auto &[name, n] : ops)
-    std::printf(" %s %d", name.c_str(), n);
-  std::printf("\n");
-  if (streams > 1)
-    std::printf("streams    %d, ordered by %zu events (%zu waits)\n", streams, events, waits);
+  for (uint32_t r = 0; r < p.programs()->size(); ++r) {
+    std::map<std::string, int> ops;
+    const auto *insts = p.programs()->Get(r)->instructions();
+    int streams = 1;
+    size_t events = 0, waits = 0;
+    for (const fb::Instruction *i : *insts) {
+      ++ops[i->collective() != fb::CollectiveOp::None ? moe::rt::collectiveName(i->collective())
+                                                      : fb::EnumNameOpCode(i->op())];
+      streams = std::max(streams, int(i->stream()) + 1);
+      events += i->records() ? i->records()->size() : 0;
+      waits += i->waits() ? i->waits()->size() : 0;
+    }
+    std::printf("program    rank %u: %u instructions:", r, insts->size());
+    for (auto &[name, n] : ops)
+      std::printf(" %s %d", name.c_str(), n);
+    std::printf("\n");
+    if (streams > 1)
+      std::printf("streams    rank %u: %d, ordered by %zu events (%zu waits)\n", r, streams,
+                  events, waits);
+  }
+  if (p.placement() && p.placement()->size()) {
+    size_t experts = 0, slots = 0;
+    for (const fb::LayerPlacement *lp : *p.placement())
+      for (const fb::ExpertSlots *e : *lp->experts()) {
+        ++experts;
+        slots += e->slots()->size();
+      }
+    std::printf("placement  %u MoE layer(s), %zu experts in %zu slots on %u rank(s)\n",
+                p.placement()->size(), experts, slots, p.programs()->size());
+  }
   return 0;
 }
 
@@ -190,10 +215,12 @@ int main(int argc, char **argv) {
     return json(**loaded, dir);
   if (command == "weights")
     return weights(**loaded);
-  uint64_t weights = 0;
+  uint64_t weights = 0, bytes = 0;
   for (const fb::Tensor *t : *(*loaded)->plan().tensors())
     weights += t->storage() == fb::Storage::Weight;
+  for (const fb::Program *prog : *(*loaded)->plan().programs())
+    bytes += prog->weight_bytes();
   std::printf("%s: OK (plan verified; %llu weights, %s checked)\n", dir.c_str(),
-              (unsigned long long)weights, moe::rt::formatBytes((*loaded)->plan().weight_bytes()).c_str());
+              (unsigned long long)weights, moe::rt::formatBytes(bytes).c_str());
   return 0;
 }

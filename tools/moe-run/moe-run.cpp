@@ -347,36 +347,58 @@ int main(int argc, char **argv) {
     return cli.fail("--compare-to needs --eval-file or --prompt-tokens (it compares "
                     "predictions over a text or a token sequence)");
 
+  auto ranks = moe::tools::joinJob("moe-run");
+  if (!ranks)
+    return cli.fail(ranks.status().message());
+  // From here a failing rank leaves the job without waiting for the others.
+  auto fail = [&](const std::string &message) {
+    (*ranks)->abandon();
+    return cli.fail(message);
+  };
+  // Every rank runs the same requests; rank 0 reports (errors come from all).
+  if ((*ranks)->rank() != 0) {
+    if (!std::freopen("/dev/null", "w", stdout))
+      return fail("cannot silence the standard output of rank " +
+                  std::to_string((*ranks)->rank()));
+    f.json.clear();
+    f.dumpLogits.clear();
+    f.expertStats.clear();
+    f.expertHistogram = false;
+  }
   Run run{f, cli, moe::tools::Output(f.json), {}, {}, {}, {}, 0};
   if (Status st = run.out.open(); !st)
-    return cli.fail(st.message());
+    return fail(st.message());
   auto t0 = std::chrono::steady_clock::now();
   LoadOptions load;
   load.verifyWeights = f.verifyWeights;
+  load.rank = (*ranks)->rank();
   auto plan = LoadedPlan::open(f.planDir, load);
   if (!plan)
-    return cli.fail(plan.status().message());
+    return fail(plan.status().message());
   run.plan = plan.take();
   run.loadSeconds = since(t0);
   CpuDeviceOptions deviceOptions;
   deviceOptions.threads = f.threads;
   run.device = createCpuDevice(deviceOptions);
-  auto ranks = moe::tools::joinRanks("moe-run", *run.plan, run.device->stream(0));
-  if (!ranks)
-    return cli.fail(ranks.status().message());
+  if (Status st = moe::tools::agreeOnPlan(**ranks, *run.plan, run.device->stream(0)); !st)
+    return fail(st.message());
   SessionOptions so;
+  so.ranks = ranks->get();
   so.maxContext = f.maxContext;
   so.kvDtype = moe::tools::kvDtype(f.kvDtype);
   so.memoryLimit = moe::tools::memoryLimitBytes(f.memoryLimit);
   auto session = Session::create(*run.plan, *run.device, so);
   if (!session)
-    return cli.fail(session.status().message());
+    return fail(session.status().message());
   run.session = session.take();
   if (f.promptTokens.empty()) {
     auto t = ByteTokenizer::forPlan(run.plan->plan());
     if (!t)
-      return cli.fail(t.status().message());
+      return fail(t.status().message());
     run.tokenizer = *t;
   }
-  return evaluating ? run.evaluate() : run.generate();
+  int code = evaluating ? run.evaluate() : run.generate();
+  if (code != 0)
+    (*ranks)->abandon();
+  return code;
 }

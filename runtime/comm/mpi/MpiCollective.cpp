@@ -68,11 +68,15 @@ void onTerminate(int) {
 class MpiCollective final : public Collective {
 public:
   ~MpiCollective() override {
+    if (abandoned_)
+      return; // MPI_Finalize would wait for ranks that wait for us
     MPI_Op_free(&bf16Sum_);
     MPI_Comm_free(&comm_);
     if (initialized_)
       MPI_Finalize();
   }
+
+  void abandon() override { abandoned_ = true; }
 
   static Expected<std::unique_ptr<Collective>> create(const std::string &program) {
     std::unique_ptr<MpiCollective> c(new MpiCollective());
@@ -184,6 +188,7 @@ private:
   MPI_Op bf16Sum_ = MPI_OP_NULL;
   int rank_ = 0, size_ = 1;
   bool initialized_ = false;
+  bool abandoned_ = false;
 };
 
 } // namespace

@@ -24,16 +24,16 @@ func.func @input_negative_index() {
 
 // -----
 
-func.func @alloc_dynamic_dim1() {
-  // expected-error @+1 {{'plan.alloc' op only dimension 0 (tokens) may be dynamic, got 'memref<4x?xf32>'}}
-  %0 = plan.alloc : memref<4x?xf32>
+func.func @alloc_dynamic_dim2() {
+  // expected-error @+1 {{'plan.alloc' op only the token dimension (0, or 1 after a rank dimension) may be dynamic, got 'memref<4x4x?xf32>'}}
+  %0 = plan.alloc : memref<4x4x?xf32>
   return
 }
 
 // -----
 
 func.func @alloc_dynamic_dims01() {
-  // expected-error @+1 {{'plan.alloc' op only dimension 0 (tokens) may be dynamic, got 'memref<?x4x?xf32>'}}
+  // expected-error @+1 {{'plan.alloc' op only the token dimension (0, or 1 after a rank dimension) may be dynamic, got 'memref<?x4x?xf32>'}}
   %0 = plan.alloc : memref<?x4x?xf32>
   return
 }

@@ -17,8 +17,8 @@
 // wait), c and d are live: f takes 512. Peak 1536.
 // On one stream the same program gives d 512 (b dead), f 1024: that is
 // the SINGLE function below.
-// CHECK: module attributes {plan.arena_bytes = 1536 : i64, plan.max_batch_tokens = 4 : i64}
-// CHECK-LABEL: func.func @two_streams()
+// CHECK: module attributes {plan.max_batch_tokens = 4 : i64}
+// CHECK-LABEL: func.func @two_streams() attributes {plan.arena_bytes = 1536 : i64}
 // CHECK: %[[A:.*]] = plan.alloc {offset = 0 : i64, size = 512 : i64}
 // CHECK-NEXT: %[[B:.*]] = plan.alloc {offset = 512 : i64, size = 512 : i64}
 // CHECK-NEXT: %[[C:.*]] = plan.alloc {offset = 0 : i64, size = 512 : i64}
@@ -77,8 +77,8 @@ func.func @single() {
 // a [1,2] at 0; b [2,2] (s1) at 512; g [3,end] (s0): a's uses (1 on s0, 2
 // on s1 with no wait by s0) are not ordered before 3, nor are b's: g at
 // 1024. Peak 1536.
-// CHECK: module attributes {plan.arena_bytes = 1536 : i64, plan.max_batch_tokens = 4 : i64}
-// CHECK-LABEL: func.func @never_joined()
+// CHECK: module attributes {plan.max_batch_tokens = 4 : i64}
+// CHECK-LABEL: func.func @never_joined() attributes {plan.arena_bytes = 1536 : i64}
 // CHECK: plan.alloc {offset = 0 : i64, size = 512 : i64}
 // CHECK-NEXT: plan.alloc {offset = 512 : i64, size = 512 : i64}
 // CHECK-NEXT: plan.alloc {offset = 1024 : i64, size = 512 : i64}

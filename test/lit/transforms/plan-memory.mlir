@@ -3,8 +3,8 @@
 // rounded up to 64; a buffer lives from the first op that touches it to the
 // last (a program output to the end); first fit in order of first use, so
 // buffers whose lifetimes do not overlap share bytes; an unused buffer gets
-// nothing. The module records plan.max_batch_tokens and plan.arena_bytes
-// (the peak over functions). Offsets below are computed by hand.
+// nothing. The module records plan.max_batch_tokens, each function its
+// plan.arena_bytes. Offsets below are computed by hand.
 // RUN: moe-opt %s -split-input-file --moe-plan-memory=max-batch-tokens=4 | FileCheck %s
 // RUN: moe-opt %s -split-input-file --moe-plan-memory=max-batch-tokens=5 | FileCheck %s --check-prefix=N5
 // RUN: moe-opt %s -split-input-file --moe-plan-memory | FileCheck %s --check-prefix=DEFAULT
@@ -18,8 +18,8 @@
 // A chain a -> b -> c: a dies at the launch that writes c, so c reuses
 // offset 0; the unused u gets no offset. At 4 rows a ?x32xf32 buffer is
 // 512 bytes (5 rows: 640; the default 256 rows: 32768); peak = 2 buffers.
-// CHECK: module attributes {plan.arena_bytes = 1024 : i64, plan.max_batch_tokens = 4 : i64}
-// CHECK-LABEL: func.func @main()
+// CHECK: module attributes {plan.max_batch_tokens = 4 : i64}
+// CHECK-LABEL: func.func @main() attributes {plan.arena_bytes = 1024 : i64}
 // CHECK: %[[A:.*]] = plan.alloc {offset = 0 : i64, size = 512 : i64} : memref<?x32xf32>
 // CHECK-NEXT: %[[B:.*]] = plan.alloc {offset = 512 : i64, size = 512 : i64} : memref<?x32xf32>
 // CHECK-NEXT: %[[C:.*]] = plan.alloc {offset = 0 : i64, size = 512 : i64} : memref<?x32xf32>
@@ -28,12 +28,14 @@
 // CHECK-NEXT: plan.launch linear ins(%[[A]], {{.*}} outs(%[[B]] :
 // CHECK-NEXT: plan.launch linear ins(%[[B]], {{.*}} outs(%[[C]] :
 // CHECK-NEXT: plan.output %[[C]]
-// N5: module attributes {plan.arena_bytes = 1280 : i64, plan.max_batch_tokens = 5 : i64}
+// N5: module attributes {plan.max_batch_tokens = 5 : i64}
+// N5: func.func @{{.*}}() attributes {plan.arena_bytes = 1280 : i64}
 // N5: plan.alloc {offset = 0 : i64, size = 640 : i64} : memref<?x32xf32>
 // N5-NEXT: plan.alloc {offset = 640 : i64, size = 640 : i64} : memref<?x32xf32>
 // N5-NEXT: plan.alloc {offset = 0 : i64, size = 640 : i64} : memref<?x32xf32>
 // N5-NEXT: plan.alloc : memref<?x8xf32>
-// DEFAULT: module attributes {plan.arena_bytes = 65536 : i64, plan.max_batch_tokens = 256 : i64}
+// DEFAULT: module attributes {plan.max_batch_tokens = 256 : i64}
+// DEFAULT: func.func @{{.*}}() attributes {plan.arena_bytes = 65536 : i64}
 // DEFAULT: plan.alloc {offset = 0 : i64, size = 32768 : i64} : memref<?x32xf32>
 // DEFAULT-NEXT: plan.alloc {offset = 32768 : i64, size = 32768 : i64} : memref<?x32xf32>
 // DEFAULT-NEXT: plan.alloc {offset = 0 : i64, size = 32768 : i64} : memref<?x32xf32>
@@ -61,14 +63,15 @@ func.func @main() {
 // so first fit puts it right after m, at 320. Peak 832 + 320 = 1152.
 // 5 rows: h, y 640; g, u, m 400 -> 448: h 0, g 640, u 1088, m 0, y 448;
 // peak 1536.
-// CHECK: module attributes {plan.arena_bytes = 1152 : i64, plan.max_batch_tokens = 4 : i64}
-// CHECK-LABEL: func.func @main()
+// CHECK: module attributes {plan.max_batch_tokens = 4 : i64}
+// CHECK-LABEL: func.func @main() attributes {plan.arena_bytes = 1152 : i64}
 // CHECK: %[[H:.*]] = plan.alloc {offset = 0 : i64, size = 512 : i64} : memref<?x32xf32>
 // CHECK-NEXT: %[[G:.*]] = plan.alloc {offset = 512 : i64, size = 320 : i64} : memref<?x20xf32>
 // CHECK-NEXT: %[[U:.*]] = plan.alloc {offset = 832 : i64, size = 320 : i64} : memref<?x20xf32>
 // CHECK-NEXT: %[[M:.*]] = plan.alloc {offset = 0 : i64, size = 320 : i64} : memref<?x20xf32>
 // CHECK-NEXT: %[[Y:.*]] = plan.alloc {offset = 320 : i64, size = 512 : i64} : memref<?x32xf32>
-// N5: module attributes {plan.arena_bytes = 1536 : i64, plan.max_batch_tokens = 5 : i64}
+// N5: module attributes {plan.max_batch_tokens = 5 : i64}
+// N5: func.func @{{.*}}() attributes {plan.arena_bytes = 1536 : i64}
 // N5: plan.alloc {offset = 0 : i64, size = 640 : i64} : memref<?x32xf32>
 // N5-NEXT: plan.alloc {offset = 640 : i64, size = 448 : i64} : memref<?x20xf32>
 // N5-NEXT: plan.alloc {offset = 1088 : i64, size = 448 : i64} : memref<?x20xf32>
@@ -104,15 +107,16 @@ func.func @main() {
 // x 0, rw 64, ri 128, h 192 (x, rw, ri live), s 0 (x dead), q 0 (only h
 // live). Peak 192 + 192 = 384.
 // 5 rows: x 60 -> 64, rw, ri 40 -> 64, h 200 -> 256, q 35 -> 64: peak 448.
-// CHECK: module attributes {plan.arena_bytes = 384 : i64, plan.max_batch_tokens = 4 : i64}
-// CHECK-LABEL: func.func @main()
+// CHECK: module attributes {plan.max_batch_tokens = 4 : i64}
+// CHECK-LABEL: func.func @main() attributes {plan.arena_bytes = 384 : i64}
 // CHECK: plan.alloc {offset = 0 : i64, size = 64 : i64} : memref<?x3xf32>
 // CHECK-NEXT: plan.alloc {offset = 64 : i64, size = 64 : i64} : memref<?x2xf32>
 // CHECK-NEXT: plan.alloc {offset = 128 : i64, size = 64 : i64} : memref<?x2xi32>
 // CHECK-NEXT: plan.alloc {offset = 192 : i64, size = 192 : i64} : memref<?x20xbf16>
 // CHECK-NEXT: plan.alloc {offset = 0 : i64, size = 64 : i64} : memref<5x3xf32>
 // CHECK-NEXT: plan.alloc {offset = 0 : i64, size = 64 : i64} : memref<?x7xi8>
-// N5: module attributes {plan.arena_bytes = 448 : i64, plan.max_batch_tokens = 5 : i64}
+// N5: module attributes {plan.max_batch_tokens = 5 : i64}
+// N5: func.func @{{.*}}() attributes {plan.arena_bytes = 448 : i64}
 // N5: plan.alloc {offset = 0 : i64, size = 64 : i64} : memref<?x3xf32>
 // N5-NEXT: plan.alloc {offset = 64 : i64, size = 64 : i64} : memref<?x2xf32>
 // N5-NEXT: plan.alloc {offset = 128 : i64, size = 64 : i64} : memref<?x2xi32>
@@ -144,8 +148,8 @@ func.func @main() {
 // An output lives to the end even when plan.output is not the last op:
 // o (written at 2, output at 3) keeps [512, 1024) while b and c are placed;
 // a [1,4] and b [4,5] are live together, c [5,5] reuses a's offset 0.
-// CHECK: module attributes {plan.arena_bytes = 1536 : i64, plan.max_batch_tokens = 4 : i64}
-// CHECK-LABEL: func.func @main()
+// CHECK: module attributes {plan.max_batch_tokens = 4 : i64}
+// CHECK-LABEL: func.func @main() attributes {plan.arena_bytes = 1536 : i64}
 // CHECK: plan.alloc {offset = 0 : i64, size = 512 : i64} : memref<?x32xf32>
 // CHECK-NEXT: plan.alloc {offset = 512 : i64, size = 512 : i64} : memref<?x32xf32>
 // CHECK-NEXT: plan.alloc {offset = 1024 : i64, size = 512 : i64} : memref<?x32xf32>
@@ -168,16 +172,16 @@ func.func @main() {
 
 // -----
 
-// Every function is planned on its own from offset 0; arena_bytes is the
-// largest peak (@other: two 512-byte buffers live together). A function
-// without buffers needs none.
-// CHECK: module attributes {plan.arena_bytes = 1024 : i64, plan.max_batch_tokens = 4 : i64}
-// CHECK-LABEL: func.func @main()
+// Every function (a rank's program) is planned on its own from offset 0,
+// with an arena of its own (@other: two 512-byte buffers live together). A
+// function without buffers needs none.
+// CHECK: module attributes {plan.max_batch_tokens = 4 : i64}
+// CHECK-LABEL: func.func @main() attributes {plan.arena_bytes = 128 : i64}
 // CHECK: plan.alloc {offset = 0 : i64, size = 128 : i64} : memref<?x8xf32>
-// CHECK-LABEL: func.func @other()
+// CHECK-LABEL: func.func @other() attributes {plan.arena_bytes = 1024 : i64}
 // CHECK: plan.alloc {offset = 0 : i64, size = 512 : i64} : memref<?x32xf32>
 // CHECK-NEXT: plan.alloc {offset = 512 : i64, size = 512 : i64} : memref<?x32xf32>
-// CHECK-LABEL: func.func @empty()
+// CHECK-LABEL: func.func @empty() attributes {plan.arena_bytes = 0 : i64}
 // CHECK-NEXT: plan.input 0
 // CHECK-NEXT: plan.output
 func.func @main() {
@@ -207,8 +211,10 @@ func.func @empty() {
 // -----
 
 // A module without buffers: arena_bytes 0.
-// CHECK: module attributes {plan.arena_bytes = 0 : i64, plan.max_batch_tokens = 4 : i64}
-// N5: module attributes {plan.arena_bytes = 0 : i64, plan.max_batch_tokens = 5 : i64}
+// CHECK: module attributes {plan.max_batch_tokens = 4 : i64}
+// CHECK: func.func @{{.*}}() attributes {plan.arena_bytes = 0 : i64}
+// N5: module attributes {plan.max_batch_tokens = 5 : i64}
+// N5: func.func @{{.*}}() attributes {plan.arena_bytes = 0 : i64}
 func.func @main() {
   %t = plan.input 0 : memref<?xi32>
   plan.output %t : memref<?xi32>
@@ -221,8 +227,7 @@ func.func @main() {
 // a is the program's output, so c may not reuse its bytes once b is
 // written. At 4 rows each ?x16xf32 buffer is 256 bytes.
 // Expected: a 0, b 256, c 512, peak 768.
-// OUTLIVE: module attributes {plan.arena_bytes = 768 : i64, plan.max_batch_tokens = 4 : i64}
-// OUTLIVE-NEXT: func.func @output_then_read()
+// OUTLIVE-LABEL: func.func @output_then_read() attributes {plan.arena_bytes = 768 : i64}
 // OUTLIVE: %[[A:.*]] = plan.alloc {offset = 0 : i64, size = 256 : i64} : memref<?x16xf32>
 // OUTLIVE-NEXT: %[[B:.*]] = plan.alloc {offset = 256 : i64, size = 256 : i64} : memref<?x16xf32>
 // OUTLIVE-NEXT: %[[C:.*]] = plan.alloc {offset = 512 : i64, size = 256 : i64} : memref<?x16xf32>

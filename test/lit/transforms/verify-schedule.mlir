@@ -158,3 +158,31 @@ func.func @kv_layer() {
   plan.output %b : memref<?x32xf32>
   return
 }
+
+// -----
+
+// Collectives run on one stream, so that every rank runs them in the same
+// order.
+func.func @collectives_on_two_streams() {
+  %a = plan.alloc : memref<?x32xf32>
+  %b = plan.alloc : memref<?x32xf32>
+  plan.collective all_reduce ins(%a : memref<?x32xf32>) outs(%a : memref<?x32xf32>)
+  // expected-error @+1 {{moe-verify-schedule: collectives run on one stream (here 1, before on 0), so that every rank runs them in the same order}}
+  plan.collective all_reduce ins(%b : memref<?x32xf32>) outs(%b : memref<?x32xf32>) {stream = 1 : i64}
+  return
+}
+
+// -----
+
+// A collective is a step like a launch: its reads and writes are ordered
+// against other streams by events.
+func.func @collective_races_a_launch() {
+  %t = plan.input 0 : memref<?xi32>
+  %emb = plan.weight "embed" : memref<96x32xbf16>
+  %a = plan.alloc : memref<?x32xf32>
+  // expected-note @+1 {{the other access: plan.launch embedding on stream 0}}
+  plan.launch embedding ins(%t, %emb : memref<?xi32>, memref<96x32xbf16>) outs(%a : memref<?x32xf32>)
+  // expected-error @+1 {{plan.collective all_reduce on stream 1 writes a buffer that plan.launch embedding on stream 0 writes, with no event ordering them}}
+  plan.collective all_reduce ins(%a : memref<?x32xf32>) outs(%a : memref<?x32xf32>) {stream = 1 : i64}
+  return
+}

@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <gtest/gtest.h>
 
@@ -48,7 +49,20 @@ struct Spec {
     uint8_t stream = 1;
     uint64_t offset = 0;
     std::vector<uint32_t> waits, records;
+    bool allReduce = false; // then an all_reduce of out2 in place, on its stream
   } second;
+  // Format 2.0: ranks 1.. run the same embedding from a table of their own
+  // file (weights-<r>.bin); `collective` (on `collectiveStream`) follows it
+  // in place on every rank but `skipCollectiveOn`.
+  int ranks = 1;
+  std::vector<int> programRanks;          // as stored; default 0, 1, ...
+  uint32_t tableFile = 0;                 // rank 0's table's file
+  std::optional<uint64_t> weightBytes;    // rank 0's stated; default its tables
+  int fileRank1 = 1;                      // the rank weights-1.bin says it belongs to
+  fb::CollectiveOp collective = fb::CollectiveOp::None;
+  std::vector<uint8_t> collectiveStreams; // per rank; default 0
+  int skipCollectiveOn = -1;
+  int placementLayers = 0;                // placement entries of one expert
 };
 
 const float kTable[16] = {0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23, 30, 31, 32, 33};
@@ -73,8 +87,8 @@ protected:
         fb::CreateTensorDirect(b, "tokens", fb::DType::I32, &tokenShape, fb::Storage::Input),
         fb::CreateTensorDirect(b, "positions", fb::DType::I32, &tokenShape,
                                fb::Storage::Input),
-        fb::CreateTensorDirect(b, "table", s.tableType, &s.tableShape, fb::Storage::Weight, 0,
-                               s.tableOffset, s.tableSize, checksum64(kTable, 64), s.scales,
+        fb::CreateTensorDirect(b, "table", s.tableType, &s.tableShape, fb::Storage::Weight,
+                               s.tableFile, s.tableOffset, s.tableSize, checksum64(kTable, 64), s.scales,
                                s.group, s.rowGroup),
         fb::CreateTensorDirect(b, "out", fb::DType::F32, &outShape, fb::Storage::Arena, 0,
                                s.outOffset, uint64_t(s.maxTokens * s.outCols) * 4)};
@@ -94,29 +108,65 @@ protected:
       type = fb::OpParams::AttentionParams;
     }
     auto list = [](const std::vector<uint32_t> &v) { return v.empty() ? nullptr : &v; };
-    std::vector<flatbuffers::Offset<fb::Instruction>> insts = {
-        fb::CreateInstructionDirect(b, s.op, &s.ins, &s.outs, type, params, 0, nullptr,
-                                    list(s.waits), list(s.records))};
+    std::vector<std::vector<flatbuffers::Offset<fb::Instruction>>> insts(size_t(s.ranks));
+    insts[0].push_back(fb::CreateInstructionDirect(b, s.op, &s.ins, &s.outs, type, params, 0,
+                                                   nullptr, list(s.waits), list(s.records)));
     if (s.second.on) {
       std::vector<uint32_t> outs = {uint32_t(tensors.size())};
       tensors.push_back(fb::CreateTensorDirect(b, "out2", fb::DType::F32, &outShape,
                                                fb::Storage::Arena, 0, s.second.offset,
                                                uint64_t(s.maxTokens * s.outCols) * 4));
-      insts.push_back(fb::CreateInstructionDirect(
+      insts[0].push_back(fb::CreateInstructionDirect(
           b, fb::OpCode::Embedding, &s.ins, &outs, fb::OpParams::NONE, 0, s.second.stream,
           nullptr, list(s.second.waits), list(s.second.records)));
+      if (s.second.allReduce)
+        insts[0].push_back(fb::CreateInstructionDirect(b, fb::OpCode(0), &outs, &outs,
+                                                       fb::OpParams::NONE, 0, s.second.stream,
+                                                       nullptr, nullptr, nullptr,
+                                                       fb::CollectiveOp::AllReduce));
     }
-    std::vector<flatbuffers::Offset<fb::Program>> programs = {
-        fb::CreateProgramDirect(b, 0, &insts)};
     std::vector<flatbuffers::Offset<fb::WeightFile>> files = {
-        fb::CreateWeightFileDirect(b, s.weightFile.c_str(), sizeof kTable)};
-    std::vector<flatbuffers::Offset<fb::KvLayer>> layers;
+        fb::CreateWeightFileDirect(b, s.weightFile.c_str(), sizeof kTable, 0)};
+    for (int r = 1; r < s.ranks; ++r) {
+      std::string name = "weights-" + std::to_string(r) + ".bin";
+      std::ofstream(dir_ / name, std::ios::binary)
+          .write(reinterpret_cast<const char *>(kTable), sizeof kTable);
+      files.push_back(fb::CreateWeightFileDirect(b, name.c_str(), sizeof kTable,
+                                                 r == 1 ? s.fileRank1 : r));
+      std::vector<uint32_t> ins = {0, uint32_t(tensors.size())};
+      tensors.push_back(fb::CreateTensorDirect(b, "table", s.tableType, &s.tableShape,
+                                               fb::Storage::Weight, uint32_t(r), 0, 64,
+                                               checksum64(kTable, 64)));
+      insts[size_t(r)].push_back(fb::CreateInstructionDirect(
+          b, fb::OpCode::Embedding, &ins, &s.outs, fb::OpParams::NONE, 0));
+    }
+    for (int r = 0; r < s.ranks; ++r)
+      if (s.collective != fb::CollectiveOp::None && r != s.skipCollectiveOn)
+        insts[size_t(r)].push_back(fb::CreateInstructionDirect(
+            b, fb::OpCode(0), &s.outs, &s.outs, fb::OpParams::NONE, 0,
+            s.collectiveStreams.empty() ? 0 : s.collectiveStreams[size_t(r)], nullptr, nullptr,
+            nullptr, s.collective));
     std::vector<uint32_t> inputs = {0, 1};
+    uint64_t tableBytes = s.tableSize;
+    if (s.group)
+      tableBytes += 16; // the scales
+    std::vector<flatbuffers::Offset<fb::Program>> programs;
+    for (int r = 0; r < s.ranks; ++r)
+      programs.push_back(fb::CreateProgramDirect(
+          b, s.programRanks.empty() ? r : s.programRanks[size_t(r)], &insts[size_t(r)], &inputs,
+          &s.planOutputs, s.arenaBytes, r == 0 ? s.weightBytes.value_or(tableBytes) : 64));
+    std::vector<flatbuffers::Offset<fb::LayerPlacement>> placement;
+    for (int l = 0; l < s.placementLayers; ++l) {
+      std::vector<fb::ExpertSlot> slots = {fb::ExpertSlot(0, 0)};
+      std::vector<flatbuffers::Offset<fb::ExpertSlots>> experts = {
+          fb::CreateExpertSlotsDirect(b, &slots)};
+      placement.push_back(fb::CreateLayerPlacementDirect(b, l, &experts));
+    }
+    std::vector<flatbuffers::Offset<fb::KvLayer>> layers;
     auto config = fb::CreateModelConfigDirect(b, "mixtral", 4, 4, 1, 1, 1, 8);
     auto kv = fb::CreateKvCacheSpecDirect(b, fb::DType::F32, 8, &layers);
     auto plan = fb::CreatePlanDirect(b, kFormatMajor, kFormatMinor, config, &tensors, &files,
-                                     &programs, &inputs, &s.planOutputs, s.maxTokens,
-                                     s.arenaBytes, 64, kv);
+                                     &programs, s.maxTokens, kv, 0, &placement);
     fb::FinishPlanBuffer(b, plan);
     std::ofstream out(dir_ / kPlanFileName, std::ios::binary);
     out.write(reinterpret_cast<const char *>(b.GetBufferPointer()), b.GetSize());
@@ -298,13 +348,14 @@ TEST_F(PlanLoaderTest, RejectsKvLayerOutOfRange) {
 TEST_F(PlanLoaderTest, RejectsWritingAWeight) {
   Spec s;
   s.outs = {2};
-  EXPECT_ERROR(s, "instruction 0 (embedding) writes tensor 2, which is not an arena tensor");
+  EXPECT_ERROR(s, "instruction 0 (embedding) writes tensor 2 ('table'), which is not an arena "
+                  "tensor");
 }
 
 TEST_F(PlanLoaderTest, RejectsOutputThatIsAnInput) {
   Spec s;
   s.planOutputs = {0};
-  EXPECT_ERROR(s, "output tensor 0 ('tokens') has the wrong storage");
+  EXPECT_ERROR(s, "output tensor 0 ('tokens'), which is not an arena tensor");
 }
 
 TEST_F(PlanLoaderTest, RejectsWeightFileOutsideThePlanDirectory) {
@@ -333,6 +384,107 @@ TEST_F(PlanLoaderTest, RejectsOpOnTheWrongShapes) {
   s.ins = {3, 2};
   EXPECT_ERROR(s, "instruction 0 (add): its second input 'table' is F32 [4, 4] in Weight; "
                   "expected F32 [T, 4] in Arena");
+}
+
+// Format 2.0: a program per rank, each with its own weight file.
+TEST_F(PlanLoaderTest, EachRankMapsOnlyItsOwnWeights) {
+  Spec s;
+  s.ranks = 2;
+  write(s);
+  fs::remove(dir_ / "weights-1.bin"); // rank 0 never opens it
+  LoadOptions rank0;
+  rank0.rank = 0;
+  auto loaded = LoadedPlan::open(dir_.string(), rank0);
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  EXPECT_EQ((*loaded)->ranks(), 2);
+  EXPECT_EQ((*loaded)->program().rank(), 0);
+  EXPECT_EQ((*loaded)->weightData(4), nullptr); // rank 1's table
+  LoadOptions rank1;
+  rank1.rank = 1;
+  auto missing = LoadedPlan::open(dir_.string(), rank1);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.status().message().find("weights-1.bin"), std::string::npos)
+      << missing.status().message();
+  LoadOptions rank2;
+  rank2.rank = 2;
+  auto none = LoadedPlan::open(dir_.string(), rank2);
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.status().message().find("rank 2 cannot run it: the plan is compiled for 2 rank(s); "
+                                          "launch 2 (mpirun -np 2) or recompile the plan"),
+            std::string::npos)
+      << none.status().message();
+}
+
+TEST_F(PlanLoaderTest, RejectsProgramsOutOfRankOrder) {
+  Spec s;
+  s.ranks = 2;
+  s.programRanks = {1, 0};
+  EXPECT_ERROR(s, "program 0 says it is rank 1; programs are stored in rank order");
+}
+
+TEST_F(PlanLoaderTest, RejectsReadingAnotherRanksWeights) {
+  Spec s;
+  s.ranks = 2;
+  s.tableFile = 1;
+  EXPECT_ERROR(s, "rank 0: weight 'table' is in weights-1.bin, a file of rank 1");
+}
+
+TEST_F(PlanLoaderTest, RejectsWeightFileOfNoRank) {
+  Spec s;
+  s.ranks = 2;
+  s.fileRank1 = 2;
+  EXPECT_ERROR(s, "weight file weights-1.bin belongs to rank 2, but the plan has 2 rank "
+                  "program(s)");
+}
+
+TEST_F(PlanLoaderTest, RejectsWrongStatedWeightBytes) {
+  Spec s;
+  s.weightBytes = 60;
+  EXPECT_ERROR(s, "program 0 states 60 weight bytes, but its weights take 64");
+}
+
+TEST_F(PlanLoaderTest, LoadsMatchingCollectives) {
+  Spec s;
+  s.ranks = 2;
+  s.collective = fb::CollectiveOp::AllReduce;
+  EXPECT_EQ(error(s), "");
+}
+
+TEST_F(PlanLoaderTest, RejectsCollectivesTheRanksDoNotShare) {
+  Spec s;
+  s.ranks = 2;
+  s.collective = fb::CollectiveOp::AllReduce;
+  s.skipCollectiveOn = 1;
+  EXPECT_ERROR(s, "collective 0 of rank 1 is nothing, but rank 0's is all_reduce of F32 [Tx4]: "
+                  "the ranks would wait for each other forever");
+}
+
+TEST_F(PlanLoaderTest, RejectsAGatherOfTheWrongShape) {
+  Spec s;
+  s.collective = fb::CollectiveOp::AllGather; // out = in: not [ranks, T, 4]
+  EXPECT_ERROR(s, "instruction 1 (all_gather): its output 'out' is F32 [T, 4] in Arena; "
+                  "expected F32 [1, T, 4] in Arena");
+}
+
+TEST_F(PlanLoaderTest, RejectsAPlacementForLayersNobodyRoutes) {
+  Spec s;
+  s.placementLayers = 1;
+  EXPECT_ERROR(s, "the expert placement covers 1 layer(s), but the plan routes 0");
+}
+
+TEST_F(PlanLoaderTest, SessionRefusesAJobOfAnotherSize) {
+  Spec s;
+  s.ranks = 2;
+  write(s);
+  LoadOptions rank0;
+  rank0.rank = 0;
+  auto loaded = LoadedPlan::open(dir_.string(), rank0);
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  auto device = createCpuDevice();
+  auto session = Session::create(**loaded, *device); // a local, one-rank job
+  ASSERT_FALSE(session);
+  EXPECT_EQ(session.status().message(),
+            "the plan was loaded for rank 0 of 2, but this process is rank 0 of 1");
 }
 
 TEST_F(PlanLoaderTest, RejectsZeroBatch) {
@@ -389,6 +541,14 @@ TEST_F(PlanLoaderTest, RejectsWaitingBeforeTheRecord) {
   s.second.records = {0};
   EXPECT_ERROR(s, "instruction 0 (embedding on stream 0) waits for event 0, which nothing "
                   "recorded before it");
+}
+
+TEST_F(PlanLoaderTest, RejectsCollectivesOnTwoStreams) {
+  Spec s = twoStreams(512);
+  s.second.allReduce = true; // on stream 1
+  s.collective = fb::CollectiveOp::AllReduce; // of out, on stream 0, last
+  EXPECT_ERROR(s, "instruction 3 is a collective on stream 0, but earlier ones run on stream 1: "
+                  "collectives run on one stream");
 }
 
 TEST_F(PlanLoaderTest, RejectsAnEventRecordedTwice) {

@@ -36,6 +36,10 @@ public:
   virtual std::string name() const = 0;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  /// This rank failed and will leave the job: when destroyed, do not wait
+  /// for the other ranks (they may be waiting in a collective this rank
+  /// will never join; the launcher ends them when this process exits).
+  virtual void abandon() {}
 
   /// Every rank's `data` becomes the element-wise sum over the ranks (BF16
   /// is added in f32 and rounded to nearest even; I32 wraps).

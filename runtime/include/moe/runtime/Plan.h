@@ -12,6 +12,7 @@
 #include "runtime/schema/plan_generated.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,11 @@ struct LoadOptions {
   /// Recompute every weight's checksum (reads all weight bytes; the default
   /// load only maps them).
   bool verifyWeights = false;
+  /// The rank that runs the plan (format 2.0): only its weight files are
+  /// mapped, and program() is its program. Unset: every rank's files are
+  /// mapped (tools that inspect or verify a whole plan) and program() is
+  /// rank 0's.
+  std::optional<int> rank;
 };
 
 class LoadedPlan {
@@ -36,10 +42,17 @@ public:
 
   const plan::Plan &plan() const { return *plan_; }
   const std::string &dir() const { return dir_; }
+  /// The rank it was loaded for (LoadOptions::rank; 0 when unset).
+  int rank() const { return rank_; }
+  /// How many ranks run the plan (its programs).
+  int ranks() const { return int(plan_->programs()->size()); }
+  /// The program of rank(): its instructions, inputs, outputs and memory.
+  const plan::Program &program() const { return *plan_->programs()->Get(uint32_t(rank_)); }
   /// The plan file's checksum (its trailer, checked on open): ranks compare
   /// it to know they run the same plan.
   uint64_t checksum() const { return checksum_; }
-  /// Bytes of weight tensor `id` (storage Weight), inside its mapped file.
+  /// Bytes of weight tensor `id` (storage Weight), inside its mapped file;
+  /// null for a file of a rank that was not mapped.
   const void *weightData(uint32_t id) const;
   /// Recomputes every weight's checksum; names the first bad tensor.
   Status verifyWeights() const;
@@ -47,7 +60,7 @@ public:
 private:
   LoadedPlan() = default;
   Status check() const;
-  Status mapWeights();
+  Status mapWeights(const std::optional<int> &rank);
 
   struct Mapping {
     void *data = nullptr;
@@ -56,6 +69,7 @@ private:
   std::string dir_;
   std::vector<uint8_t> bytes_;
   uint64_t checksum_ = 0;
+  int rank_ = 0;
   const plan::Plan *plan_ = nullptr;
   std::vector<Mapping> mappings_;
 };
@@ -72,6 +86,8 @@ inline const char *dtypeName(plan::DType dtype) { return dtypeName(dtypeOf(dtype
 
 /// The kernel an instruction launches (op codes are Kernels.def's rows).
 inline Kernel kernelOf(const plan::Instruction &inst) { return Kernel(inst.op()); }
+/// A collective's name as the plan dialect spells it ("all_reduce", ...).
+const char *collectiveName(plan::CollectiveOp op);
 /// The KV-cache layer `inst` reads and writes (its attention or MLA
 /// parameters name it), -1 for none.
 int kvLayerOf(const plan::Instruction &inst);

@@ -19,16 +19,14 @@ inline constexpr const char *kPlanFileName = "plan.moeplan";
 /// Weight files are named weights-<n>.bin beside it.
 inline constexpr const char *kWeightFilePrefix = "weights-";
 
-inline constexpr uint16_t kFormatMajor = 1;
-/// 1.1 added ModelConfig.tokenizer and eos_token_id, and DType I8 (KV cache);
-/// 1.2 added OpCode AddRmsNorm; 1.3 added I4 and scaled I8/I4/F8E4M3
-/// weights (Tensor.scales, group and row_group) and always-on experts
-/// (ExpertsParams.num_shared); 1.4 added ExpertsParams.grouped (the expert
-/// schedule; plans before it run grouped); 1.5 added ModelConfig.eos_token_ids
-/// (every token that ends a sequence); 1.6 RouterParams.layer (the decoder
-/// layer, data instead of a parsed location); 1.7 Instruction.waits and
-/// records (events between streams).
-inline constexpr uint16_t kFormatMinor = 7;
+/// 2.0: a program per rank (instructions, inputs, outputs, arena and
+/// weight bytes), weight files owned by a rank, collective instructions, the
+/// expert placement table. 1.x history: 1.1 tokenizer and eos_token_id, I8
+/// KV; 1.2 AddRmsNorm; 1.3 scaled I8/I4/F8E4M3 weights and shared experts;
+/// 1.4 ExpertsParams.grouped; 1.5 eos_token_ids; 1.6 RouterParams.layer;
+/// 1.7 Instruction.waits and records (events between streams).
+inline constexpr uint16_t kFormatMajor = 2;
+inline constexpr uint16_t kFormatMinor = 0;
 
 /// plan.moeplan ends with this 8-byte tag and an 8-byte little-endian
 /// checksum64 of every byte before the tag, so that any flipped byte is

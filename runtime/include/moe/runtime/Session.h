@@ -2,6 +2,7 @@
 #ifndef MOE_RUNTIME_SESSION_H
 #define MOE_RUNTIME_SESSION_H
 
+#include "moe/runtime/Collective.h"
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
 
@@ -24,6 +25,10 @@ struct SessionOptions {
   /// Bytes this session may use (weights + activations + KV cache); 0: what
   /// the device has. Checked before anything is allocated.
   uint64_t memoryLimit = 0;
+  /// The job's ranks, for the plan's collective instructions: its size must
+  /// be the plan's rank count and its rank the one the plan was loaded for.
+  /// Null: one rank, collectives local.
+  Collective *ranks = nullptr;
 };
 
 /// Memory one rank needs to run a plan, in bytes, known before it runs.
@@ -31,9 +36,10 @@ struct MemoryNeeds {
   uint64_t weights = 0, activations = 0, kvCache = 0;
   uint64_t total() const { return weights + activations + kvCache; }
 };
-/// The plan's needs with a KV cache of `kvTokens` token rows of `kvDtype`;
-/// an error when the sizes overflow 64 bits.
-Expected<MemoryNeeds> memoryNeeds(const plan::Plan &plan, uint64_t kvTokens, plan::DType kvDtype);
+/// The needs of rank `rank` of the plan with a KV cache of `kvTokens` token
+/// rows of `kvDtype`; an error when the sizes overflow 64 bits.
+Expected<MemoryNeeds> memoryNeeds(const plan::Plan &plan, int rank, uint64_t kvTokens,
+                                  plan::DType kvDtype);
 /// "1.50 GiB"-style size.
 std::string formatBytes(uint64_t bytes);
 
@@ -86,9 +92,16 @@ public:
   const std::vector<ExpertLoad> &expertLoad() const { return load_; }
 
 private:
-  Session(const LoadedPlan &plan, Device &device) : plan_(plan), device_(device) {}
+  Session(const LoadedPlan &plan, Device &device)
+      : plan_(plan), program_(plan.program()), device_(device) {}
+  /// Enqueues collective instruction `inst` on `stream`.
+  Status collective(const plan::Instruction &inst, Stream &stream, const TensorView &in,
+                    const TensorView &out);
   const LoadedPlan &plan_;
+  const plan::Program &program_; ///< this rank's
   Device &device_;
+  std::unique_ptr<Collective> localRanks_; ///< when the options name none
+  Collective *ranks_ = nullptr;
   std::shared_ptr<void> arena_;
   std::vector<std::shared_ptr<void>> kvStorage_;
   std::vector<KvLayerView> kv_;

@@ -1,0 +1,277 @@
+//===- PlanPrograms.cpp - each rank's program, and the ranks together, checked ===//
+#include "PlanPrograms.h"
+#include "PlanShapes.h"
+#include "PlanStreams.h"
+#include "moe/runtime/Kernel.h"
+#include "moe/runtime/Plan.h"
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace moe::rt {
+
+namespace {
+
+/// The parameter table of each kernel's instructions (Kernels.def).
+const plan::OpParams kKernelParams[] = {
+#define MOE_KERNEL(Name, spelling, minIns, maxIns, outs, kv, Params) plan::OpParams::Params,
+#include "moe/runtime/Kernels.def"
+};
+static_assert(int(plan::OpCode::MAX) + 1 == sizeof(kKernelParams) / sizeof(kKernelParams[0]),
+              "plan.fbs's OpCode and Kernels.def disagree: rerun cmake");
+
+std::string str(uint64_t v) { return std::to_string(v); }
+
+/// Operands of each collective (plan.fbs, Instruction.collective).
+struct CollectiveArity {
+  size_t ins, outs;
+};
+CollectiveArity arityOf(plan::CollectiveOp op) {
+  return op == plan::CollectiveOp::AllToAllV ? CollectiveArity{2, 2} : CollectiveArity{1, 1};
+}
+
+/// A kernel instruction's operand counts and parameters.
+Status checkKernel(const plan::Plan &p, const plan::Instruction *inst, const std::string &where) {
+  const plan::KvCacheSpec &kv = *p.kv_cache();
+  const KernelInfo *k = kernelInfo(kernelOf(*inst));
+  const plan::OpParams params = kKernelParams[size_t(inst->op())];
+  size_t nin = inst->inputs() ? inst->inputs()->size() : 0;
+  size_t nout = inst->outputs() ? inst->outputs()->size() : 0;
+  if (nin < k->minIns || nin > k->maxIns || nout != k->outs)
+    return Status::error(where + " has " + str(nin) + " inputs and " + str(nout) +
+                         " outputs; expected " + str(k->minIns) + "-" + str(k->maxIns) + " and " +
+                         str(k->outs));
+  if (params != plan::OpParams::NONE && inst->params_type() != params)
+    return Status::error(where + " lacks its " + plan::EnumNameOpParams(params));
+  if (auto *att = inst->params_as_AttentionParams()) {
+    if (att->num_heads() < 1 || att->num_kv_heads() < 1 || att->head_dim() < 1 ||
+        att->num_heads() % att->num_kv_heads() != 0 || !att->rope() || !att->rope()->inv_freq() ||
+        att->rope()->inv_freq()->size() * 2 > size_t(att->head_dim()))
+      return Status::error(where + " has inconsistent attention parameters");
+  }
+  if (auto *mla = inst->params_as_MlaParams()) {
+    if (mla->num_heads() < 1 || mla->kv_lora_rank() < 1 || mla->qk_nope_head_dim() < 1 ||
+        mla->qk_rope_head_dim() < 2 || mla->v_head_dim() < 1 || !mla->rope() ||
+        !mla->rope()->inv_freq() ||
+        mla->rope()->inv_freq()->size() * 2 != size_t(mla->qk_rope_head_dim()))
+      return Status::error(where + " has inconsistent MLA parameters");
+  }
+  if (int layer = kvLayerOf(*inst);
+      layer != -1 && (layer < 0 || size_t(layer) >= kv.layers()->size()))
+    return Status::error(where + " uses KV-cache layer " + std::to_string(layer) +
+                         ", but the cache has " + str(kv.layers()->size()));
+  if (auto *r = inst->params_as_RouterParams())
+    if (r->num_experts() < 1 || r->top_k() < 1 || r->top_k() > r->num_experts() ||
+        r->n_group() < 1 || r->num_experts() % r->n_group() != 0 || r->topk_group() < 1 ||
+        r->topk_group() > r->n_group() || r->scoring() > plan::Scoring::MAX ||
+        r->method() > plan::TopkMethod::MAX)
+      return Status::error(where + " has inconsistent router parameters");
+  if (auto *e = inst->params_as_ExpertsParams())
+    if (e->num_experts() < 1 || e->intermediate() < 1 || e->num_shared() < 0 ||
+        e->num_shared() > (1 << 20) || nin != (e->fused_gate_up() ? 5u : 6u))
+      return Status::error(where + " has inconsistent expert parameters");
+  return Status::ok();
+}
+
+Status checkCollective(const plan::Instruction *inst, const std::string &where) {
+  CollectiveArity want = arityOf(inst->collective());
+  size_t nin = inst->inputs() ? inst->inputs()->size() : 0;
+  size_t nout = inst->outputs() ? inst->outputs()->size() : 0;
+  if (nin != want.ins || nout != want.outs)
+    return Status::error(where + " has " + str(nin) + " inputs and " + str(nout) +
+                         " outputs; expected " + str(want.ins) + " and " + str(want.outs));
+  if (inst->params_type() != plan::OpParams::NONE || inst->op() != plan::OpCode(0))
+    return Status::error(where + " is a collective but also names a kernel or its parameters");
+  return Status::ok();
+}
+
+std::string describe(const plan::Instruction &inst, uint32_t i) {
+  std::string what = inst.collective() != plan::CollectiveOp::None
+                         ? collectiveName(inst.collective())
+                     : kernelInfo(kernelOf(inst)) ? kernelInfo(kernelOf(inst))->name
+                                                  : "?";
+  return "instruction " + str(i) + " (" + what + ")";
+}
+
+} // namespace
+
+Status checkProgram(const plan::Plan &p, uint32_t rank) {
+  const plan::Program &prog = *p.programs()->Get(rank);
+  const uint32_t numTensors = p.tensors()->size();
+  auto tensorName = [&](uint32_t id) {
+    const auto *t = p.tensors()->Get(id);
+    return std::string(t->name() ? t->name()->c_str() : "?");
+  };
+  if (prog.rank() != int(rank))
+    return Status::error("program " + str(rank) + " says it is rank " +
+                         std::to_string(prog.rank()) + "; programs are stored in rank order");
+  const auto *insts = prog.instructions();
+  if (!insts || insts->size() == 0)
+    return Status::error("program " + str(rank) + " has no instructions");
+  if (!prog.inputs() || !prog.outputs() || prog.inputs()->size() != 2 ||
+      prog.outputs()->size() != 1)
+    return Status::error("a program takes 2 inputs (tokens, positions) and gives 1 output "
+                         "(logits), got " +
+                         str(prog.inputs() ? prog.inputs()->size() : 0) + " and " +
+                         str(prog.outputs() ? prog.outputs()->size() : 0));
+  // Every tensor the program touches, and the storage it must have.
+  std::set<uint32_t> touched;
+  auto use = [&](uint32_t id, const std::string &what, const plan::Storage *storage) -> Status {
+    if (id >= numTensors)
+      return Status::error(what + " tensor " + str(id) + ", but the plan has " +
+                           str(numTensors));
+    if (storage && p.tensors()->Get(id)->storage() != *storage)
+      return Status::error(what + " tensor " + str(id) + " ('" + tensorName(id) +
+                           "'), which is not " +
+                           (*storage == plan::Storage::Arena ? "an arena tensor" : "an input"));
+    touched.insert(id);
+    return Status::ok();
+  };
+  const plan::Storage input = plan::Storage::Input, arena = plan::Storage::Arena;
+  for (uint32_t id : *prog.inputs())
+    if (Status st = use(id, "input", &input); !st)
+      return st;
+  if (Status st = use(prog.outputs()->Get(0), "output", &arena); !st)
+    return st;
+  int collectiveStream = -1;
+  for (uint32_t i = 0; i < insts->size(); ++i) {
+    const plan::Instruction *inst = insts->Get(i);
+    std::string where = "instruction " + str(i);
+    if (inst->collective() != plan::CollectiveOp::None) {
+      // One stream runs them in program order: the same order on every rank.
+      if (collectiveStream >= 0 && inst->stream() != collectiveStream)
+        return Status::error(where + " is a collective on stream " + str(inst->stream()) +
+                             ", but earlier ones run on stream " + str(collectiveStream) +
+                             ": collectives run on one stream");
+      collectiveStream = inst->stream();
+      if (inst->collective() > plan::CollectiveOp::MAX)
+        return Status::error(where + " has unknown collective " + str(uint8_t(inst->collective())));
+      where = describe(*inst, i);
+      if (Status st = checkCollective(inst, where); !st)
+        return st;
+    } else {
+      if (!kernelInfo(kernelOf(*inst)))
+        return Status::error(where + " has unknown op code " + str(uint8_t(inst->op())));
+      where = describe(*inst, i);
+      if (Status st = checkKernel(p, inst, where); !st)
+        return st;
+    }
+    for (uint32_t id : *inst->inputs())
+      if (Status st = use(id, where + " reads", nullptr); !st)
+        return st;
+    for (uint32_t id : *inst->outputs())
+      if (Status st = use(id, where + " writes", &arena); !st)
+        return st;
+  }
+  // Memory: its own weights, counted; its activations inside its arena.
+  uint64_t weightBytes = 0;
+  std::set<uint32_t> weights;
+  for (uint32_t id : touched) {
+    const plan::Tensor *t = p.tensors()->Get(id);
+    if (t->storage() == plan::Storage::Arena && !fits(t->offset(), t->size(), prog.arena_bytes()))
+      return Status::error("tensor " + str(id) + " ('" + tensorName(id) + "') ends at arena byte " +
+                           end(t->offset(), t->size()) + ", past the arena (" +
+                           str(prog.arena_bytes()) + " bytes)");
+    if (t->storage() == plan::Storage::Weight) {
+      weights.insert(id);
+      if (t->group() > 0)
+        weights.insert(t->scales());
+    }
+  }
+  for (uint32_t id : weights) {
+    const plan::Tensor *t = p.tensors()->Get(id);
+    const plan::WeightFile *file = p.weight_files()->Get(t->weight_file());
+    if (file->rank() != int(rank))
+      return Status::error("weight '" + tensorName(id) + "' is in " + file->path()->str() +
+                           ", a file of rank " + std::to_string(file->rank()));
+    weightBytes += t->size();
+  }
+  if (weightBytes != prog.weight_bytes())
+    return Status::error("program " + str(rank) + " states " + str(prog.weight_bytes()) +
+                         " weight bytes, but its weights take " + str(weightBytes));
+  if (Status st = checkShapes(p, prog); !st)
+    return st;
+  return checkStreams(p, prog);
+}
+
+Status checkRanks(const plan::Plan &p) {
+  // The collectives, in order, as rank 0 runs them.
+  auto signature = [&](const plan::Program &prog) {
+    std::vector<std::pair<uint32_t, std::string>> list;
+    const auto *insts = prog.instructions();
+    for (uint32_t i = 0; i < insts->size(); ++i) {
+      const plan::Instruction *inst = insts->Get(i);
+      if (inst->collective() == plan::CollectiveOp::None)
+        continue;
+      const plan::Tensor *x = p.tensors()->Get(inst->inputs()->Get(0));
+      std::string shape;
+      for (int64_t d : *x->shape())
+        shape += (shape.empty() ? "" : "x") + (d < 0 ? std::string("T") : std::to_string(d));
+      list.push_back({i, std::string(collectiveName(inst->collective())) + " of " +
+                             dtypeName(x->dtype()) + " [" + shape + "]"});
+    }
+    return list;
+  };
+  const auto first = signature(*p.programs()->Get(0));
+  for (uint32_t r = 1; r < p.programs()->size(); ++r) {
+    const auto mine = signature(*p.programs()->Get(r));
+    for (size_t c = 0; c < std::max(first.size(), mine.size()); ++c) {
+      std::string a = c < first.size() ? first[c].second : "nothing";
+      std::string b = c < mine.size() ? mine[c].second : "nothing";
+      if (a != b)
+        return Status::error("collective " + str(c) + " of rank " + str(r) + " is " + b +
+                             ", but rank 0's is " + a +
+                             ": the ranks would wait for each other forever");
+    }
+  }
+  // The placement: every routed layer's experts, each on at least one slot.
+  std::map<int, int> experts; // layer -> its router's experts
+  for (const plan::Program *prog : *p.programs())
+    for (const plan::Instruction *inst : *prog->instructions())
+      if (const auto *r = inst->params_as_RouterParams()) {
+        if (r->layer() < 0)
+          return Status::error("a router has no decoder layer; recompile with moe-compile");
+        experts[r->layer()] = r->num_experts();
+      }
+  const auto *placement = p.placement();
+  size_t entries = placement ? placement->size() : 0;
+  if (entries != experts.size())
+    return Status::error("the expert placement covers " + str(entries) +
+                         " layer(s), but the "
+                         "plan routes " +
+                         str(experts.size()));
+  auto layer = experts.begin();
+  for (uint32_t i = 0; i < entries; ++i, ++layer) {
+    const plan::LayerPlacement *lp = placement->Get(i);
+    std::string where = "the expert placement of layer " + std::to_string(lp->layer());
+    if (lp->layer() != layer->first)
+      return Status::error("expert placement entry " + str(i) + " is for layer " +
+                           std::to_string(lp->layer()) + "; expected layer " +
+                           std::to_string(layer->first) + " (routed layers, in order)");
+    size_t n = lp->experts() ? lp->experts()->size() : 0;
+    if (n != size_t(layer->second))
+      return Status::error(where + " lists " + str(n) + " experts; its router has " +
+                           std::to_string(layer->second));
+    std::set<std::pair<int, int>> slots;
+    for (uint32_t e = 0; e < n; ++e) {
+      const auto *copies = lp->experts()->Get(e)->slots();
+      if (!copies || copies->size() == 0)
+        return Status::error(where + ": expert " + str(e) + " has no slot");
+      for (const plan::ExpertSlot *s : *copies) {
+        if (s->rank() < 0 || s->rank() >= int(p.programs()->size()) || s->slot() < 0)
+          return Status::error(where + ": expert " + str(e) + " has slot " +
+                               std::to_string(s->slot()) + " on rank " + std::to_string(s->rank()) +
+                               ", which does not exist");
+        if (!slots.insert({s->rank(), s->slot()}).second)
+          return Status::error(where + ": slot " + std::to_string(s->slot()) + " of rank " +
+                               std::to_string(s->rank()) + " holds two experts");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace moe::rt
