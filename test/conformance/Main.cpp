@@ -1,10 +1,12 @@
 //===- Main.cpp - conformance tests, alone or under mpirun ----------------===//
 #include "Ranks.h"
 #include "moe/runtime/MpiCollective.h"
+#include "moe/runtime/Registry.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace moe::conformance {
 
@@ -50,7 +52,15 @@ int main(int argc, char **argv) {
   } else {
     conformance::theRanks = rt::createLocalCollective();
   }
-  conformance::theDevice = rt::createCpuDevice();
+  // The backend under test, from the registry: MOE_CONFORMANCE_DEVICE, or
+  // cpu (a new backend runs this same binary with its name).
+  const char *name = std::getenv("MOE_CONFORMANCE_DEVICE");
+  auto device = rt::createDevice(name ? name : "cpu");
+  if (!device) {
+    std::fprintf(stderr, "conformance-tests: %s\n", device.status().message().c_str());
+    return 1;
+  }
+  conformance::theDevice = device.take();
   const int rank = conformance::theRanks->rank();
   if (rank != 0) {
     auto &listeners = ::testing::UnitTest::GetInstance()->listeners();

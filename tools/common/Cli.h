@@ -10,6 +10,7 @@
 #ifndef MOE_TOOLS_COMMON_CLI_H
 #define MOE_TOOLS_COMMON_CLI_H
 
+#include "moe/runtime/Registry.h"
 #include "moe/runtime/Version.h"
 
 #include <CLI/CLI.hpp>
@@ -168,6 +169,24 @@ public:
     return app.add_option("--threads", threads, "kernel threads (default 0: one per core)")
         ->check(integerIn(0, 4096))
         ->type_name("N");
+  }
+
+  /// --device NAME: the backend (default cpu); --list-devices prints this
+  /// build's backends, one per line, and exits.
+  CLI::Option *addDevice(std::string &device) {
+    app.add_flag_callback(
+        "--list-devices",
+        [] {
+          for (const rt::BackendInfo &b : rt::listBackends())
+            std::printf("%-6s %s%s\n", b.name.c_str(), b.description.c_str(),
+                        b.unavailable.empty() ? ""
+                                              : (" (unavailable: " + b.unavailable + ")").c_str());
+          throw CLI::Success();
+        },
+        "print the backends --device can name, then exit");
+    return app.add_option("--device", device, "the backend to run on (default cpu; see "
+                                              "--list-devices)")
+        ->type_name("NAME");
   }
 
   /// Prints "<tool>: error: <message>" and returns 1, the exit code.

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
+#include "moe/runtime/Registry.h"
 #include "tools/common/Cli.h"
 #include "tools/common/Output.h"
 #include "tools/common/RuntimeFlags.h"
@@ -28,7 +29,7 @@ using namespace moe::bench;
 namespace {
 
 struct Flags {
-  std::string planDir, promptLen, outputLen, workload, json, kvDtype;
+  std::string planDir, promptLen, outputLen, workload, json, kvDtype, device = "cpu";
   std::vector<int64_t> concurrency;
   std::vector<double> rate;
   int64_t requests = 0, sharedPrefix = 0, blockSize = 16, kvBlocks = 0, budget = 0,
@@ -80,12 +81,13 @@ int benchMain(const Flags &f, tools::Cli &cli) {
   tools::Output out(f.json);
   if (rt::Status st = out.open(); !st)
     return fail(st.message());
+  auto created = rt::createDevice(f.device, {f.threads});
+  if (!created)
+    return fail(created.status().message());
+  std::unique_ptr<rt::Device> device = created.take();
   auto plan = rt::LoadedPlan::open(f.planDir);
   if (!plan)
     return fail(plan.status().message());
-  rt::CpuDeviceOptions deviceOptions;
-  deviceOptions.threads = f.threads;
-  auto device = rt::createCpuDevice(deviceOptions);
   const plan::Plan &p = (*plan)->plan();
   int64_t context = p.kv_cache()->max_context(), vocab = p.config()->vocab_size();
 
@@ -292,6 +294,7 @@ int main(int argc, char **argv) {
   app.add_flag("--verify", f.verify, "rerun each request alone; require identical outputs");
   cli.addJson(f.json);
   cli.addThreads(f.threads);
+  cli.addDevice(f.device);
   if (auto code = cli.parse(argc, argv))
     return *code;
   return benchMain(f, cli);

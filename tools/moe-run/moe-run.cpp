@@ -9,6 +9,7 @@
 #include "moe/runtime/File.h"
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
+#include "moe/runtime/Registry.h"
 #include "moe/runtime/Sampler.h"
 #include "moe/runtime/Session.h"
 #include "moe/runtime/Stopping.h"
@@ -32,6 +33,7 @@ namespace {
 
 struct Flags {
   std::string planDir, prompt, evalFile, compareTo, dumpLogits, json, expertStats, kvDtype;
+  std::string device = "cpu";
   std::vector<int64_t> promptTokens;
   std::vector<std::string> stop;
   int64_t maxNewTokens = 16, maxContext = 0;
@@ -338,6 +340,7 @@ int main(int argc, char **argv) {
                "no KV-cache reuse: recompute the whole sequence at every step (slow; for "
                "checking the cache)");
   cli.addThreads(f.threads);
+  cli.addDevice(f.device);
   if (auto code = cli.parse(argc, argv))
     return *code;
   const bool evaluating = !f.evalFile.empty() || !f.compareTo.empty();
@@ -368,6 +371,10 @@ int main(int argc, char **argv) {
   Run run{f, cli, moe::tools::Output(f.json), {}, {}, {}, {}, 0};
   if (Status st = run.out.open(); !st)
     return fail(st.message());
+  auto device = createDevice(f.device, {f.threads});
+  if (!device)
+    return fail(device.status().message());
+  run.device = device.take();
   auto t0 = std::chrono::steady_clock::now();
   LoadOptions load;
   load.verifyWeights = f.verifyWeights;
@@ -377,9 +384,6 @@ int main(int argc, char **argv) {
     return fail(plan.status().message());
   run.plan = plan.take();
   run.loadSeconds = since(t0);
-  CpuDeviceOptions deviceOptions;
-  deviceOptions.threads = f.threads;
-  run.device = createCpuDevice(deviceOptions);
   if (Status st = moe::tools::agreeOnPlan(**ranks, *run.plan, run.device->stream(0)); !st)
     return fail(st.message());
   SessionOptions so;

@@ -5,6 +5,7 @@
 #include "moe/runtime/Kernel.h"
 #include "moe/runtime/KernelCall.h"
 #include "moe/runtime/MpiCollective.h"
+#include "moe/runtime/Registry.h"
 #include "moe/runtime/Status.h"
 
 int main() {
