@@ -141,10 +141,20 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
         ". To fit: recompile with a smaller --max-batch-tokens (activations), use a smaller "
         "context or fewer KV blocks, --kv-dtype int8 (KV cache), or more ranks (weights)");
   uint64_t kvBytes = needs->kvCache;
-  auto arena = device.allocate(s->program_.arena_bytes());
+  auto arena = device.allocate(s->program_.arena_bytes(), MemoryKind::DeviceLocal);
   if (!arena)
     return arena.status();
   s->arena_ = arena.take();
+  // This rank's weight files, as device memory (the CPU uses the mapping).
+  for (uint32_t f = 0; f < p.weight_files()->size(); ++f) {
+    s->weights_.emplace_back();
+    if (const void *bytes = loaded.fileData(f)) {
+      auto w = device.importHost(bytes, p.weight_files()->Get(f)->size());
+      if (!w)
+        return w.status();
+      s->weights_.back() = w.take();
+    }
+  }
   for (size_t l = 0; l < kv.layers()->size(); ++l) {
     const plan::KvLayer *layer = kv.layers()->Get(uint32_t(l));
     KvLayerView view;
@@ -156,13 +166,13 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
     for (auto [width, data, scales] : {std::tuple(view.kWidth, &view.k, &view.kScales),
                                        std::tuple(view.vWidth, &view.v, &view.vScales)}) {
       auto array = [&](size_t rowBytes) -> Expected<void *> {
-        auto a = device.allocate(rowBytes * rows);
+        auto a = device.allocate(rowBytes * rows, MemoryKind::DeviceLocal);
         if (!a)
           return a.status();
-        s->kvArrays_.push_back({static_cast<uint8_t *>(a->get()),
+        s->kvArrays_.push_back({static_cast<uint8_t *>((*a)->data()),
                                 rowBytes * size_t(s->blockSize_)});
         s->kvStorage_.push_back(a.take());
-        return s->kvStorage_.back().get();
+        return s->kvStorage_.back()->data();
       };
       auto plane = array(size_t(width) * dtypeSize(kvType));
       if (!plane)
@@ -180,6 +190,34 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
   s->kvBytes_ = kvBytes;
   for (int64_t b = 0; b < s->numBlocks_; ++b)
     s->identity_.push_back(int32_t(b));
+  // Inputs are staged through the HAL: tokens, positions and each token's
+  // block table, written on the host into a HostVisible buffer and copied
+  // into the DeviceLocal one the kernels read; logits come back through a
+  // HostVisible buffer. Their addresses never change, so kernel calls are
+  // bound once per batch size.
+  const uint64_t maxTokens = uint64_t(p.max_batch_tokens());
+  auto aligned = [](uint64_t bytes) { return (bytes + 63) / 64 * 64; };
+  s->tableStride_ = (s->maxContext_ + s->blockSize_ - 1) / s->blockSize_;
+  s->positionsOffset_ = aligned(maxTokens * 4);
+  s->tablesOffset_ = 2 * s->positionsOffset_;
+  const uint64_t inputBytes = s->tablesOffset_ + maxTokens * uint64_t(s->tableStride_) * 4;
+  for (auto [buffer, kind] : {std::pair(&s->inputs_, MemoryKind::DeviceLocal),
+                              std::pair(&s->inputsStaging_, MemoryKind::HostVisible)}) {
+    auto b = device.allocate(inputBytes, kind);
+    if (!b)
+      return b.status();
+    *buffer = b.take();
+  }
+  auto logits = device.allocate(maxTokens * uint64_t(p.config()->vocab_size()) * sizeof(float),
+                                MemoryKind::HostVisible);
+  if (!logits)
+    return logits.status();
+  s->logits_ = logits.take();
+  for (uint64_t t = 0; t < maxTokens; ++t)
+    s->tables_.push_back(reinterpret_cast<const int32_t *>(
+        static_cast<uint8_t *>(s->inputs_->data()) + s->tablesOffset_ +
+        t * uint64_t(s->tableStride_) * 4));
+  s->inputsReady_ = device.createEvent();
   for (const plan::Instruction *inst : *s->program_.instructions()) {
     s->streams_ = std::max(s->streams_, int(inst->stream()) + 1);
     // The loader checked that the events are numbered 0..n-1.
@@ -293,44 +331,14 @@ Status Session::forward(const Batch &batch, float *logits) {
       return Status::error("position " + std::to_string(positions[t]) +
                            " out of the context [0, " + std::to_string(maxContext_) + ")");
   }
-  auto view = [&](uint32_t id) {
-    const plan::Tensor *t = p.tensors()->Get(id);
-    TensorView v;
-    v.dtype = dtypeOf(t->dtype());
-    v.shape.assign(t->shape()->begin(), t->shape()->end());
-    if (v.shape[0] == -1)
-      v.shape[0] = count;
-    switch (t->storage()) {
-    case plan::Storage::Weight:
-      v.data = const_cast<void *>(plan_.weightData(id));
-      if (t->group() > 0) {
-        v.scales = static_cast<const float *>(plan_.weightData(t->scales()));
-        v.group = t->group();
-        v.rowGroup = t->row_group();
-      }
-      break;
-    case plan::Storage::Arena:
-      v.data = static_cast<uint8_t *>(arena_.get()) + t->offset();
-      break;
-    case plan::Storage::Input:
-      v.data = const_cast<int32_t *>(id == program_.inputs()->Get(0) ? tokens : positions);
-      break;
-    }
-    return v;
-  };
+  if (Status st = stageInputs(batch); !st)
+    return st;
+  const std::vector<KernelCall> &calls = bind(count);
   size_t router = 0;
   Status st = Status::ok();
-  for (const plan::Instruction *inst : *program_.instructions()) {
-    KernelCall call;
-    call.kernel = kernelOf(*inst);
-    call.params = kernelParams(*inst);
-    for (uint32_t id : *inst->inputs())
-      call.inputs.push_back(view(id));
-    for (uint32_t id : *inst->outputs())
-      call.outputs.push_back(view(id));
-    int layer = kvLayerOf(*inst);
-    call.kv = layer >= 0 ? &kv_[size_t(layer)] : nullptr;
-    call.blockTables = batch.blockTables;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const plan::Instruction *inst = program_.instructions()->Get(uint32_t(i));
+    const KernelCall &call = calls[i];
     Stream &stream = device_.stream(inst->stream());
     if (inst->waits())
       for (uint32_t e : *inst->waits())
@@ -369,9 +377,93 @@ Status Session::forward(const Batch &batch, float *logits) {
       st = std::move(done);
   if (!st)
     return st;
-  TensorView out = view(program_.outputs()->Get(0));
-  std::memcpy(logits, out.data, size_t(count) * size_t(out.cols()) * sizeof(float));
+  // The logits come back through a copy into host-visible memory.
+  const plan::Tensor *out = p.tensors()->Get(program_.outputs()->Get(0));
+  const size_t bytes = size_t(count) * size_t(vocabSize()) * sizeof(float);
+  Stream &s0 = device_.stream(0);
+  if (Status done = s0.copy(*logits_, 0, *arena_, out->offset(), bytes); !done)
+    return done;
+  if (Status done = s0.synchronize(); !done)
+    return done;
+  std::memcpy(logits, logits_->host(), bytes);
   return Status::ok();
+}
+
+Status Session::stageInputs(const Batch &batch) {
+  const size_t count = size_t(batch.count);
+  auto *staging = static_cast<uint8_t *>(inputsStaging_->host());
+  std::memcpy(staging, batch.tokens, count * 4);
+  std::memcpy(staging + positionsOffset_, batch.positions, count * 4);
+  // Each token's table up to its own position's block.
+  for (size_t t = 0; t < count; ++t)
+    std::memcpy(staging + tablesOffset_ + t * size_t(tableStride_) * 4, batch.blockTables[t],
+                size_t(batch.positions[t] / blockSize_ + 1) * 4);
+  Stream &s0 = device_.stream(0);
+  for (auto [offset, bytes] : {std::pair(size_t(0), count * 4),
+                               std::pair(size_t(positionsOffset_), count * 4),
+                               std::pair(size_t(tablesOffset_),
+                                         count * size_t(tableStride_) * 4)})
+    if (Status st = s0.copy(*inputs_, offset, *inputsStaging_, offset, bytes); !st)
+      return st;
+  // Every other stream starts after the inputs are in place.
+  if (streams_ > 1) {
+    if (Status st = s0.record(*inputsReady_); !st)
+      return st;
+    for (int i = 1; i < streams_; ++i)
+      if (Status st = device_.stream(i).wait(*inputsReady_); !st)
+        return st;
+  }
+  return Status::ok();
+}
+
+const std::vector<KernelCall> &Session::bind(int64_t count) {
+  auto [it, added] = bound_.try_emplace(count);
+  if (!added)
+    return it->second;
+  const plan::Plan &p = plan_.plan();
+  auto view = [&](uint32_t id) {
+    const plan::Tensor *t = p.tensors()->Get(id);
+    TensorView v;
+    v.dtype = dtypeOf(t->dtype());
+    v.shape.assign(t->shape()->begin(), t->shape()->end());
+    if (v.shape[0] == -1)
+      v.shape[0] = count;
+    auto weight = [&](const plan::Tensor *w) {
+      return static_cast<uint8_t *>(weights_[w->weight_file()]->data()) + w->offset();
+    };
+    switch (t->storage()) {
+    case plan::Storage::Weight:
+      v.data = weight(t);
+      if (t->group() > 0) {
+        v.scales = reinterpret_cast<const float *>(weight(p.tensors()->Get(t->scales())));
+        v.group = t->group();
+        v.rowGroup = t->row_group();
+      }
+      break;
+    case plan::Storage::Arena:
+      v.data = static_cast<uint8_t *>(arena_->data()) + t->offset();
+      break;
+    case plan::Storage::Input:
+      v.data = static_cast<uint8_t *>(inputs_->data()) +
+               (id == program_.inputs()->Get(0) ? 0 : positionsOffset_);
+      break;
+    }
+    return v;
+  };
+  for (const plan::Instruction *inst : *program_.instructions()) {
+    KernelCall call;
+    call.kernel = kernelOf(*inst);
+    call.params = kernelParams(*inst);
+    for (uint32_t id : *inst->inputs())
+      call.inputs.push_back(view(id));
+    for (uint32_t id : *inst->outputs())
+      call.outputs.push_back(view(id));
+    int layer = kvLayerOf(*inst);
+    call.kv = layer >= 0 ? &kv_[size_t(layer)] : nullptr;
+    call.blockTables = tables_.data();
+    it->second.push_back(std::move(call));
+  }
+  return it->second;
 }
 
 Status Session::collective(const plan::Instruction &inst, Stream &stream, const TensorView &in,

@@ -161,6 +161,28 @@ namespace {
 
 using namespace cpu_backend;
 
+/// CPU memory is host memory, whatever its kind; DeviceLocal buffers just
+/// do not offer host() (code above the HAL must copy, as on a GPU).
+class HostBuffer final : public Buffer {
+public:
+  HostBuffer(void *data, size_t size, MemoryKind kind, bool owned)
+      : data_(data), size_(size), kind_(kind), owned_(owned) {}
+  ~HostBuffer() override {
+    if (owned_)
+      std::free(data_);
+  }
+  void *data() override { return data_; }
+  void *host() override { return kind_ == MemoryKind::HostVisible ? data_ : nullptr; }
+  size_t size() const override { return size_; }
+  MemoryKind kind() const override { return kind_; }
+
+private:
+  void *data_;
+  size_t size_;
+  MemoryKind kind_;
+  bool owned_;
+};
+
 class CpuDevice final : public Device {
 public:
   explicit CpuDevice(const CpuDeviceOptions &options) {
@@ -179,11 +201,16 @@ public:
            (matrixOp &&
             (weightType == DType::I8 || weightType == DType::I4 || weightType == DType::F8E4M3));
   }
-  Expected<std::shared_ptr<void>> allocate(size_t bytes) override {
+  Expected<std::unique_ptr<Buffer>> allocate(size_t bytes, MemoryKind kind) override {
     void *p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!p && bytes)
       return Status::error("cpu: cannot allocate " + std::to_string(bytes) + " bytes");
-    return std::shared_ptr<void>(p, std::free);
+    return std::unique_ptr<Buffer>(new HostBuffer(p, bytes, kind, true));
+  }
+  Expected<std::unique_ptr<Buffer>> importHost(const void *data, size_t bytes) override {
+    // Used in place (zero copy): kernels read the mapped file.
+    return std::unique_ptr<Buffer>(
+        new HostBuffer(const_cast<void *>(data), bytes, MemoryKind::DeviceLocal, false));
   }
   Status copyToHost(void *host, const void *device, size_t bytes) override {
     std::memcpy(host, device, bytes);

@@ -2,6 +2,7 @@
 #include "CpuStreams.h"
 
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -47,6 +48,13 @@ private:
 
 CpuEvent &cpuEvent(Event &e) { return static_cast<CpuEvent &>(e); }
 
+/// CPU buffers are host memory: a copy is a memcpy.
+Status hostCopy(Buffer &dst, size_t dstOffset, Buffer &src, size_t srcOffset, size_t bytes) {
+  std::memcpy(static_cast<uint8_t *>(dst.data()) + dstOffset,
+              static_cast<const uint8_t *>(src.data()) + srcOffset, bytes);
+  return Status::ok();
+}
+
 class CallerStream final : public Stream {
 public:
   Status launch(const KernelCall &call) override { return runKernel(call); }
@@ -61,6 +69,12 @@ public:
     return Status::ok();
   }
   Status synchronize() override { return Status::ok(); }
+
+protected:
+  Status doCopy(Buffer &dst, size_t dstOffset, Buffer &src, size_t srcOffset,
+                size_t bytes) override {
+    return hostCopy(dst, dstOffset, src, srcOffset, bytes);
+  }
 };
 
 class WorkerStream final : public Stream {
@@ -104,6 +118,14 @@ public:
     Status st = std::move(error_);
     error_ = Status::ok();
     return st;
+  }
+
+protected:
+  Status doCopy(Buffer &dst, size_t dstOffset, Buffer &src, size_t srcOffset,
+                size_t bytes) override {
+    return enqueue([&dst, dstOffset, &src, srcOffset, bytes] {
+      return hostCopy(dst, dstOffset, src, srcOffset, bytes);
+    }, false);
   }
 
 private:

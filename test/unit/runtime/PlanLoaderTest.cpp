@@ -566,7 +566,12 @@ public:
   std::string name() const override { return "logging"; }
   uint64_t memoryBytes() const override { return cpu_->memoryBytes(); }
   bool supports(Kernel k, DType t) const override { return cpu_->supports(k, t); }
-  Expected<std::shared_ptr<void>> allocate(size_t bytes) override { return cpu_->allocate(bytes); }
+  Expected<std::unique_ptr<Buffer>> allocate(size_t bytes, MemoryKind kind) override {
+    return cpu_->allocate(bytes, kind);
+  }
+  Expected<std::unique_ptr<Buffer>> importHost(const void *data, size_t bytes) override {
+    return cpu_->importHost(data, bytes);
+  }
   Status copyToHost(void *h, const void *d, size_t n) override { return cpu_->copyToHost(h, d, n); }
   Status copyFromHost(void *d, const void *h, size_t n) override {
     return cpu_->copyFromHost(d, h, n);
@@ -606,6 +611,12 @@ private:
       d.log.push_back(s + " synchronize");
       return Status::ok();
     }
+    Status doCopy(Buffer &dst, size_t dstOffset, Buffer &src, size_t srcOffset,
+                  size_t bytes) override {
+      d.log.push_back(s + " copy " + std::to_string(bytes) + " bytes" +
+                      (src.host() ? " in" : dst.host() ? " out" : ""));
+      return d.cpu_->stream(0).copy(dst, dstOffset, src, srcOffset, bytes);
+    }
     LoggingDevice &d;
     std::string s;
   };
@@ -629,8 +640,15 @@ TEST_F(PlanLoaderTest, SessionOrdersStreamsByThePlansEvents) {
   ASSERT_TRUE((*session)->forward(tokens, positions, 2, out));
   EXPECT_EQ(std::vector<float>(out, out + 8),
             (std::vector<float>{20, 21, 22, 23, 10, 11, 12, 13}));
-  // Both streams are waited for before the logits are read.
-  EXPECT_EQ(device.log, (std::vector<std::string>{
-                            "s0 launch embedding", "s0 record e0", "s1 wait e0",
-                            "s1 launch embedding", "s0 synchronize", "s1 synchronize"}));
+  // The inputs are staged through the HAL (tokens, positions, the block
+  // tables of 2 tokens of an 8-token context in blocks of 16: 1 entry
+  // each), every other stream waits for them (e0, the session's event), the
+  // plan's event (e1) orders the launches, both streams are waited for
+  // before the logits come back through a copy.
+  EXPECT_EQ(device.log,
+            (std::vector<std::string>{
+                "s0 copy 8 bytes in", "s0 copy 8 bytes in", "s0 copy 8 bytes in",
+                "s0 record e0", "s1 wait e0", "s0 launch embedding", "s0 record e1",
+                "s1 wait e1", "s1 launch embedding", "s0 synchronize", "s1 synchronize",
+                "s0 copy 32 bytes out", "s0 synchronize"}));
 }

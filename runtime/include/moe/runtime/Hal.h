@@ -22,6 +22,23 @@
 
 namespace moe::rt {
 
+/// Where a buffer lives. DeviceLocal: kernels and copies use it, the host
+/// does not touch it. HostVisible: also readable and writable by the host
+/// (host()); inputs are staged and results come back through it.
+enum class MemoryKind { DeviceLocal, HostVisible };
+
+/// Memory of a device: from Device::allocate, or host memory it imported.
+class Buffer {
+public:
+  virtual ~Buffer() = default;
+  /// The address kernels take (TensorView::data points into it).
+  virtual void *data() = 0;
+  /// The host's view of a HostVisible buffer; null for DeviceLocal.
+  virtual void *host() = 0;
+  virtual size_t size() const = 0;
+  virtual MemoryKind kind() const = 0;
+};
+
 class Event {
 public:
   virtual ~Event() = default;
@@ -37,10 +54,18 @@ public:
   /// the stream's later work waits for it (collectives over host
   /// libraries, such as MPI, run so). Its failure fails the stream.
   virtual Status enqueueHost(std::function<Status()> work) = 0;
+  /// Copies `bytes` from `src` at `srcOffset` to `dst` at `dstOffset` in
+  /// stream order, between any memory kinds; a range outside its buffer is
+  /// an error (checked here for every backend).
+  Status copy(Buffer &dst, size_t dstOffset, Buffer &src, size_t srcOffset, size_t bytes);
   virtual Status record(Event &event) = 0;
   /// Work launched after this waits for `event`.
   virtual Status wait(Event &event) = 0;
   virtual Status synchronize() = 0;
+
+protected:
+  virtual Status doCopy(Buffer &dst, size_t dstOffset, Buffer &src, size_t srcOffset,
+                        size_t bytes) = 0;
 };
 
 class Device {
@@ -51,7 +76,12 @@ public:
   virtual uint64_t memoryBytes() const = 0;
   /// Whether this backend runs `op` with weights of `weightType`.
   virtual bool supports(Kernel kernel, DType weightType) const = 0;
-  virtual Expected<std::shared_ptr<void>> allocate(size_t bytes) = 0;
+  /// `bytes` of `kind`, 64-byte aligned.
+  virtual Expected<std::unique_ptr<Buffer>> allocate(size_t bytes, MemoryKind kind) = 0;
+  /// Device memory holding `bytes` of read-only host memory that outlives
+  /// the buffer (a mapped weight file): the CPU backend uses it in place, a
+  /// GPU backend uploads it.
+  virtual Expected<std::unique_ptr<Buffer>> importHost(const void *data, size_t bytes) = 0;
   /// Copies between this device's memory and host memory (KV swap).
   virtual Status copyToHost(void *host, const void *device, size_t bytes) = 0;
   virtual Status copyFromHost(void *device, const void *host, size_t bytes) = 0;

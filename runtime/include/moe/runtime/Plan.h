@@ -54,6 +54,8 @@ public:
   /// Bytes of weight tensor `id` (storage Weight), inside its mapped file;
   /// null for a file of a rank that was not mapped.
   const void *weightData(uint32_t id) const;
+  /// The mapped bytes of weight file `file`; null for another rank's.
+  const void *fileData(uint32_t file) const { return mappings_[file].data; }
   /// Recomputes every weight's checksum; names the first bad tensor.
   Status verifyWeights() const;
 

@@ -7,6 +7,7 @@
 #include "moe/runtime/Plan.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -102,8 +103,26 @@ private:
   Device &device_;
   std::unique_ptr<Collective> localRanks_; ///< when the options name none
   Collective *ranks_ = nullptr;
-  std::shared_ptr<void> arena_;
-  std::vector<std::shared_ptr<void>> kvStorage_;
+  /// Writes the batch into the staging buffer and copies it to inputs_.
+  Status stageInputs(const Batch &batch);
+  /// The kernel calls of a batch of `count` tokens, built on first use:
+  /// every address they hold is fixed for the session's life.
+  const std::vector<KernelCall> &bind(int64_t count);
+
+  std::unique_ptr<Buffer> arena_;
+  std::vector<std::unique_ptr<Buffer>> kvStorage_;
+  /// Per weight file: its device memory (null: another rank's file).
+  std::vector<std::unique_ptr<Buffer>> weights_;
+  /// Tokens at 0, positions at positionsOffset_, block tables (tableStride_
+  /// entries per token) at tablesOffset_: the kernels read inputs_, the
+  /// host writes inputsStaging_ (HostVisible).
+  std::unique_ptr<Buffer> inputs_, inputsStaging_;
+  uint64_t positionsOffset_ = 0, tablesOffset_ = 0;
+  int64_t tableStride_ = 0;
+  std::vector<const int32_t *> tables_; ///< per token: its table in inputs_
+  std::unique_ptr<Event> inputsReady_;  ///< streams 1.. wait for the inputs
+  std::unique_ptr<Buffer> logits_;      ///< HostVisible: logits copied back
+  std::map<int64_t, std::vector<KernelCall>> bound_;
   std::vector<KvLayerView> kv_;
   /// Every KV array (data and scales, k and v, per layer): its base and the
   /// bytes one block takes in it; blocks are contiguous in each.
