@@ -47,23 +47,6 @@ MOE_SAME(TopkMethod, NoAuxTc);
   static_assert(int(Kernel::Name) == int(plan::OpCode::Name), #Name " op code differs");
 #include "moe/runtime/Kernels.def"
 
-const char *collectiveName(plan::CollectiveOp op) {
-  switch (op) {
-  case plan::CollectiveOp::AllReduce: return "all_reduce";
-  case plan::CollectiveOp::AllGather: return "all_gather";
-  case plan::CollectiveOp::AllToAllV: return "all_to_all_v";
-  default: return "none";
-  }
-}
-
-int kvLayerOf(const plan::Instruction &inst) {
-  if (auto *a = inst.params_as_AttentionParams())
-    return a->layer();
-  if (auto *m = inst.params_as_MlaParams())
-    return m->layer();
-  return -1;
-}
-
 // A scaled (I8/I4/F8E4M3) weight's scales: an F32 weight
 // [ceil(rows / row_group), ceil(cols / group)] where cols is the last
 // dimension; I8/I4 have row_group 1; any other tensor has no group.

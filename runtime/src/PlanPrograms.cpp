@@ -3,7 +3,7 @@
 #include "PlanShapes.h"
 #include "PlanStreams.h"
 #include "moe/runtime/Kernel.h"
-#include "moe/runtime/Plan.h"
+#include "moe/runtime/PlanView.h"
 
 #include <map>
 #include <set>

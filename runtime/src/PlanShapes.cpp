@@ -1,7 +1,7 @@
 //===- PlanShapes.cpp - every kernel's view of its tensors, checked ------===//
 #include "PlanShapes.h"
 #include "moe/runtime/Kernel.h"
-#include "moe/runtime/Plan.h"
+#include "moe/runtime/PlanView.h"
 
 #include <set>
 #include <string>

@@ -1,6 +1,6 @@
 //===- PlanStreams.cpp - the order between a plan's streams, checked ------===//
 #include "PlanStreams.h"
-#include "moe/runtime/Plan.h"
+#include "moe/runtime/PlanView.h"
 #include "moe/runtime/Schedule.h"
 
 #include <algorithm>

@@ -8,6 +8,7 @@
 #define MOE_RUNTIME_PLAN_H
 
 #include "moe/runtime/KernelCall.h"
+#include "moe/runtime/PlanView.h"
 #include "moe/runtime/Status.h"
 #include "runtime/schema/plan_generated.h"
 
@@ -80,19 +81,6 @@ private:
 /// older plan's eos_token_id), empty when the model names none.
 std::vector<int32_t> eosTokens(const plan::Plan &plan);
 
-/// A plan dtype as the HAL names it (the same numbers; checked in Plan.cpp).
-inline DType dtypeOf(plan::DType dtype) { return DType(dtype); }
-/// Element size of a plan dtype in bytes, and its name (KernelCall.h).
-inline size_t dtypeSize(plan::DType dtype) { return dtypeSize(dtypeOf(dtype)); }
-inline const char *dtypeName(plan::DType dtype) { return dtypeName(dtypeOf(dtype)); }
-
-/// The kernel an instruction launches (op codes are Kernels.def's rows).
-inline Kernel kernelOf(const plan::Instruction &inst) { return Kernel(inst.op()); }
-/// A collective's name as the plan dialect spells it ("all_reduce", ...).
-const char *collectiveName(plan::CollectiveOp op);
-/// The KV-cache layer `inst` reads and writes (its attention or MLA
-/// parameters name it), -1 for none.
-int kvLayerOf(const plan::Instruction &inst);
 
 } // namespace moe::rt
 

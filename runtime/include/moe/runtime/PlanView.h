@@ -1,0 +1,47 @@
+//===- PlanView.h - plan fields as the HAL names them -----------*- C++ -*-===//
+//
+// The few translations from the plan format's types to the HAL's that the
+// loader's checks, the session and the tools share.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_PLANVIEW_H
+#define MOE_RUNTIME_PLANVIEW_H
+
+#include "moe/runtime/Kernel.h"
+#include "moe/runtime/KernelCall.h"
+#include "runtime/schema/plan_generated.h"
+
+namespace moe::rt {
+
+/// A plan dtype as the HAL names it (the same numbers; checked in Plan.cpp).
+inline DType dtypeOf(plan::DType dtype) { return DType(dtype); }
+/// Element size of a plan dtype in bytes, and its name (KernelCall.h).
+inline size_t dtypeSize(plan::DType dtype) { return dtypeSize(dtypeOf(dtype)); }
+inline const char *dtypeName(plan::DType dtype) { return dtypeName(dtypeOf(dtype)); }
+
+/// The kernel an instruction launches (op codes are Kernels.def's rows).
+inline Kernel kernelOf(const plan::Instruction &inst) { return Kernel(inst.op()); }
+
+/// A collective's name as the plan dialect spells it ("all_reduce", ...).
+inline const char *collectiveName(plan::CollectiveOp op) {
+  switch (op) {
+  case plan::CollectiveOp::AllReduce: return "all_reduce";
+  case plan::CollectiveOp::AllGather: return "all_gather";
+  case plan::CollectiveOp::AllToAllV: return "all_to_all_v";
+  default: return "none";
+  }
+}
+
+/// The KV-cache layer `inst` reads and writes (its attention or MLA
+/// parameters name it), -1 for none.
+inline int kvLayerOf(const plan::Instruction &inst) {
+  if (auto *a = inst.params_as_AttentionParams())
+    return a->layer();
+  if (auto *m = inst.params_as_MlaParams())
+    return m->layer();
+  return -1;
+}
+
+} // namespace moe::rt
+
+#endif
