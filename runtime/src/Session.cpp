@@ -226,10 +226,16 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
   }
   // Routing counts per router, named by its decoder layer (plans before
   // format 1.6 do not say it: their routers are numbered in order).
+  // Each router's expert ids come back through a host-visible buffer.
   for (const plan::Instruction *inst : *s->program_.instructions())
-    if (auto *r = inst->params_as_RouterParams())
+    if (auto *r = inst->params_as_RouterParams()) {
       s->load_.push_back({r->layer() >= 0 ? r->layer() : int(s->load_.size()),
                           std::vector<uint64_t>(size_t(r->num_experts()))});
+      auto ids = device.allocate(maxTokens * uint64_t(r->top_k()) * 4, MemoryKind::HostVisible);
+      if (!ids)
+        return ids.status();
+      s->routing_.push_back({ids.take(), size_t(r->top_k())});
+    }
   return std::move(s);
 }
 
@@ -349,18 +355,14 @@ Status Session::forward(const Batch &batch, float *logits) {
       st = isCollective ? collective(*inst, stream, call.inputs[0], call.outputs[0])
                         : stream.launch(call);
     if (st && !isCollective && call.kernel == Kernel::Router) {
-      // Routing statistics (the traffic profile), read on the router's
-      // stream once it has run. The CPU backend's memory is host memory; a
-      // device backend would copy the ids back first.
-      const TensorView ids = call.outputs[1];
-      std::vector<uint64_t> *counts = &load_[router++].counts;
-      st = stream.enqueueHost([ids, counts] {
-        const auto *e = static_cast<const int32_t *>(ids.data);
-        for (int64_t i = 0, n = ids.rows() * ids.cols(); i < n; ++i)
-          if (e[i] >= 0 && size_t(e[i]) < counts->size())
-            ++(*counts)[size_t(e[i])];
-        return Status::ok();
-      });
+      // Routing statistics (the traffic profile): the expert ids are
+      // copied back on the router's stream, before anything it records
+      // lets another stream reuse their bytes; counted after the step.
+      const TensorView &ids = call.outputs[1];
+      const uint64_t offset = uint64_t(static_cast<uint8_t *>(ids.data) -
+                                       static_cast<uint8_t *>(arena_->data()));
+      st = stream.copy(*routing_[router++].first, 0, *arena_, offset,
+                       size_t(ids.rows() * ids.cols()) * sizeof(int32_t));
     }
     if (st && inst->records())
       for (uint32_t e : *inst->records())
@@ -377,6 +379,13 @@ Status Session::forward(const Batch &batch, float *logits) {
       st = std::move(done);
   if (!st)
     return st;
+  for (size_t r = 0; r < routing_.size(); ++r) {
+    const auto *ids = static_cast<const int32_t *>(routing_[r].first->host());
+    std::vector<uint64_t> &counts = load_[r].counts;
+    for (size_t i = 0; i < size_t(count) * routing_[r].second; ++i)
+      if (ids[i] >= 0 && size_t(ids[i]) < counts.size())
+        ++counts[size_t(ids[i])];
+  }
   // The logits come back through a copy into host-visible memory.
   const plan::Tensor *out = p.tensors()->Get(program_.outputs()->Get(0));
   const size_t bytes = size_t(count) * size_t(vocabSize()) * sizeof(float);

@@ -122,6 +122,9 @@ private:
   std::vector<const int32_t *> tables_; ///< per token: its table in inputs_
   std::unique_ptr<Event> inputsReady_;  ///< streams 1.. wait for the inputs
   std::unique_ptr<Buffer> logits_;      ///< HostVisible: logits copied back
+  /// Per router (in load_'s order): a HostVisible buffer its expert ids
+  /// are copied back into, and its top-k.
+  std::vector<std::pair<std::unique_ptr<Buffer>, size_t>> routing_;
   std::map<int64_t, std::vector<KernelCall>> bound_;
   std::vector<KvLayerView> kv_;
   /// Every KV array (data and scales, k and v, per layer): its base and the
