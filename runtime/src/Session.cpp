@@ -359,9 +359,7 @@ Status Session::forward(const Batch &batch, float *logits) {
       // copied back on the router's stream, before anything it records
       // lets another stream reuse their bytes; counted after the step.
       const TensorView &ids = call.outputs[1];
-      const uint64_t offset = uint64_t(static_cast<uint8_t *>(ids.data) -
-                                       static_cast<uint8_t *>(arena_->data()));
-      st = stream.copy(*routing_[router++].first, 0, *arena_, offset,
+      st = stream.copy(*routing_[router++].first, 0, *arena_, arenaOffset(ids),
                        size_t(ids.rows() * ids.cols()) * sizeof(int32_t));
     }
     if (st && inst->records())
@@ -475,6 +473,11 @@ const std::vector<KernelCall> &Session::bind(int64_t count) {
   return it->second;
 }
 
+size_t Session::arenaOffset(const TensorView &v) const {
+  return size_t(static_cast<const uint8_t *>(v.data) -
+                static_cast<const uint8_t *>(arena_->data()));
+}
+
 Status Session::collective(const plan::Instruction &inst, Stream &stream, const TensorView &in,
                            const TensorView &out) {
   if (inst.collective() != plan::CollectiveOp::AllReduce) // refused by create()
@@ -482,17 +485,14 @@ Status Session::collective(const plan::Instruction &inst, Stream &stream, const 
   size_t count = 1;
   for (int64_t d : out.shape)
     count *= size_t(d);
-  DeviceArray x{in.data, in.dtype, count}, y{out.data, out.dtype, count};
-  // The sum is taken in place, in the output. (A host copy: the CPU
-  // backend's memory; device copies on streams come with the HAL buffers.)
-  if (x.data != y.data)
-    if (Status st = stream.enqueueHost([x, y] {
-          std::memcpy(y.data, x.data, x.count * dtypeSize(x.dtype));
-          return Status::ok();
-        });
+  // The sum is taken in place, in the output: the input is copied there
+  // first (both are arena tensors, disjoint while both live).
+  if (in.data != out.data)
+    if (Status st = stream.copy(*arena_, arenaOffset(out), *arena_, arenaOffset(in),
+                                count * dtypeSize(in.dtype));
         !st)
       return st;
-  return ranks_->allReduce(stream, y);
+  return ranks_->allReduce(stream, {out.data, out.dtype, count});
 }
 
 } // namespace moe::rt

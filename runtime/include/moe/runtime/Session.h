@@ -95,6 +95,8 @@ public:
 private:
   Session(const LoadedPlan &plan, Device &device)
       : plan_(plan), program_(plan.program()), device_(device) {}
+  /// Where an arena tensor's view starts in the arena.
+  size_t arenaOffset(const TensorView &v) const;
   /// Enqueues collective instruction `inst` on `stream`.
   Status collective(const plan::Instruction &inst, Stream &stream, const TensorView &in,
                     const TensorView &out);
