@@ -513,13 +513,9 @@ private:
     auto out = rt::OutputFile::create((fs::path(dir_) / rt::kPlanFileName).string());
     if (!out)
       throw InputError(out.status().message());
-    uint64_t sum = rt::checksum64(b_.GetBufferPointer(), b_.GetSize());
-    char trailer[rt::kPlanTrailerBytes];
-    std::memcpy(trailer, rt::kPlanTrailerTag, sizeof rt::kPlanTrailerTag);
-    for (int i = 0; i < 8; ++i)
-      trailer[8 + i] = char((sum >> (8 * i)) & 0xff);
+    const std::string trailer = rt::planTrailer(b_.GetBufferPointer(), b_.GetSize());
     for (rt::Status st : {out->write(b_.GetBufferPointer(), b_.GetSize()),
-                          out->write(trailer, sizeof trailer), out->close()})
+                          out->write(trailer.data(), trailer.size()), out->close()})
       if (!st)
         throw InputError(st.message());
   }

@@ -89,11 +89,7 @@ Status checkCollective(const plan::Instruction *inst, const std::string &where) 
 }
 
 std::string describe(const plan::Instruction &inst, uint32_t i) {
-  std::string what = inst.collective() != plan::CollectiveOp::None
-                         ? collectiveName(inst.collective())
-                     : kernelInfo(kernelOf(inst)) ? kernelInfo(kernelOf(inst))->name
-                                                  : "?";
-  return "instruction " + str(i) + " (" + what + ")";
+  return "instruction " + str(i) + " (" + instructionName(inst) + ")";
 }
 
 } // namespace

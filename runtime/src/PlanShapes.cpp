@@ -38,15 +38,12 @@ public:
     routerOf_.assign(p_.tensors()->size(), nullptr);
     for (uint32_t i = 0; i < insts->size(); ++i) {
       inst_ = insts->Get(i);
+      where_ = "instruction " + std::to_string(i) + " (" + instructionName(*inst_) + ")";
       if (inst_->collective() != plan::CollectiveOp::None) {
-        where_ = "instruction " + std::to_string(i) + " (" +
-                 collectiveName(inst_->collective()) + ")";
         if (Status st = collective(); !st)
           return st;
         continue;
       }
-      where_ = "instruction " + std::to_string(i) + " (" +
-               std::string(kernelInfo(kernelOf(*inst_))->name) + ")";
       if (Status st = instruction(); !st)
         return st;
       if (inst_->op() == plan::OpCode::Router)

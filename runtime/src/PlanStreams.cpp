@@ -12,10 +12,7 @@ namespace moe::rt {
 namespace {
 
 std::string describe(const plan::Instruction &inst, uint32_t index) {
-  const char *what = inst.collective() != plan::CollectiveOp::None
-                         ? collectiveName(inst.collective())
-                         : kernelInfo(kernelOf(inst))->name;
-  return "instruction " + std::to_string(index) + " (" + what + " on stream " +
+  return "instruction " + std::to_string(index) + " (" + instructionName(inst) + " on stream " +
          std::to_string(inst.stream()) + ")";
 }
 

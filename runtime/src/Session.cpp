@@ -352,7 +352,8 @@ Status Session::forward(const Batch &batch, float *logits) {
           break;
     const bool isCollective = inst->collective() != plan::CollectiveOp::None;
     if (st)
-      st = isCollective ? collective(*inst, stream, call.inputs[0], call.outputs[0])
+      // create() refused every collective but all_reduce.
+      st = isCollective ? allReduce(stream, call.inputs[0], call.outputs[0])
                         : stream.launch(call);
     if (st && !isCollective && call.kernel == Kernel::Router) {
       // Routing statistics (the traffic profile): the expert ids are
@@ -478,10 +479,7 @@ size_t Session::arenaOffset(const TensorView &v) const {
                 static_cast<const uint8_t *>(arena_->data()));
 }
 
-Status Session::collective(const plan::Instruction &inst, Stream &stream, const TensorView &in,
-                           const TensorView &out) {
-  if (inst.collective() != plan::CollectiveOp::AllReduce) // refused by create()
-    return Status::error(std::string(collectiveName(inst.collective())) + " is not supported");
+Status Session::allReduce(Stream &stream, const TensorView &in, const TensorView &out) {
   size_t count = 1;
   for (int64_t d : out.shape)
     count *= size_t(d);

@@ -71,9 +71,7 @@ void writePlan(const fs::path &dir, int ranks) {
                                                &tensors, &files, &programs, kMaxTokens, kv));
   std::ofstream out(dir / rt::kPlanFileName, std::ios::binary);
   out.write(reinterpret_cast<const char *>(b.GetBufferPointer()), b.GetSize());
-  uint64_t sum = rt::checksum64(b.GetBufferPointer(), b.GetSize());
-  out.write(rt::kPlanTrailerTag, sizeof rt::kPlanTrailerTag);
-  out.write(reinterpret_cast<const char *>(&sum), 8); // little-endian host
+  out << rt::planTrailer(b.GetBufferPointer(), b.GetSize());
 }
 
 TEST(PlanRanks, AllReduceSumsTheRanksEmbeddings) {

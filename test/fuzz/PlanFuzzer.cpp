@@ -32,10 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }();
   (void)weights;
   std::vector<uint8_t> file(data, data + size);
-  file.insert(file.end(), rt::kPlanTrailerTag, rt::kPlanTrailerTag + 8);
-  uint64_t sum = rt::checksum64(data, size);
-  for (int i = 0; i < 8; ++i)
-    file.push_back(uint8_t(sum >> (8 * i)));
+  const std::string trailer = rt::planTrailer(data, size);
+  file.insert(file.end(), trailer.begin(), trailer.end());
   fuzz::writeFile(dir + "/" + rt::kPlanFileName, file.data(), file.size());
   auto plan = rt::LoadedPlan::open(dir);
   if (!plan)

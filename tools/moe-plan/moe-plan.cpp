@@ -136,7 +136,7 @@ int show(const LoadedPlan &loaded) {
     int streams = 1;
     size_t events = 0, waits = 0;
     for (const fb::Instruction *i : *insts) {
-      ++ops[i->collective() != fb::CollectiveOp::None ? moe::rt::collectiveName(i->collective())
+      ++ops[i->collective() != fb::CollectiveOp::None ? moe::rt::instructionName(*i)
                                                       : fb::EnumNameOpCode(i->op())];
       streams = std::max(streams, int(i->stream()) + 1);
       events += i->records() ? i->records()->size() : 0;

@@ -170,9 +170,7 @@ protected:
     fb::FinishPlanBuffer(b, plan);
     std::ofstream out(dir_ / kPlanFileName, std::ios::binary);
     out.write(reinterpret_cast<const char *>(b.GetBufferPointer()), b.GetSize());
-    uint64_t sum = checksum64(b.GetBufferPointer(), b.GetSize());
-    out.write(kPlanTrailerTag, sizeof kPlanTrailerTag);
-    out.write(reinterpret_cast<const char *>(&sum), 8); // little-endian host
+    out << planTrailer(b.GetBufferPointer(), b.GetSize());
   }
 
   /// The load error of `s`, "" when it loads.

@@ -6,6 +6,7 @@
 #ifndef MOE_RUNTIME_PLANFORMAT_H
 #define MOE_RUNTIME_PLANFORMAT_H
 
+#include "moe/runtime/Checksum.h"
 #include "runtime/schema/plan_generated.h"
 
 #include <cstdint>
@@ -33,6 +34,15 @@ inline constexpr uint16_t kFormatMinor = 0;
 /// caught before the FlatBuffer is read.
 inline constexpr char kPlanTrailerTag[8] = {'M', 'O', 'E', 'P', 'S', 'U', 'M', '1'};
 inline constexpr uint64_t kPlanTrailerBytes = 16;
+
+/// The trailer that seals a plan body of `size` bytes at `body`.
+inline std::string planTrailer(const void *body, size_t size) {
+  std::string trailer(kPlanTrailerTag, sizeof kPlanTrailerTag);
+  const uint64_t sum = checksum64(body, size);
+  for (int i = 0; i < 8; ++i)
+    trailer.push_back(char((sum >> (8 * i)) & 0xff));
+  return trailer;
+}
 
 /// Every weight starts at a multiple of this in its file.
 inline constexpr uint64_t kWeightAlignment = 64;

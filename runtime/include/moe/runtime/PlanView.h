@@ -32,6 +32,15 @@ inline const char *collectiveName(plan::CollectiveOp op) {
   }
 }
 
+/// What an instruction runs: its collective's or its kernel's name ("?"
+/// for an op code Kernels.def lacks).
+inline const char *instructionName(const plan::Instruction &inst) {
+  if (inst.collective() != plan::CollectiveOp::None)
+    return collectiveName(inst.collective());
+  const KernelInfo *k = kernelInfo(kernelOf(inst));
+  return k ? k->name : "?";
+}
+
 /// The KV-cache layer `inst` reads and writes (its attention or MLA
 /// parameters name it), -1 for none.
 inline int kvLayerOf(const plan::Instruction &inst) {

@@ -97,9 +97,9 @@ private:
       : plan_(plan), program_(plan.program()), device_(device) {}
   /// Where an arena tensor's view starts in the arena.
   size_t arenaOffset(const TensorView &v) const;
-  /// Enqueues collective instruction `inst` on `stream`.
-  Status collective(const plan::Instruction &inst, Stream &stream, const TensorView &in,
-                    const TensorView &out);
+  /// Enqueues an all_reduce instruction (in -> out, summed over the ranks)
+  /// on `stream`.
+  Status allReduce(Stream &stream, const TensorView &in, const TensorView &out);
   const LoadedPlan &plan_;
   const plan::Program &program_; ///< this rank's
   Device &device_;
