@@ -32,10 +32,12 @@ struct KvCache {
   KvPlane k, v;
   KvType type = KvType::F32;
   int64_t blockSize = 0;
-  const int32_t *const *tables = nullptr; ///< per token: its block table
+  /// Row t (tableStride entries): the block table of token t's sequence.
+  const int32_t *tables = nullptr;
+  int64_t tableStride = 0;
 
   int64_t row(int64_t token, int64_t position) const {
-    return int64_t(tables[token][position / blockSize]) * blockSize +
+    return int64_t(tables[token * tableStride + position / blockSize]) * blockSize +
            position % blockSize;
   }
   /// Writes `src` (width floats) as the row of (token, position).

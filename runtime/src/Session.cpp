@@ -116,10 +116,9 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
                       ? options.numBlocks
                       : (s->maxContext_ + s->blockSize_ - 1) / s->blockSize_;
   plan::DType kvType = options.kvDtype.value_or(kv.dtype());
-  if (kvType != plan::DType::F32 && kvType != plan::DType::BF16 &&
-      kvType != plan::DType::I8 && kvType != plan::DType::F8E4M3)
+  if (!device.supportsKvCache(dtypeOf(kvType)))
     return Status::error(std::string("KV-cache dtype ") + dtypeName(kvType) +
-                         " is not supported (F32, BF16, I8, F8E4M3)");
+                         " is not supported by the " + device.name() + " backend");
   bool scaled = kvType == plan::DType::I8 || kvType == plan::DType::F8E4M3;
   std::vector<int64_t> heads = kvHeads(p, s->program_);
   uint64_t rows = uint64_t(s->numBlocks_) * uint64_t(s->blockSize_);
@@ -213,10 +212,6 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
   if (!logits)
     return logits.status();
   s->logits_ = logits.take();
-  for (uint64_t t = 0; t < maxTokens; ++t)
-    s->tables_.push_back(reinterpret_cast<const int32_t *>(
-        static_cast<uint8_t *>(s->inputs_->data()) + s->tablesOffset_ +
-        t * uint64_t(s->tableStride_) * 4));
   s->inputsReady_ = device.createEvent();
   for (const plan::Instruction *inst : *s->program_.instructions()) {
     s->streams_ = std::max(s->streams_, int(inst->stream()) + 1);
@@ -468,7 +463,9 @@ const std::vector<KernelCall> &Session::bind(int64_t count) {
       call.outputs.push_back(view(id));
     int layer = kvLayerOf(*inst);
     call.kv = layer >= 0 ? &kv_[size_t(layer)] : nullptr;
-    call.blockTables = tables_.data();
+    if (call.kv)
+      call.blockTables = {static_cast<uint8_t *>(inputs_->data()) + tablesOffset_, DType::I32,
+                          {count, tableStride_}};
     it->second.push_back(std::move(call));
   }
   return it->second;

@@ -61,7 +61,8 @@ k::KvCache cacheOf(const KernelCall &call) {
            : kv.dtype == DType::F8E4M3 ? k::KvType::Fp8E4M3
                                        : k::KvType::F32;
   c.blockSize = kv.blockSize;
-  c.tables = call.blockTables;
+  c.tables = i32(call.blockTables);
+  c.tableStride = call.blockTables.cols();
   return c;
 }
 
@@ -200,6 +201,10 @@ public:
     return isFloatWeight(weightType) ||
            (matrixOp &&
             (weightType == DType::I8 || weightType == DType::I4 || weightType == DType::F8E4M3));
+  }
+  bool supportsKvCache(DType kvType) const override {
+    return kvType == DType::F32 || kvType == DType::BF16 || kvType == DType::I8 ||
+           kvType == DType::F8E4M3;
   }
   Expected<std::unique_ptr<Buffer>> allocate(size_t bytes, MemoryKind kind) override {
     void *p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);

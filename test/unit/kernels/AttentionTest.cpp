@@ -92,12 +92,15 @@ struct Layer {
     }
     std::vector<int32_t> positions(static_cast<size_t>(count));
     std::iota(positions.begin(), positions.end(), int32_t(first));
-    std::vector<const int32_t *> tables(size_t(count), table.data());
+    std::vector<int32_t> tables;
+    for (int64_t t = 0; t < count; ++t)
+      tables.insert(tables.end(), table.begin(), table.end());
     KvCache cache;
     cache.k = {kData.data(), nullptr, kKvHeads * kDim, kKvHeads};
     cache.v = {vData.data(), nullptr, kKvHeads * kDim, kKvHeads};
     cache.blockSize = kBlock;
     cache.tables = tables.data();
+    cache.tableStride = int64_t(table.size());
     gqaAttention(q.data() + first * kHeads * kDim, k.data() + first * kKvHeads * kDim,
                  v.data() + first * kKvHeads * kDim, positions.data(), count, nullptr, nullptr,
                  params, cache, out);

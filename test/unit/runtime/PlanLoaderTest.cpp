@@ -564,6 +564,7 @@ public:
   std::string name() const override { return "logging"; }
   uint64_t memoryBytes() const override { return cpu_->memoryBytes(); }
   bool supports(Kernel k, DType t) const override { return cpu_->supports(k, t); }
+  bool supportsKvCache(DType t) const override { return cpu_->supportsKvCache(t); }
   Expected<std::unique_ptr<Buffer>> allocate(size_t bytes, MemoryKind kind) override {
     return cpu_->allocate(bytes, kind);
   }

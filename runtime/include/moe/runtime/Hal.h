@@ -76,6 +76,8 @@ public:
   virtual uint64_t memoryBytes() const = 0;
   /// Whether this backend runs `op` with weights of `weightType`.
   virtual bool supports(Kernel kernel, DType weightType) const = 0;
+  /// Whether its attention kernels keep a KV cache of `kvType` (KvLayerView).
+  virtual bool supportsKvCache(DType kvType) const = 0;
   /// `bytes` of `kind`, 64-byte aligned.
   virtual Expected<std::unique_ptr<Buffer>> allocate(size_t bytes, MemoryKind kind) = 0;
   /// Device memory holding `bytes` of read-only host memory that outlives

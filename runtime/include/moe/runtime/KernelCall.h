@@ -113,8 +113,10 @@ struct KernelCall {
   KernelParams params;
   std::vector<TensorView> inputs, outputs;
   KvLayerView *kv = nullptr; ///< attention kernels only
-  /// Per token of the batch: its sequence's block table (attention kernels).
-  const int32_t *const *blockTables = nullptr;
+  /// Attention kernels: I32 [tokens, stride] in device memory, row t the
+  /// block table of token t's sequence (entries past its position's block
+  /// are not read).
+  TensorView blockTables;
 };
 
 } // namespace moe::rt

@@ -121,7 +121,6 @@ private:
   std::unique_ptr<Buffer> inputs_, inputsStaging_;
   uint64_t positionsOffset_ = 0, tablesOffset_ = 0;
   int64_t tableStride_ = 0;
-  std::vector<const int32_t *> tables_; ///< per token: its table in inputs_
   std::unique_ptr<Event> inputsReady_;  ///< streams 1.. wait for the inputs
   std::unique_ptr<Buffer> logits_;      ///< HostVisible: logits copied back
   /// Per router (in load_'s order): a HostVisible buffer its expert ids
