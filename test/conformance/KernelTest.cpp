@@ -3,9 +3,8 @@
 // the result, copied back, is compared with a naive reference computed in
 // double from weights decoded here (ldexp on their fields), for every weight
 // dtype the device says it supports, on odd shapes and with experts that get
-// no token. (Attention and MLA over the paged KV cache are still tested
-// against the CPU kernels' functions only: test/unit/kernels.)
-#include "Ranks.h"
+// no token. Attention over the paged KV cache: AttentionTest.cpp.
+#include "Tensors.h"
 
 #include <gtest/gtest.h>
 
@@ -18,191 +17,10 @@
 
 namespace {
 
-using moe::conformance::device;
+using namespace moe::conformance;
 namespace rt = moe::rt;
 using rt::DType;
 using rt::Kernel;
-
-/// A tensor in the device's memory.
-struct DeviceTensor {
-  std::unique_ptr<rt::Buffer> data, scales;
-  rt::TensorView view;
-};
-
-std::unique_ptr<rt::Buffer> toDevice(const void *bytes, size_t n) {
-  auto staging = device().allocate(n, rt::MemoryKind::HostVisible);
-  auto target = device().allocate(n, rt::MemoryKind::DeviceLocal);
-  EXPECT_TRUE(staging && target);
-  std::memcpy((*staging)->host(), bytes, n);
-  EXPECT_TRUE(device().stream(0).copy(**target, 0, **staging, 0, n));
-  EXPECT_TRUE(device().stream(0).synchronize());
-  return target.take();
-}
-
-/// A weight in its stored form, and its values decoded here.
-struct Weight {
-  DType dtype = DType::F32;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-  std::vector<float> scales; ///< I8, I4, F8E4M3: per block of rowGroup x group
-  int64_t group = 0, rowGroup = 1;
-  std::vector<double> ref;
-
-  DeviceTensor upload() const {
-    DeviceTensor t;
-    t.data = toDevice(bytes.data(), bytes.size());
-    t.view = {t.data->data(), dtype, shape};
-    if (!scales.empty()) {
-      t.scales = toDevice(scales.data(), scales.size() * sizeof(float));
-      t.view.scales = static_cast<const float *>(t.scales->data());
-      t.view.group = group;
-      t.view.rowGroup = rowGroup;
-    }
-    return t;
-  }
-};
-
-double fp8Value(uint8_t b) { // e4m3fn: bias 7, no infinities
-  const int e = (b >> 3) & 15, m = b & 7;
-  const double v = e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10);
-  return (b & 0x80) ? -v : v;
-}
-
-/// Random values of `dtype` with shape [..., cols]: f32 and bf16 about
-/// uniform in (-1, 1), f16 with magnitudes in [2^-7, 2), I8/I4 random
-/// integers and F8E4M3 random finite codes with random scales per block.
-Weight randomWeight(DType dtype, std::vector<int64_t> shape, std::mt19937 &rng) {
-  Weight w;
-  w.dtype = dtype;
-  w.shape = shape;
-  const int64_t cols = shape.back();
-  int64_t count = 1;
-  for (int64_t d : shape)
-    count *= d;
-  const int64_t rows = count / cols;
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::uniform_int_distribution<int> byte(0, 255);
-  if (dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16) {
-    for (int64_t i = 0; i < count; ++i) {
-      float f = uniform(rng);
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      if (dtype == DType::F32) {
-        w.ref.push_back(f);
-        w.bytes.insert(w.bytes.end(), reinterpret_cast<uint8_t *>(&f),
-                       reinterpret_cast<uint8_t *>(&f) + 4);
-        continue;
-      }
-      uint16_t h = uint16_t(bits >> 16);
-      if (dtype == DType::F16) { // exponent field 8..15, random mantissa
-        h = uint16_t((bits >> 16 & 0x8000) | (8 + bits % 8) << 10 | (bits >> 3 & 1023));
-        const int e = (h >> 10) & 31, m = h & 1023;
-        w.ref.push_back(((h & 0x8000) ? -1 : 1) * std::ldexp(1024 + m, e - 25));
-      } else {
-        const int e = (h >> 7) & 255, m = h & 127;
-        w.ref.push_back(((h & 0x8000) ? -1 : 1) *
-                        (e == 0 ? std::ldexp(m, -133) : std::ldexp(128 + m, e - 134)));
-      }
-      w.bytes.push_back(uint8_t(h & 0xff));
-      w.bytes.push_back(uint8_t(h >> 8));
-    }
-    return w;
-  }
-  // Scaled: I8/I4 one scale per row (rowGroup 1, group = cols); F8E4M3 in
-  // square blocks of 4 (partial at the edges).
-  w.group = dtype == DType::F8E4M3 ? 4 : cols;
-  w.rowGroup = dtype == DType::F8E4M3 ? 4 : 1;
-  const int64_t groups = (cols + w.group - 1) / w.group;
-  const int64_t blockRows = (rows + w.rowGroup - 1) / w.rowGroup;
-  std::uniform_real_distribution<float> scale(0.002f, 0.02f);
-  for (int64_t i = 0; i < blockRows * groups; ++i)
-    w.scales.push_back(dtype == DType::F8E4M3 ? scale(rng) / 64 : scale(rng));
-  w.bytes.assign(size_t(dtype == DType::I4 ? count / 2 : count), 0);
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t r = i / cols, c = i % cols;
-    const float s = w.scales[size_t((r / w.rowGroup) * groups + c / w.group)];
-    double q;
-    if (dtype == DType::I8) {
-      const int v = std::uniform_int_distribution<int>(-127, 127)(rng);
-      w.bytes[size_t(i)] = uint8_t(int8_t(v));
-      q = v;
-    } else if (dtype == DType::I4) {
-      const int v = std::uniform_int_distribution<int>(-8, 7)(rng);
-      w.bytes[size_t(i / 2)] |= uint8_t((v & 15) << (i % 2 ? 4 : 0)); // low nibble first
-      q = v;
-    } else {
-      uint8_t b;
-      do
-        b = uint8_t(byte(rng));
-      while ((b & 0x7f) == 0x7f); // NaN
-      w.bytes[size_t(i)] = b;
-      q = fp8Value(b);
-    }
-    w.ref.push_back(double(float(q) * s)); // decoded in f32, as the format says
-  }
-  return w;
-}
-
-std::vector<float> randomFloats(std::mt19937 &rng, size_t n, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float &f : v)
-    f = d(rng);
-  return v;
-}
-
-/// An activation [rows, cols] (or any shape) in device memory.
-template <typename T> DeviceTensor activation(const std::vector<T> &v, std::vector<int64_t> shape,
-                                              DType dtype = DType::F32) {
-  DeviceTensor t;
-  t.data = toDevice(v.data(), v.size() * sizeof(T));
-  t.view = {t.data->data(), dtype, shape};
-  return t;
-}
-
-/// An output of `count` elements, filled with NaN first.
-DeviceTensor output(std::vector<int64_t> shape, DType dtype = DType::F32) {
-  size_t count = 1;
-  for (int64_t d : shape)
-    count *= size_t(d);
-  return activation(std::vector<float>(count, NAN), shape, dtype);
-}
-
-template <typename T> std::vector<T> download(const DeviceTensor &t) {
-  size_t count = 1;
-  for (int64_t d : t.view.shape)
-    count *= size_t(d);
-  auto host = device().allocate(count * sizeof(T), rt::MemoryKind::HostVisible);
-  EXPECT_TRUE(host);
-  EXPECT_TRUE(device().stream(0).copy(**host, 0, *t.data, 0, count * sizeof(T)));
-  EXPECT_TRUE(device().stream(0).synchronize());
-  const T *p = static_cast<const T *>((*host)->host());
-  return std::vector<T>(p, p + count);
-}
-
-rt::Status launch(Kernel kernel, rt::KernelParams params,
-                  std::initializer_list<const DeviceTensor *> ins,
-                  std::initializer_list<const DeviceTensor *> outs) {
-  rt::KernelCall call;
-  call.kernel = kernel;
-  call.params = params;
-  for (const DeviceTensor *t : ins)
-    call.inputs.push_back(t->view);
-  for (const DeviceTensor *t : outs)
-    call.outputs.push_back(t->view);
-  if (rt::Status st = device().stream(0).launch(call); !st)
-    return st;
-  return device().stream(0).synchronize();
-}
-
-/// |got - want| within `rel` of `magnitude` (a sum of absolute terms).
-void expectNear(const std::vector<float> &got, const std::vector<double> &want,
-                const std::vector<double> &magnitude, double rel = 1e-5) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    ASSERT_LE(std::abs(got[i] - want[i]), rel * magnitude[i] + 1e-30)
-        << "at " << i << ": got " << got[i] << ", want " << want[i];
-}
 
 class Kernels : public testing::TestWithParam<DType> {
 protected:
@@ -271,28 +89,6 @@ TEST_P(Kernels, LinearOddShapesWithAndWithoutBias) {
         }
       expectNear(download<float>(y), want, magnitude);
     }
-}
-
-/// y = x / sqrt(mean(x^2) + eps) * w, per row.
-std::vector<double> rmsNormRef(const std::vector<double> &x, int64_t cols,
-                               const std::vector<double> &w, double eps) {
-  std::vector<double> y(x.size());
-  for (size_t r = 0; r < x.size() / size_t(cols); ++r) {
-    double ss = 0;
-    for (int64_t c = 0; c < cols; ++c)
-      ss += x[r * size_t(cols) + size_t(c)] * x[r * size_t(cols) + size_t(c)];
-    const double inv = 1.0 / std::sqrt(ss / double(cols) + eps);
-    for (int64_t c = 0; c < cols; ++c)
-      y[r * size_t(cols) + size_t(c)] = x[r * size_t(cols) + size_t(c)] * inv * w[size_t(c)];
-  }
-  return y;
-}
-
-std::vector<double> magnitudes(const std::vector<double> &v) {
-  std::vector<double> m;
-  for (double x : v)
-    m.push_back(std::abs(x) + 1e-6);
-  return m;
 }
 
 TEST_P(Kernels, RmsNormAndAddRmsNorm) {
@@ -402,6 +198,147 @@ TEST_P(Kernels, RouterSoftmaxTopK) {
                   std::exp(logits[size_t(order[size_t(j)])] - top) / z, 1e-5)
           << "token " << t;
     }
+  }
+}
+
+/// Routing as RouterParams defines it: scores (softmax or sigmoid of the
+/// logits); choice = score + bias (NoAuxTc only); with groups, only the
+/// topkGroup best groups compete (group score: the best choice in it for
+/// GroupLimitedGreedy, the sum of the best two for NoAuxTc; the others'
+/// choices masked to 0 and -inf respectively); the topK best choices, ties
+/// to the lower id, weighed by their score (NoAuxTc) or choice, renormalised
+/// to sum 1 if normTopkProb, times routedScalingFactor. `margin` is how
+/// close the selection came to a tie, relative to the values compared
+/// (rounding may break a near tie either way).
+struct Routed {
+  std::vector<int32_t> ids;
+  std::vector<double> weights;
+  double margin = INFINITY;
+};
+Routed routeRef(const std::vector<double> &logits, const std::vector<double> &bias,
+                const rt::RouterParams &p) {
+  const size_t e = logits.size();
+  std::vector<double> score(e), choice(e);
+  const double top = *std::max_element(logits.begin(), logits.end());
+  double z = 0;
+  for (size_t i = 0; i < e; ++i)
+    z += score[i] = p.scoring == rt::Scoring::Sigmoid ? 1 / (1 + std::exp(-logits[i]))
+                                                       : std::exp(logits[i] - top);
+  for (size_t i = 0; i < e; ++i) {
+    if (p.scoring == rt::Scoring::Softmax)
+      score[i] /= z;
+    choice[i] = score[i] + (p.method == rt::TopkMethod::NoAuxTc ? bias[i] : 0.0);
+  }
+  Routed r;
+  // The first `n` of the ids ordered by value, and the gap after them.
+  auto best = [&](const std::vector<double> &value, int64_t n) {
+    std::vector<int32_t> order(value.size());
+    for (size_t i = 0; i < order.size(); ++i)
+      order[i] = int32_t(i);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return value[size_t(a)] > value[size_t(b)];
+    });
+    if (size_t(n) < order.size()) {
+      const double a = value[size_t(order[size_t(n - 1)])], b = value[size_t(order[size_t(n)])];
+      if (std::isfinite(a - b))
+        r.margin = std::min(r.margin, (a - b) / std::max(std::abs(a), std::abs(b)));
+    }
+    order.resize(size_t(n));
+    return order;
+  };
+  if (p.method != rt::TopkMethod::Greedy) {
+    const size_t size = e / size_t(p.nGroup);
+    std::vector<double> group(size_t(p.nGroup));
+    for (size_t g = 0; g < group.size(); ++g) {
+      std::vector<double> members(choice.begin() + long(g * size),
+                                  choice.begin() + long((g + 1) * size));
+      std::sort(members.rbegin(), members.rend());
+      group[g] = p.method == rt::TopkMethod::NoAuxTc ? members[0] + members[1] : members[0];
+    }
+    const std::vector<int32_t> kept = best(group, p.topkGroup);
+    for (size_t i = 0; i < e; ++i)
+      if (std::find(kept.begin(), kept.end(), int32_t(i / size)) == kept.end())
+        choice[i] = p.method == rt::TopkMethod::NoAuxTc ? -INFINITY : 0.0;
+  }
+  r.ids = best(choice, p.topK);
+  double sum = 0;
+  for (int32_t id : r.ids) {
+    r.weights.push_back(p.method == rt::TopkMethod::NoAuxTc ? score[size_t(id)]
+                                                            : choice[size_t(id)]);
+    sum += r.weights.back();
+  }
+  for (double &w : r.weights)
+    w = (p.normTopkProb ? w / sum : w) * p.routedScalingFactor;
+  return r;
+}
+
+// 16 experts, top 4: DeepSeek-V3's sigmoid with a correction bias of either
+// sign and the sum of each group's best two (4 groups, 2 kept), renormalised
+// and scaled; DeepSeek-V2's softmax with the best of each group (4 groups,
+// 3 kept), scaled, not renormalised; sigmoid without groups, renormalised.
+TEST_P(Kernels, RouterGroupsBiasAndScaling) {
+  SKIP_UNLESS_SUPPORTED(Kernel::Router);
+  const int64_t tokens = 13, hidden = 24, experts = 16, topK = 4;
+  struct Case {
+    const char *name;
+    rt::Scoring scoring;
+    rt::TopkMethod method;
+    int64_t nGroup, topkGroup;
+    bool norm;
+    float factor;
+  };
+  for (const Case &c : {Case{"sigmoid noaux_tc", rt::Scoring::Sigmoid, rt::TopkMethod::NoAuxTc,
+                             4, 2, true, 2.5f},
+                        Case{"softmax group_limited_greedy", rt::Scoring::Softmax,
+                             rt::TopkMethod::GroupLimitedGreedy, 4, 3, false, 1.5f},
+                        Case{"sigmoid greedy", rt::Scoring::Sigmoid, rt::TopkMethod::Greedy, 1,
+                             1, true, 1.0f}}) {
+    SCOPED_TRACE(c.name);
+    const Weight w = randomWeight(GetParam(), {experts, hidden}, rng);
+    // Mostly below -score: masking the dropped groups with 0 instead of
+    // -inf would pick their experts.
+    const std::vector<float> biases = randomFloats(rng, size_t(experts), -1.5f, -0.3f);
+    const std::vector<double> bias(biases.begin(), biases.end());
+    const std::vector<float> xs = randomFloats(rng, size_t(tokens * hidden), -2, 2);
+    DeviceTensor x = activation(xs, {tokens, hidden}), wt = w.upload(),
+                 b = activation(biases, {experts}),
+                 weights = output({tokens, topK}), ids = output({tokens, topK}, DType::I32);
+    rt::RouterParams p;
+    p.numExperts = experts;
+    p.topK = topK;
+    p.scoring = c.scoring;
+    p.method = c.method;
+    p.nGroup = c.nGroup;
+    p.topkGroup = c.topkGroup;
+    p.normTopkProb = c.norm;
+    p.routedScalingFactor = c.factor;
+    ASSERT_TRUE(c.method == rt::TopkMethod::NoAuxTc
+                    ? launch(Kernel::Router, p, {&x, &wt, &b}, {&weights, &ids})
+                    : launch(Kernel::Router, p, {&x, &wt}, {&weights, &ids}));
+    const std::vector<float> gotW = download<float>(weights);
+    const std::vector<int32_t> gotIds = download<int32_t>(ids);
+    int checked = 0, negativeChoices = 0;
+    for (int64_t t = 0; t < tokens; ++t) {
+      std::vector<double> logits(static_cast<size_t>(experts));
+      for (int64_t e = 0; e < experts; ++e)
+        for (int64_t h = 0; h < hidden; ++h)
+          logits[size_t(e)] += xs[size_t(t * hidden + h)] * w.ref[size_t(e * hidden + h)];
+      const Routed want = routeRef(logits, bias, p);
+      if (want.margin < 1e-4) // a near tie: either pick is right
+        continue;
+      ++checked;
+      for (int64_t j = 0; j < topK; ++j) {
+        const int32_t id = want.ids[size_t(j)];
+        EXPECT_EQ(gotIds[size_t(t * topK + j)], id) << "token " << t << ", pick " << j;
+        EXPECT_NEAR(gotW[size_t(t * topK + j)], want.weights[size_t(j)], 1e-5 * c.factor)
+            << "token " << t << ", pick " << j;
+        if (c.method == rt::TopkMethod::NoAuxTc)
+          negativeChoices += 1 / (1 + std::exp(-logits[size_t(id)])) + bias[size_t(id)] < 0;
+      }
+    }
+    EXPECT_GE(checked, tokens - 2) << "too many near ties to test the selection";
+    if (c.method == rt::TopkMethod::NoAuxTc)
+      EXPECT_GT(negativeChoices, 0) << "no chosen expert had a negative biased score";
   }
 }
 
