@@ -100,10 +100,10 @@ Expected<std::unique_ptr<Engine>> Engine::create(const LoadedPlan &plan, Device 
                            " bytes holds no KV block (" + std::to_string(e->kvBytesPerBlock_) +
                            " bytes each); give it at least that, or none to preempt by "
                            "recompute");
-    e->hostPool_.reset(new (std::nothrow) uint8_t[slots * uint64_t(e->kvBytesPerBlock_)]);
-    if (!e->hostPool_)
+    if (Status st = e->session_->reserveSwapSlots(int64_t(slots)); !st)
       return Status::error("cannot allocate a host pool of " +
-                           std::to_string(slots * uint64_t(e->kvBytesPerBlock_)) + " bytes");
+                           std::to_string(slots * uint64_t(e->kvBytesPerBlock_)) +
+                           " bytes: " + st.message());
     for (uint64_t b = slots; b-- > 0;)
       e->hostFree_.push_back(int32_t(b));
   }
@@ -237,7 +237,7 @@ Status Engine::swapOut(Sequence &s, int64_t blocks) {
     int32_t slot = hostFree_.back();
     hostFree_.pop_back();
     s.hostSlots.push_back(slot);
-    if (Status st = session_->swapOut(s.blocks[size_t(b)], hostSlot(slot)); !st)
+    if (Status st = session_->swapOut(s.blocks[size_t(b)], slot); !st)
       return st;
   }
   for (int32_t b : s.blocks)
@@ -260,7 +260,7 @@ Status Engine::swapIn() {
     double t0 = now();
     for (int32_t slot : s.hostSlots) {
       s.blocks.push_back(blocks_->allocate());
-      if (Status st = session_->swapIn(s.blocks.back(), hostSlot(slot)); !st)
+      if (Status st = session_->swapIn(s.blocks.back(), slot); !st)
         return st;
       hostFree_.push_back(slot);
     }

@@ -168,8 +168,7 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
         auto a = device.allocate(rowBytes * rows, MemoryKind::DeviceLocal);
         if (!a)
           return a.status();
-        s->kvArrays_.push_back({static_cast<uint8_t *>((*a)->data()),
-                                rowBytes * size_t(s->blockSize_)});
+        s->kvArrays_.push_back({a->get(), rowBytes * size_t(s->blockSize_)});
         s->kvStorage_.push_back(a.take());
         return s->kvStorage_.back()->data();
       };
@@ -279,29 +278,46 @@ std::string formatBytes(uint64_t bytes) {
   return buf;
 }
 
-Session::~Session() = default;
+Session::~Session() {
+  // Copies still running into or out of this session's memory end first.
+  if (swapPending_)
+    (void)device_.stream(streams_).synchronize();
+}
 
 int64_t Session::maxBatchTokens() const { return plan_.plan().max_batch_tokens(); }
 int64_t Session::vocabSize() const { return plan_.plan().config()->vocab_size(); }
 
-Status Session::swapOut(int32_t block, void *host) {
-  auto *out = static_cast<uint8_t *>(host);
-  for (auto [base, bytes] : kvArrays_) {
-    if (Status st = device_.copyToHost(out, base + size_t(block) * bytes, bytes); !st)
-      return st;
-    out += bytes;
-  }
+Status Session::reserveSwapSlots(int64_t slots) {
+  auto space = device_.allocate(size_t(slots) * kvBlockBytes(), MemoryKind::HostVisible);
+  if (!space)
+    return space.status();
+  swapSpace_ = space.take();
+  swapped_ = device_.createEvent();
   return Status::ok();
 }
 
-Status Session::swapIn(int32_t block, const void *host) {
-  const auto *in = static_cast<const uint8_t *>(host);
-  for (auto [base, bytes] : kvArrays_) {
-    if (Status st = device_.copyFromHost(base + size_t(block) * bytes, in, bytes); !st)
+Status Session::swapOut(int32_t block, int32_t slot) { return swap(block, slot, true); }
+Status Session::swapIn(int32_t block, int32_t slot) { return swap(block, slot, false); }
+
+Status Session::swap(int32_t block, int32_t slot, bool out) {
+  if (!swapSpace_ || block < 0 || block >= numBlocks_ || slot < 0 ||
+      uint64_t(slot + 1) * kvBlockBytes() > swapSpace_->size())
+    return Status::error("swap of KV block " + std::to_string(block) + " and slot " +
+                         std::to_string(slot) + " outside the pool or the swap space");
+  // The stream after the plan's: forwards have finished when this is called,
+  // so the copies need wait for nothing, and the next forward waits for them.
+  Stream &stream = device_.stream(streams_);
+  size_t at = size_t(slot) * kvBlockBytes();
+  for (auto [array, bytes] : kvArrays_) {
+    const size_t offset = size_t(block) * bytes;
+    if (Status st = out ? stream.copy(*swapSpace_, at, *array, offset, bytes)
+                        : stream.copy(*array, offset, *swapSpace_, at, bytes);
+        !st)
       return st;
-    in += bytes;
+    at += bytes;
   }
-  return Status::ok();
+  swapPending_ = true;
+  return stream.record(*swapped_);
 }
 
 Status Session::forward(const int32_t *tokens, const int32_t *positions, int64_t count,
@@ -332,6 +348,9 @@ Status Session::forward(const Batch &batch, float *logits) {
       return Status::error("position " + std::to_string(positions[t]) +
                            " out of the context [0, " + std::to_string(maxContext_) + ")");
   }
+  if (swapPending_) // blocks swapped in or handed on are written after the copies
+    if (Status st = device_.stream(0).wait(*swapped_); !st)
+      return st;
   if (Status st = stageInputs(batch); !st)
     return st;
   const std::vector<KernelCall> &calls = bind(count);
@@ -368,9 +387,10 @@ Status Session::forward(const Batch &batch, float *logits) {
   // A run ends when every stream has finished (a stream nobody waits for
   // may still be writing), also when it failed: nothing may still use this
   // step's inputs after we return.
-  for (int i = 0; i < streams_; ++i)
+  for (int i = 0; i < streams_ + (swapPending_ ? 1 : 0); ++i)
     if (Status done = device_.stream(i).synchronize(); !done && st)
       st = std::move(done);
+  swapPending_ = false;
   if (!st)
     return st;
   for (size_t r = 0; r < routing_.size(); ++r) {

@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -216,14 +215,6 @@ public:
     // Used in place (zero copy): kernels read the mapped file.
     return std::unique_ptr<Buffer>(
         new HostBuffer(const_cast<void *>(data), bytes, MemoryKind::DeviceLocal, false));
-  }
-  Status copyToHost(void *host, const void *device, size_t bytes) override {
-    std::memcpy(host, device, bytes);
-    return Status::ok();
-  }
-  Status copyFromHost(void *device, const void *host, size_t bytes) override {
-    std::memcpy(device, host, bytes);
-    return Status::ok();
   }
   Stream &stream(int index) override {
     std::lock_guard<std::mutex> lock(streamsMutex_);

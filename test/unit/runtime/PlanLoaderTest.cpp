@@ -571,10 +571,6 @@ public:
   Expected<std::unique_ptr<Buffer>> importHost(const void *data, size_t bytes) override {
     return cpu_->importHost(data, bytes);
   }
-  Status copyToHost(void *h, const void *d, size_t n) override { return cpu_->copyToHost(h, d, n); }
-  Status copyFromHost(void *d, const void *h, size_t n) override {
-    return cpu_->copyFromHost(d, h, n);
-  }
   Stream &stream(int index) override {
     while (streams_.size() <= size_t(index))
       streams_.push_back(std::make_unique<LoggingStream>(*this, int(streams_.size())));

@@ -67,7 +67,9 @@ struct EngineStats {
   int64_t peakBlocks = 0;
   double prefillSeconds = 0, decodeSeconds = 0;
   /// Preemptions by swap to the host pool (the rest of `preemptions`
-  /// recompute), swaps back in, bytes each way, time spent copying.
+  /// recompute), swaps back in, bytes each way, and the time spent issuing
+  /// the copies (they run on the session's swap stream; the next step's
+  /// kernels wait for them).
   uint64_t swapOuts = 0, swapIns = 0, swapOutBytes = 0, swapInBytes = 0;
   int64_t peakHostBlocks = 0;
   double swapSeconds = 0;
@@ -164,8 +166,6 @@ private:
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_; ///< oldest first
   std::deque<std::unique_ptr<Sequence>> swapped_;  ///< oldest first
-  std::unique_ptr<uint8_t[]> hostPool_; ///< hostBlocks() x kvBytesPerBlock()
-  uint8_t *hostSlot(int32_t slot) { return hostPool_.get() + size_t(slot) * size_t(kvBytesPerBlock_); }
   std::vector<int32_t> hostFree_;
   int64_t hostUsed_ = 0;
   std::vector<GenerationResult> finished_;

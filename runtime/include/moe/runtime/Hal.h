@@ -84,9 +84,6 @@ public:
   /// the buffer (a mapped weight file): the CPU backend uses it in place, a
   /// GPU backend uploads it.
   virtual Expected<std::unique_ptr<Buffer>> importHost(const void *data, size_t bytes) = 0;
-  /// Copies between this device's memory and host memory (KV swap).
-  virtual Status copyToHost(void *host, const void *device, size_t bytes) = 0;
-  virtual Status copyFromHost(void *device, const void *host, size_t bytes) = 0;
   virtual Stream &stream(int index) = 0;
   virtual std::unique_ptr<Event> createEvent() = 0;
 };

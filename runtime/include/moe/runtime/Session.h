@@ -85,10 +85,15 @@ public:
   uint64_t kvBytes() const { return kvBytes_; }
   /// Bytes of one KV block over all layers: the unit of a swap to host.
   uint64_t kvBlockBytes() const { return kvBytes_ / uint64_t(numBlocks_); }
-  /// Copies KV block `block` of every layer to `host` (kvBlockBytes()).
-  Status swapOut(int32_t block, void *host);
-  /// Copies kvBlockBytes() from `host` into KV block `block` of every layer.
-  Status swapIn(int32_t block, const void *host);
+  /// Allocates host-visible swap space of `slots` KV blocks.
+  Status reserveSwapSlots(int64_t slots);
+  /// Swaps between forwards: enqueue copies of KV block `block` of every
+  /// layer into swap slot `slot`, or back, on a stream of their own, and
+  /// return. The next forward's kernels wait for them (so a block swapped
+  /// out may be handed to another sequence at once) and it reports a copy
+  /// that failed.
+  Status swapOut(int32_t block, int32_t slot);
+  Status swapIn(int32_t block, int32_t slot);
   /// Routing counts of every MoE layer since the session began.
   const std::vector<ExpertLoad> &expertLoad() const { return load_; }
 
@@ -128,10 +133,19 @@ private:
   std::vector<std::pair<std::unique_ptr<Buffer>, size_t>> routing_;
   std::map<int64_t, std::vector<KernelCall>> bound_;
   std::vector<KvLayerView> kv_;
-  /// Every KV array (data and scales, k and v, per layer): its base and the
-  /// bytes one block takes in it; blocks are contiguous in each.
-  std::vector<std::pair<uint8_t *, size_t>> kvArrays_;
+  /// Every KV array (data and scales, k and v, per layer): its buffer and
+  /// the bytes one block takes in it; blocks are contiguous in each.
+  std::vector<std::pair<Buffer *, size_t>> kvArrays_;
   std::vector<ExpertLoad> load_;
+  /// Swapped-out KV blocks: slot s at s * kvBlockBytes(), every KV array's
+  /// block in kvArrays_' order. Copies run on stream swapStream_ (after
+  /// the plan's), swapped_ is recorded after each, and the next forward
+  /// waits for it when swapPending_.
+  std::unique_ptr<Buffer> swapSpace_;
+  std::unique_ptr<Event> swapped_;
+  bool swapPending_ = false;
+  /// Enqueues the copies of one block between the KV arrays and a slot.
+  Status swap(int32_t block, int32_t slot, bool out);
   /// The program's events (format 1.7), and the streams it uses (0..n-1).
   std::vector<std::unique_ptr<Event>> events_;
   int streams_ = 1;
