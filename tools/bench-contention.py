@@ -3,13 +3,18 @@
 
 Rounds of four runs, interleaved so that drift on a shared machine hits all
 alike: quiet and beside BUSY busy-looping processes, each with the kernels'
-default threads and with one thread. Prints every rate, each busy run of
-the default threads as a ratio of their quiet median, the worst ratio, and
-the same for one thread: one thread beside the busy loops is what the
-machine gives a process that cannot be slowed by its own threads waiting
-for each other.
+default threads and with one thread. A run is `moe-bench --concurrency 1`:
+REQUESTS requests of a 4-token prompt and TOKENS decode tokens each, about
+a second of decoding, long enough to span many scheduler time slices.
+Prints every rate, each busy run of the default threads as a ratio of their
+quiet median, the worst ratio, and the same for one thread: one thread
+beside the busy loops is what the machine gives a process that cannot be
+slowed by its own threads waiting for each other. With --vs OTHER_BIN
+(another build's bin directory) its default threads run in every round
+too, for a before/after comparison measured in the same rounds.
 
-  bench-contention.py BUILD_BIN [--rounds 5] [--busy N] [--tokens 240]
+  bench-contention.py BUILD_BIN [--vs OTHER_BIN] [--rounds 5] [--busy N]
+                      [--requests 20] [--tokens 240]
 """
 import argparse
 import os
@@ -22,13 +27,12 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def decode_rate(bin_dir, plan, tokens, threads=0):
-    cmd = [f"{bin_dir}/moe-run", plan, "--prompt", "And God said", "--max-new-tokens",
-           str(tokens), "--ignore-eos"]
-    if threads:
-        cmd += ["--threads", str(threads)]
+def decode_rate(bin_dir, plan, requests, tokens, threads=0):
+    cmd = [f"{bin_dir}/moe-bench", plan, "--concurrency", "1", "--requests", str(requests),
+           "--prompt-len", "4:4", "--output-len", f"{tokens}:{tokens}", "--ignore-eos",
+           "--threads", str(threads)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return float(re.search(r"decode steps at ([0-9.]+) tokens/s", out).group(1))
+    return float(re.search(r"decode ([0-9.]+) tok/s", out).group(1))
 
 
 def main():
@@ -36,8 +40,13 @@ def main():
     ap.add_argument("bin")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--busy", type=int, default=os.cpu_count())
+    ap.add_argument("--requests", type=int, default=20)
     ap.add_argument("--tokens", type=int, default=240)
+    ap.add_argument("--vs", metavar="OTHER_BIN")
     a = ap.parse_args()
+    variants = [("all threads", a.bin, 0), ("one thread", a.bin, 1)]
+    if a.vs:
+        variants.append((f"all threads of {a.vs}", a.vs, 0))
     with tempfile.TemporaryDirectory() as work:
         plan = f"{work}/plan"
         subprocess.run([f"{a.bin}/moe-compile", f"{HERE}/../examples/kjv-moe", "-o", plan],
@@ -45,26 +54,27 @@ def main():
         cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                     if l.startswith("model name")), "?")
         print(f"cpu: {cpu}, {os.cpu_count()} cores; {a.busy} busy loops; "
-              f"{a.tokens} decode tokens per run")
-        runs = {(mode, threads): [] for mode in ("quiet", "busy") for threads in (0, 1)}
+              f"{a.requests} requests of {a.tokens} decode tokens per run")
+        runs = {(mode, v): [] for mode in ("quiet", "busy") for v in variants}
         for r in range(a.rounds):
-            for threads in (0, 1):
-                runs["quiet", threads].append(decode_rate(a.bin, plan, a.tokens, threads))
+            for v in variants:
+                runs["quiet", v].append(decode_rate(v[1], plan, a.requests, a.tokens, v[2]))
             loops = [subprocess.Popen(["sh", "-c", "while :; do :; done"])
                      for _ in range(a.busy)]
             try:
-                for threads in (0, 1):
-                    runs["busy", threads].append(decode_rate(a.bin, plan, a.tokens, threads))
+                for v in variants:
+                    runs["busy", v].append(decode_rate(v[1], plan, a.requests, a.tokens, v[2]))
             finally:
                 for p in loops:
                     p.kill()
                     p.wait()
             print(f"round {r + 1}: " + ", ".join(
-                f"{mode} {'one thread' if t else 'all threads'} {runs[mode, t][-1]:.0f}"
-                for mode in ("quiet", "busy") for t in (0, 1)) + " tok/s")
-        for threads, name in ((0, "all threads"), (1, "one thread")):
-            q = statistics.median(runs["quiet", threads])
-            ratios = [b / q for b in runs["busy", threads]]
+                f"{mode} {v[0]} {runs[mode, v][-1]:.0f}"
+                for mode in ("quiet", "busy") for v in variants) + " tok/s", flush=True)
+        for v in variants:
+            name = v[0]
+            q = statistics.median(runs["quiet", v])
+            ratios = [b / q for b in runs["busy", v]]
             print(f"{name}: quiet median {q:.0f} tok/s; busy / quiet: "
                   + " ".join(f"{x:.2f}" for x in ratios) + f"; worst {min(ratios):.2f}")
 

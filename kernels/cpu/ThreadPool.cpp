@@ -7,15 +7,24 @@
 // Helpers and the waiting caller spin for tens of microseconds, then sleep
 // on a futex.
 //
+// On a machine with more runnable threads than cores (busy processes
+// beside us) helpers cost more than they give: each wake and spin takes
+// time the scheduler would give the caller, and a helper descheduled while
+// it holds a chunk holds up the region. The caller's involuntary context
+// switches tell: while it is preempted more than kBusyRate times a second,
+// regions run on the caller alone.
+//
 //===----------------------------------------------------------------------===//
 #include "kernels/cpu/ThreadPool.h"
 
 #include <linux/futex.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <memory>
 #include <mutex>
@@ -55,6 +64,20 @@ void await(Ready ready, std::atomic<uint32_t> &word, uint32_t expected,
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
     expected = word.load(std::memory_order_acquire);
   }
+}
+
+using Clock = std::chrono::steady_clock;
+/// Preemptions of the caller per second above which the machine is taken
+/// as oversubscribed (a quiet one preempts it a few times a second; beside
+/// a busy loop it is preempted at every time slice, hundreds a second), how
+/// often that is sampled, and how long regions then run alone.
+constexpr double kBusyRate = 100;
+constexpr std::chrono::milliseconds kSample{20}, kAlone{100};
+
+/// Involuntary context switches of the calling thread so far.
+long preemptionsOfThisThread() {
+  rusage usage;
+  return getrusage(RUSAGE_THREAD, &usage) == 0 ? usage.ru_nivcsw : 0;
 }
 
 int coresAvailable() {
@@ -138,8 +161,9 @@ public:
     if (count <= 0)
       return;
     std::unique_lock<std::mutex> lock(run_, std::try_to_lock);
-    if (!lock.owns_lock() || helpers_.empty() || count == 1) {
-      runAlone(count, body); // another stream has the helpers, or nothing to share
+    if (!lock.owns_lock() || helpers_.empty() || count == 1 || oversubscribed()) {
+      // Another stream has the helpers, nothing to share, or no core for them.
+      runAlone(count, body);
       return;
     }
     const uint32_t generation = ++generation_;
@@ -165,6 +189,23 @@ public:
 
 private:
   ThreadPool() { resize(0); }
+
+  /// Whether regions run alone for now: the caller's preemption rate since
+  /// the last sample (taken on the same thread) is checked every kSample.
+  bool oversubscribed() {
+    const Clock::time_point now = Clock::now();
+    if (now - sampledAt_ >= kSample) {
+      const long preemptions = preemptionsOfThisThread();
+      const std::thread::id me = std::this_thread::get_id();
+      const double seconds = std::chrono::duration<double>(now - sampledAt_).count();
+      if (me == sampler_ && double(preemptions - preemptions_) > kBusyRate * seconds)
+        aloneUntil_ = now + kAlone;
+      sampler_ = me;
+      preemptions_ = preemptions;
+      sampledAt_ = now;
+    }
+    return now < aloneUntil_;
+  }
 
   static void runAlone(int64_t count, const std::function<void(Chunks &)> &body) {
     Chunks::Shared solo;
@@ -204,6 +245,11 @@ private:
   std::vector<std::thread> helpers_;
   std::mutex run_;
   uint32_t generation_ = 0;
+  // Guarded by run_: the last sample of preemptions, and until when
+  // regions run alone.
+  std::thread::id sampler_;
+  long preemptions_ = 0;
+  Clock::time_point sampledAt_, aloneUntil_;
 };
 
 void parallelChunks(int64_t count, const std::function<void(Chunks &)> &body) {

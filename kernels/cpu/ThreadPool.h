@@ -8,6 +8,8 @@
 // helpers spin only briefly, then sleep on a futex, so they never hold a
 // core that other work needs. Only one region runs on the helpers at a
 // time; a region started meanwhile (another stream) runs on its own thread.
+// While the caller is preempted often (more runnable threads than cores),
+// regions run on the caller alone.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_KERNELS_CPU_THREADPOOL_H
