@@ -31,6 +31,7 @@ config.substitutions.append(("%mpirun", config.mpirun))
 config.substitutions.append(("%cxxflags", config.moe_cxx_flags))
 config.substitutions.append(("%ldflags", config.moe_exe_linker_flags))
 config.substitutions.append(("%check-bpb", f"{config.python_executable} {config.moe_src_root}/test/e2e/check-bpb.py"))
+config.substitutions.append(("%check-profile", f"{config.python_executable} {config.moe_src_root}/test/e2e/check-profile.py"))
 
 # %unprivileged runs a command as nobody when the tests run as root, so that
 # a file with mode 000 is really unreadable to it (root reads any file).

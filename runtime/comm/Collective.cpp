@@ -59,18 +59,43 @@ Status Collective::allToAllV(Stream &stream, DeviceArray send,
   return doAllToAllV(stream, send, sendCounts, recv, recvCounts);
 }
 
-Status agreeOnPlan(Collective &ranks, Stream &stream, uint64_t planChecksum, int planRanks) {
-  // Each rank's checksum as two I32 words, and its view of the plan's ranks.
-  int32_t mine[3];
-  std::memcpy(mine, &planChecksum, 8);
-  mine[2] = planRanks;
-  std::vector<int32_t> all(3 * size_t(ranks.size()));
-  if (Status st = ranks.allGather(stream, {mine, DType::I32, 3},
-                                  {all.data(), DType::I32, all.size()});
+Expected<std::vector<int32_t>> gatherWords(Collective &ranks, Device &device,
+                                           const std::vector<int32_t> &mine) {
+  const size_t in = mine.size() * 4, out = in * size_t(ranks.size());
+  // One host-visible buffer to stage through, one device buffer to gather in.
+  auto host = device.allocate(in + out, MemoryKind::HostVisible);
+  if (!host)
+    return host.status();
+  auto words = device.allocate(in + out, MemoryKind::DeviceLocal);
+  if (!words)
+    return words.status();
+  Stream &stream = device.stream(0);
+  std::memcpy((*host)->host(), mine.data(), in);
+  auto *base = static_cast<uint8_t *>((*words)->data());
+  if (Status st = stream.copy(**words, 0, **host, 0, in); !st)
+    return st;
+  if (Status st = ranks.allGather(stream, {base, DType::I32, mine.size()},
+                                  {base + in, DType::I32, out / 4});
       !st)
+    return st;
+  if (Status st = stream.copy(**host, in, **words, in, out); !st)
     return st;
   if (Status st = stream.synchronize(); !st)
     return st;
+  const auto *all = reinterpret_cast<const int32_t *>(
+      static_cast<const uint8_t *>((*host)->host()) + in);
+  return std::vector<int32_t>(all, all + out / 4);
+}
+
+Status agreeOnPlan(Collective &ranks, Device &device, uint64_t planChecksum, int planRanks) {
+  // Each rank's checksum as two I32 words, and its view of the plan's ranks.
+  std::vector<int32_t> mine(3);
+  std::memcpy(mine.data(), &planChecksum, 8);
+  mine[2] = planRanks;
+  auto gathered = gatherWords(ranks, device, mine);
+  if (!gathered)
+    return gathered.status();
+  const std::vector<int32_t> &all = *gathered;
   std::ostringstream differ;
   for (int r = 0; r < ranks.size(); ++r) {
     uint64_t sum;

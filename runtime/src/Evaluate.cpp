@@ -108,22 +108,6 @@ Expected<TextScore> scoreText(Session &session, const ByteTokenizer &tokenizer,
                      progress);
 }
 
-std::string expertLoadJson(const plan::Plan &plan, const std::vector<ExpertLoad> &load) {
-  nlohmann::json layers = nlohmann::json::array();
-  const uint64_t k = uint64_t(std::max(1, plan.config()->top_k()));
-  for (const ExpertLoad &l : load) {
-    uint64_t total = 0;
-    for (uint64_t c : l.counts)
-      total += c;
-    layers.push_back({{"layer", l.layer}, {"tokens", total / k}, {"counts", l.counts}});
-  }
-  nlohmann::json j = {{"model_type", plan.config()->model_type()->str()},
-                      {"num_experts", plan.config()->num_experts()},
-                      {"top_k", plan.config()->top_k()},
-                      {"layers", layers}};
-  return j.dump(1) + "\n";
-}
-
 std::string expertLoadHistogram(const std::vector<ExpertLoad> &load) {
   static const char *bars[] = {" ", "\u2581", "\u2582", "\u2583", "\u2584",
                                "\u2585", "\u2586", "\u2587", "\u2588"};

@@ -223,8 +223,8 @@ TEST(Collective, RefusesBadArgumentsByName) {
 
 TEST(Collective, RanksAgreeOnThePlanOrAllFail) {
   const int n = ranks().size();
-  EXPECT_TRUE(rt::agreeOnPlan(ranks(), stream(), 0x1234, n));
-  rt::Status wrongRanks = rt::agreeOnPlan(ranks(), stream(), 0x1234, n + 1);
+  EXPECT_TRUE(rt::agreeOnPlan(ranks(), moe::conformance::device(), 0x1234, n));
+  rt::Status wrongRanks = rt::agreeOnPlan(ranks(), moe::conformance::device(), 0x1234, n + 1);
   ASSERT_FALSE(wrongRanks);
   EXPECT_EQ(wrongRanks.message(),
             "the plan is compiled for " + std::to_string(n + 1) + " rank(s), but " +
@@ -236,7 +236,7 @@ TEST(Collective, RanksAgreeOnThePlanOrAllFail) {
   // The last rank loaded another plan: every rank fails, naming it (or,
   // on the last rank, every other).
   const bool odd = ranks().rank() == n - 1;
-  rt::Status differ = rt::agreeOnPlan(ranks(), stream(), odd ? 0x9999 : 0x1234, n);
+  rt::Status differ = rt::agreeOnPlan(ranks(), moe::conformance::device(), odd ? 0x9999 : 0x1234, n);
   ASSERT_FALSE(differ);
   EXPECT_NE(differ.message().find("loaded different plans"), std::string::npos);
   if (!odd)

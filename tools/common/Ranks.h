@@ -23,8 +23,8 @@ inline rt::Expected<std::unique_ptr<rt::Collective>> joinJob(const std::string &
 
 /// Every rank of `ranks` runs `plan`, or the one-line reason they cannot.
 inline rt::Status agreeOnPlan(rt::Collective &ranks, const rt::LoadedPlan &plan,
-                              rt::Stream &stream) {
-  return rt::agreeOnPlan(ranks, stream, plan.checksum(), plan.ranks());
+                              rt::Device &device) {
+  return rt::agreeOnPlan(ranks, device, plan.checksum(), plan.ranks());
 }
 
 } // namespace moe::tools

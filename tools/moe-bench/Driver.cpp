@@ -60,6 +60,7 @@ rt::Expected<Outcome> drive(const rt::LoadedPlan &plan, rt::Device &device,
     std::fprintf(stderr, "\r%80s\r", "");
   out.seconds = e.clock() - start;
   out.stats = e.stats();
+  out.expertLoad = e.session().expertLoad();
   std::sort(out.results.begin(), out.results.end(),
             [](const auto &a, const auto &b) { return a.id < b.id; });
   return out;

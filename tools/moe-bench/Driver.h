@@ -29,6 +29,7 @@ struct Outcome {
   std::vector<Rejection> invalid;
   uint64_t queueFull = 0;
   rt::EngineStats stats;
+  std::vector<rt::ExpertLoad> expertLoad; ///< tokens per (MoE layer, expert)
   double seconds = 0;
   int64_t kvBytesPerBlock = 0, hostBlocks = 0;
 };

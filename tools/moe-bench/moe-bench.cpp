@@ -11,6 +11,7 @@
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/Registry.h"
+#include "moe/runtime/RoutingProfile.h"
 #include "tools/common/Cli.h"
 #include "tools/common/Output.h"
 #include "tools/common/RuntimeFlags.h"
@@ -29,12 +30,13 @@ using namespace moe::bench;
 namespace {
 
 struct Flags {
-  std::string planDir, promptLen, outputLen, workload, json, kvDtype, device = "cpu";
+  std::string planDir, promptLen, outputLen, workload, json, kvDtype, routingProfile,
+      device = "cpu";
   std::vector<int64_t> concurrency;
   std::vector<double> rate;
   int64_t requests = 0, sharedPrefix = 0, blockSize = 16, kvBlocks = 0, budget = 0,
           maxWaiting = 1024;
-  double memoryLimit = 0, hostPool = 0;
+  double memoryLimit = 0, hostPool = 0, profileDecay = 1;
   uint64_t seed = 0;
   int threads = 0;
   bool verify = false, prefixCaching = false, ignoreEos = false;
@@ -145,6 +147,16 @@ int benchMain(const Flags &f, tools::Cli &cli) {
                              {"host_pool_bytes", options.hostPoolBytes.value_or(0)},
                              {"levels", nlohmann::json::array()}};
   size_t invalid = 0, submitted = 0;
+  // Tokens per (MoE layer, expert) of the measured runs of every level; a
+  // profile file this run could not add to is refused before the work.
+  std::vector<rt::ExpertLoad> traffic;
+  for (const plan::LayerPlacement *l : *p.placement())
+    traffic.push_back({l->layer(), std::vector<uint64_t>(size_t(p.config()->num_experts()))});
+  if (!f.routingProfile.empty())
+    if (auto profile = rt::addToProfileIn(f.routingProfile, rt::routingWindow(p, traffic, 1),
+                                          f.profileDecay);
+        !profile)
+      return fail(profile.status().message());
   for (double level : levels) {
     Load load{int64_t(level), {}};
     std::vector<rt::GenerationRequest> requests = fromFile;
@@ -175,6 +187,14 @@ int benchMain(const Flags &f, tools::Cli &cli) {
       std::cerr << "moe-bench: ... and " << o.invalid.size() - 5 << " more rejected\n";
     invalid += o.invalid.size();
     submitted += requests.size();
+    for (size_t l = 0; l < traffic.size(); ++l) {
+      if (o.expertLoad.size() != traffic.size() || o.expertLoad[l].layer != traffic[l].layer ||
+          o.expertLoad[l].counts.size() != traffic[l].counts.size())
+        return fail("the plan's routers and its placement table name different MoE layers; "
+                    "recompile the plan");
+      for (size_t e = 0; e < traffic[l].counts.size(); ++e)
+        traffic[l].counts[e] += o.expertLoad[l].counts[e];
+    }
 
     Level report{open ? "rate" : "concurrency", level, requests.size(), &o, -1};
     if (f.verify) {
@@ -215,6 +235,14 @@ int benchMain(const Flags &f, tools::Cli &cli) {
   if (out.wantsJson())
     if (rt::Status st = out.writeJson(document); !st)
       return fail(st.message());
+  if (!f.routingProfile.empty()) {
+    auto profile = rt::addToProfileIn(f.routingProfile, rt::routingWindow(p, traffic, 1),
+                                      f.profileDecay);
+    if (!profile)
+      return fail(profile.status().message());
+    if (rt::Status st = rt::writeRoutingProfile(f.routingProfile, *profile); !st)
+      return fail(st.message());
+  }
   if (invalid)
     return fail(std::to_string(invalid) + " of " + std::to_string(submitted) +
                 " requests rejected as invalid (reasons above); the others were served");
@@ -293,6 +321,7 @@ int main(int argc, char **argv) {
                "prints the ratios");
   app.add_flag("--verify", f.verify, "rerun each request alone; require identical outputs");
   cli.addJson(f.json);
+  tools::addRoutingProfile(cli, f.routingProfile, f.profileDecay);
   cli.addThreads(f.threads);
   cli.addDevice(f.device);
   if (auto code = cli.parse(argc, argv))

@@ -10,6 +10,7 @@
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/Registry.h"
+#include "moe/runtime/RoutingProfile.h"
 #include "moe/runtime/Sampler.h"
 #include "moe/runtime/Session.h"
 #include "moe/runtime/Stopping.h"
@@ -32,12 +33,12 @@ using json = nlohmann::json;
 namespace {
 
 struct Flags {
-  std::string planDir, prompt, evalFile, compareTo, dumpLogits, json, expertStats, kvDtype;
+  std::string planDir, prompt, evalFile, compareTo, dumpLogits, json, routingProfile, kvDtype;
   std::string device = "cpu";
   std::vector<int64_t> promptTokens;
   std::vector<std::string> stop;
   int64_t maxNewTokens = 16, maxContext = 0;
-  double temperature = 0, topP = 1, memoryLimit = 0;
+  double temperature = 0, topP = 1, memoryLimit = 0, profileDecay = 1;
   uint64_t seed = 0;
   int threads = 0;
   bool expertHistogram = false, verifyWeights = false, recompute = false, ignoreEos = false;
@@ -57,6 +58,7 @@ struct Run {
   std::unique_ptr<Session> session;
   std::optional<ByteTokenizer> tokenizer;
   double loadSeconds = 0;
+  Collective *ranks = nullptr;
 
   int fail(const std::string &message) { return cli.fail(message); }
 
@@ -65,14 +67,20 @@ struct Run {
     Session &s = *session;
     if (flags.expertHistogram)
       std::fputs(expertLoadHistogram(s.expertLoad()).c_str(), out.text());
-    if (!flags.expertStats.empty()) {
-      auto file = OutputFile::create(flags.expertStats);
-      if (!file)
-        return fail(file.status().message());
-      if (Status st = file->write(expertLoadJson(plan->plan(), s.expertLoad())); !st)
-        return fail(st.message());
-      if (Status st = file->close(); !st)
-        return fail(st.message());
+    if (!flags.routingProfile.empty()) {
+      // Summed over the ranks (all of them take part); rank 0 writes.
+      auto sum = sumOverRanks(*ranks, *device, s.expertLoad());
+      if (!sum)
+        return fail(sum.status().message());
+      if (ranks->rank() == 0) {
+        auto profile = addToProfileIn(flags.routingProfile,
+                                      routingWindow(plan->plan(), *sum, ranks->size()),
+                                      flags.profileDecay);
+        if (!profile)
+          return fail(profile.status().message());
+        if (Status st = writeRoutingProfile(flags.routingProfile, *profile); !st)
+          return fail(st.message());
+      }
     }
     if (out.wantsJson())
       if (Status st = out.writeJson(document); !st)
@@ -329,9 +337,7 @@ int main(int argc, char **argv) {
                  "one row per decode step")
       ->type_name("FILE");
   cli.addJson(f.json);
-  app.add_option("--expert-stats", f.expertStats,
-                 "write tokens per (layer, expert) of the run as JSON")
-      ->type_name("FILE");
+  moe::tools::addRoutingProfile(cli, f.routingProfile, f.profileDecay);
   app.add_flag("--expert-histogram", f.expertHistogram,
                "print a per-layer histogram of the expert load (to stderr with --json -)");
   app.add_flag("--verify-weights", f.verifyWeights,
@@ -365,10 +371,9 @@ int main(int argc, char **argv) {
                   std::to_string((*ranks)->rank()));
     f.json.clear();
     f.dumpLogits.clear();
-    f.expertStats.clear();
     f.expertHistogram = false;
   }
-  Run run{f, cli, moe::tools::Output(f.json), {}, {}, {}, {}, 0};
+  Run run{f, cli, moe::tools::Output(f.json), {}, {}, {}, {}, 0, ranks->get()};
   if (Status st = run.out.open(); !st)
     return fail(st.message());
   auto device = createDevice(f.device, {f.threads});
@@ -384,7 +389,7 @@ int main(int argc, char **argv) {
     return fail(plan.status().message());
   run.plan = plan.take();
   run.loadSeconds = since(t0);
-  if (Status st = moe::tools::agreeOnPlan(**ranks, *run.plan, run.device->stream(0)); !st)
+  if (Status st = moe::tools::agreeOnPlan(**ranks, *run.plan, *run.device); !st)
     return fail(st.message());
   SessionOptions so;
   so.ranks = ranks->get();
@@ -395,6 +400,14 @@ int main(int argc, char **argv) {
   if (!session)
     return fail(session.status().message());
   run.session = session.take();
+  // A profile file this run could not add to is refused before the work.
+  if (!f.routingProfile.empty() && (*ranks)->rank() == 0)
+    if (auto profile = addToProfileIn(
+            f.routingProfile,
+            routingWindow(run.plan->plan(), run.session->expertLoad(), (*ranks)->size()),
+            f.profileDecay);
+        !profile)
+      return fail(profile.status().message());
   if (f.promptTokens.empty()) {
     auto t = ByteTokenizer::forPlan(run.plan->plan());
     if (!t)

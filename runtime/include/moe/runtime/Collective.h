@@ -68,10 +68,17 @@ protected:
 /// The single-rank collective.
 std::unique_ptr<Collective> createLocalCollective();
 
+/// Every rank's `mine` (the same number of words on each), in rank order:
+/// host words staged through `device`'s memory and gathered on its stream
+/// 0. For small agreements among the ranks (plan checksums, routing
+/// counts).
+Expected<std::vector<int32_t>> gatherWords(Collective &ranks, Device &device,
+                                           const std::vector<int32_t> &mine);
+
 /// Before a plan's first step: every rank must have loaded the plan whose
 /// body checksum is `planChecksum`, and the job must have `planRanks` ranks.
 /// Fails on every rank, with one line naming the ranks that differ.
-Status agreeOnPlan(Collective &ranks, Stream &stream, uint64_t planChecksum, int planRanks);
+Status agreeOnPlan(Collective &ranks, Device &device, uint64_t planChecksum, int planRanks);
 
 } // namespace moe::rt
 

@@ -47,11 +47,6 @@ Expected<TextScore> scoreTokens(Session &session, const std::vector<int32_t> &to
                                 std::optional<int32_t> start = std::nullopt,
                                 const Progress &progress = {});
 
-/// The routing counts as JSON: {"model_type", "num_experts", "top_k",
-/// "layers": [{"layer": L, "tokens": n, "counts": [...]}, ...]} (the traffic
-/// profile that expert placement reads).
-std::string expertLoadJson(const plan::Plan &plan, const std::vector<ExpertLoad> &load);
-
 /// One line per MoE layer: a bar per expert and the max/mean load ratio.
 std::string expertLoadHistogram(const std::vector<ExpertLoad> &load);
 

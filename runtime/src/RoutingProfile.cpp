@@ -1,0 +1,212 @@
+//===- RoutingProfile.cpp - traffic per (layer, expert), over runs --------===//
+#include "moe/runtime/RoutingProfile.h"
+#include "moe/runtime/Collective.h"
+#include "moe/runtime/File.h"
+
+#include <nlohmann/json.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+
+namespace moe::rt {
+
+namespace {
+
+constexpr const char *kFormat = "moe-routing-profile";
+constexpr int kVersion = 1;
+
+std::string utcNow() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+} // namespace
+
+RoutingProfile routingWindow(const plan::Plan &plan, const std::vector<ExpertLoad> &load,
+                             int64_t ranks) {
+  RoutingProfile p;
+  p.modelType = plan.config()->model_type()->str();
+  p.numExperts = plan.config()->num_experts();
+  p.topK = plan.config()->top_k();
+  p.windows = 1;
+  for (const ExpertLoad &l : load)
+    p.layers.push_back({l.layer, std::vector<double>(l.counts.begin(), l.counts.end())});
+  // Every token passes every MoE layer once and picks top_k experts there.
+  uint64_t picks = 0;
+  if (!load.empty())
+    for (uint64_t c : load.front().counts)
+      picks += c;
+  p.last = {picks / uint64_t(std::max<int64_t>(1, p.topK)), ranks, utcNow()};
+  p.tokens = double(p.last.tokens);
+  return p;
+}
+
+Expected<RoutingProfile> mergeWindow(const RoutingProfile &history, const RoutingProfile &window,
+                                     double decay) {
+  if (!(decay >= 0 && decay <= 1))
+    return Status::error("the profile decay must lie in [0, 1], got " + std::to_string(decay));
+  auto differ = [](const std::string &what, const std::string &was, const std::string &is) {
+    return Status::error("the profile is of another model (" + what + " " + was + ", this run " +
+                         is + "): write a new profile, or remove the old one");
+  };
+  if (history.modelType != window.modelType)
+    return differ("model_type", history.modelType, window.modelType);
+  if (history.numExperts != window.numExperts)
+    return differ("num_experts", std::to_string(history.numExperts),
+                  std::to_string(window.numExperts));
+  if (history.topK != window.topK)
+    return differ("top_k", std::to_string(history.topK), std::to_string(window.topK));
+  auto layerIds = [](const RoutingProfile &p) {
+    std::string s;
+    for (const RoutingProfile::Layer &l : p.layers)
+      s += (s.empty() ? "" : ",") + std::to_string(l.layer);
+    return "[" + s + "]";
+  };
+  if (layerIds(history) != layerIds(window))
+    return differ("MoE layers", layerIds(history), layerIds(window));
+  RoutingProfile merged = window;
+  merged.windows = history.windows + window.windows;
+  merged.decay = decay;
+  merged.tokens = decay * history.tokens + window.tokens;
+  for (size_t l = 0; l < merged.layers.size(); ++l)
+    for (size_t e = 0; e < merged.layers[l].counts.size(); ++e)
+      merged.layers[l].counts[e] += decay * history.layers[l].counts[e];
+  return merged;
+}
+
+Expected<RoutingProfile> parseRoutingProfile(const std::string &text) {
+  using nlohmann::json;
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return Status::error("not JSON, or not an object");
+  if (j.value("format", "") != kFormat)
+    return Status::error(std::string("its \"format\" is not \"") + kFormat + "\"");
+  if (!j.contains("version") || j["version"] != kVersion)
+    return Status::error("version " + (j.contains("version") ? j["version"].dump() : "?") +
+                         "; this build reads version " + std::to_string(kVersion));
+  try {
+    RoutingProfile p;
+    p.modelType = j.at("model_type").get<std::string>();
+    p.numExperts = j.at("num_experts").get<int64_t>();
+    p.topK = j.at("top_k").get<int64_t>();
+    p.windows = j.at("windows").get<int64_t>();
+    p.decay = j.at("decay").get<double>();
+    p.tokens = j.at("tokens").get<double>();
+    const json &last = j.at("last_window");
+    p.last = {last.at("tokens").get<uint64_t>(), last.at("ranks").get<int64_t>(),
+              last.at("ended").get<std::string>()};
+    if (p.numExperts < 1 || p.topK < 1 || p.windows < 1 || !(p.tokens >= 0))
+      return Status::error("num_experts, top_k and windows must be positive and tokens >= 0");
+    for (const json &l : j.at("layers")) {
+      RoutingProfile::Layer layer{l.at("layer").get<int64_t>(),
+                                  l.at("counts").get<std::vector<double>>()};
+      if (int64_t(layer.counts.size()) != p.numExperts)
+        return Status::error("layer " + std::to_string(layer.layer) + " has " +
+                             std::to_string(layer.counts.size()) + " counts for " +
+                             std::to_string(p.numExperts) + " experts");
+      for (double c : layer.counts)
+        if (!(c >= 0) || !std::isfinite(c))
+          return Status::error("layer " + std::to_string(layer.layer) +
+                               " has a count that is negative or not finite");
+      p.layers.push_back(std::move(layer));
+    }
+    return p;
+  } catch (const json::exception &e) {
+    return Status::error(std::string("a field is missing or of the wrong type (") + e.what() +
+                         ")");
+  }
+}
+
+std::string routingProfileJson(const RoutingProfile &p) {
+  // Keys in the documented order.
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  for (const RoutingProfile::Layer &l : p.layers)
+    layers.push_back({{"layer", l.layer}, {"counts", l.counts}});
+  nlohmann::ordered_json j = {
+      {"format", kFormat},
+      {"version", kVersion},
+      {"model_type", p.modelType},
+      {"num_experts", p.numExperts},
+      {"top_k", p.topK},
+      {"windows", p.windows},
+      {"decay", p.decay},
+      {"tokens", p.tokens},
+      {"last_window", {{"tokens", p.last.tokens}, {"ranks", p.last.ranks}, {"ended", p.last.ended}}},
+      {"layers", layers}};
+  return j.dump(1) + "\n";
+}
+
+Expected<std::vector<ExpertLoad>> sumOverRanks(Collective &ranks, Device &device,
+                                               const std::vector<ExpertLoad> &load) {
+  // Each count as two I32 words (31 low bits, the rest): exact up to 2^62.
+  std::vector<int32_t> mine;
+  for (const ExpertLoad &l : load)
+    for (uint64_t c : l.counts) {
+      mine.push_back(int32_t(c & 0x7fffffffu));
+      mine.push_back(int32_t(c >> 31));
+    }
+  auto all = gatherWords(ranks, device, mine);
+  if (!all)
+    return all.status();
+  std::vector<ExpertLoad> sum = load;
+  for (int r = 0; r < ranks.size(); ++r) {
+    size_t w = size_t(r) * mine.size();
+    for (ExpertLoad &l : sum)
+      for (uint64_t &c : l.counts) {
+        if (r == 0)
+          c = 0;
+        c += uint64_t(uint32_t((*all)[w])) | uint64_t(uint32_t((*all)[w + 1])) << 31;
+        w += 2;
+      }
+  }
+  return sum;
+}
+
+Expected<RoutingProfile> addToProfileIn(const std::string &path, const RoutingProfile &window,
+                                        double decay) {
+  struct stat st;
+  if (path == "-" || ::lstat(path.c_str(), &st) != 0)
+    return window;
+  auto text = readFile(path);
+  if (!text)
+    return text.status();
+  auto history = parseRoutingProfile(*text);
+  if (!history)
+    return Status::error(path + " is not a routing profile: " + history.status().message() +
+                         "; name another file, or remove it");
+  auto merged = mergeWindow(*history, window, decay);
+  if (!merged)
+    return Status::error(path + ": " + merged.status().message());
+  return merged;
+}
+
+Status writeRoutingProfile(const std::string &path, const RoutingProfile &profile) {
+  // Written beside and renamed into place: an interrupted run leaves the
+  // history as it was.
+  const std::string target = path == "-" ? path : path + ".partial-" + std::to_string(::getpid());
+  auto file = OutputFile::create(target);
+  if (!file)
+    return file.status();
+  if (Status s = file->write(routingProfileJson(profile)); !s)
+    return s;
+  if (Status s = file->close(); !s)
+    return s;
+  if (target != path && std::rename(target.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(target.c_str());
+    return Status::error("cannot replace " + path + ": " + why);
+  }
+  return Status::ok();
+}
+
+} // namespace moe::rt
