@@ -11,7 +11,8 @@
 // beside us) helpers cost more than they give: each wake and spin takes
 // time the scheduler would give the caller, and a helper descheduled while
 // it holds a chunk holds up the region. The caller's involuntary context
-// switches tell: while it is preempted more than kBusyRate times a second,
+// switches tell: while it is preempted more than kBusyRate times a second
+// (the median of the last samples: a quiet machine has bursts too),
 // regions run on the caller alone.
 //
 //===----------------------------------------------------------------------===//
@@ -23,6 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -68,11 +70,12 @@ void await(Ready ready, std::atomic<uint32_t> &word, uint32_t expected,
 
 using Clock = std::chrono::steady_clock;
 /// Preemptions of the caller per second above which the machine is taken
-/// as oversubscribed (a quiet one preempts it a few times a second; beside
-/// a busy loop it is preempted at every time slice, hundreds a second), how
-/// often that is sampled, and how long regions then run alone.
+/// as oversubscribed (quiet, most 20 ms samples see none, a few a burst of
+/// several; beside busy loops most see about 3, one a time slice), how
+/// often that is sampled, and over how many samples the median is taken.
 constexpr double kBusyRate = 100;
-constexpr std::chrono::milliseconds kSample{20}, kAlone{100};
+constexpr std::chrono::milliseconds kSample{20};
+constexpr size_t kSamples = 5;
 
 /// Involuntary context switches of the calling thread so far.
 long preemptionsOfThisThread() {
@@ -190,21 +193,28 @@ public:
 private:
   ThreadPool() { resize(0); }
 
-  /// Whether regions run alone for now: the caller's preemption rate since
-  /// the last sample (taken on the same thread) is checked every kSample.
+  /// Whether regions run alone for now: every kSample, the caller's
+  /// preemption rate since the last sample (on the same thread) joins the
+  /// last kSamples, and their median decides.
   bool oversubscribed() {
     const Clock::time_point now = Clock::now();
     if (now - sampledAt_ >= kSample) {
       const long preemptions = preemptionsOfThisThread();
       const std::thread::id me = std::this_thread::get_id();
-      const double seconds = std::chrono::duration<double>(now - sampledAt_).count();
-      if (me == sampler_ && double(preemptions - preemptions_) > kBusyRate * seconds)
-        aloneUntil_ = now + kAlone;
+      if (me != sampler_)
+        rates_.clear();
+      else if (rates_.push_back(double(preemptions - preemptions_) /
+                                std::chrono::duration<double>(now - sampledAt_).count());
+               rates_.size() > kSamples)
+        rates_.erase(rates_.begin());
+      std::vector<double> sorted = rates_;
+      std::sort(sorted.begin(), sorted.end());
+      alone_ = sorted.size() == kSamples && sorted[kSamples / 2] > kBusyRate;
       sampler_ = me;
       preemptions_ = preemptions;
       sampledAt_ = now;
     }
-    return now < aloneUntil_;
+    return alone_;
   }
 
   static void runAlone(int64_t count, const std::function<void(Chunks &)> &body) {
@@ -245,11 +255,13 @@ private:
   std::vector<std::thread> helpers_;
   std::mutex run_;
   uint32_t generation_ = 0;
-  // Guarded by run_: the last sample of preemptions, and until when
-  // regions run alone.
+  // Guarded by run_: the last sample of preemptions, the last rates, and
+  // whether regions run alone.
   std::thread::id sampler_;
   long preemptions_ = 0;
-  Clock::time_point sampledAt_, aloneUntil_;
+  Clock::time_point sampledAt_;
+  std::vector<double> rates_;
+  bool alone_ = false;
 };
 
 void parallelChunks(int64_t count, const std::function<void(Chunks &)> &body) {
