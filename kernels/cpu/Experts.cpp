@@ -1,17 +1,16 @@
 //===- Experts.cpp - routed SwiGLU experts --------------------------------===//
 //
-// The (token, j) slots are counting-sorted by expert (the permute); their
-// token rows are gathered into one buffer, expert by expert. Grouped, the
-// gate/up projections of all experts run as one grouped GEMM (linearGroup:
-// one parallel region, threads sharing the row blocks of every expert),
-// then SwiGLU over all rows, then the down projections as a second grouped
-// GEMM; ungrouped, each projection of each expert is its own GEMM.
-// The weighted rows are added into out expert by expert in ascending id
-// (the combine), so every token sums its contributions in one fixed order
-// (that of the transformers loop over experts) whatever the batch or the
-// thread count. Always-on (shared) experts take the ids after the routed
-// ones: their slots follow the routed slots, one per token and shared
-// expert, with weight 1, so they are added last.
+// Three parts. dispatch: the (token, pick) slots are counting-sorted by
+// expert (the permute) and their token rows gathered into one buffer,
+// expert by expert. expertGroups: grouped, the gate/up projections of all
+// experts run as one grouped GEMM (linearGroup: one parallel region,
+// threads sharing the row blocks of every expert), then SwiGLU over all
+// rows, then the down projections as a second grouped GEMM; ungrouped, each
+// projection of each expert is its own GEMM. combine: each token adds its
+// weighted rows in ascending expert id, always-on (shared) experts last
+// with weight 1: one fixed order (that of the transformers loop over
+// experts) whatever the batch, the thread count or where the rows were
+// computed. Always-on experts take the ids after the routed ones.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,38 +22,46 @@
 
 namespace moe::cpu {
 
-void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
-             int64_t numExperts, const float *weights, const int32_t *indices,
-             int64_t topK, const ExpertWeights &w, float *out) {
-  const int64_t routed = tokens * topK, slots = routed + tokens * w.shared;
-  const int64_t all = numExperts + w.shared;
+namespace {
+
+/// A buffer that outlives the call (grown, never shrunk): a prefill's are
+/// tens of MB, and allocating and faulting them in on every layer cost
+/// more than the GEMMs' tails.
+float *scratch(std::vector<float> &v, int64_t n) {
+  if (int64_t(v.size()) < n)
+    v.resize(size_t(n));
+  return v.data();
+}
+
+} // namespace
+
+ExpertRows dispatch(const float *x, int64_t tokens, int64_t hidden, const int32_t *indices,
+                    int64_t topK, int64_t numExperts, int64_t shared, float *rows) {
+  const int64_t picks = topK + shared, slots = tokens * picks;
   auto expertOf = [&](int64_t s) {
-    return s < routed ? int64_t(indices[s]) : numExperts + (s - routed) % w.shared;
+    const int64_t j = s % picks;
+    return j < topK ? int64_t(indices[s / picks * topK + j]) : numExperts + j - topK;
   };
-  auto tokenOf = [&](int64_t s) { return s < routed ? s / topK : (s - routed) / w.shared; };
-  // Slots of expert e: slotOf[start[e] .. start[e + 1]), in slot order.
-  std::vector<int64_t> start(all + 1, 0), slotOf(slots);
+  ExpertRows r;
+  r.start.assign(size_t(numExperts + shared + 1), 0);
   for (int64_t s = 0; s < slots; ++s)
-    ++start[expertOf(s) + 1];
-  std::partial_sum(start.begin(), start.end(), start.begin());
-  std::vector<int64_t> next(start.begin(), start.end() - 1);
-  for (int64_t s = 0; s < slots; ++s)
-    slotOf[next[expertOf(s)]++] = s;
+    ++r.start[size_t(expertOf(s) + 1)];
+  std::partial_sum(r.start.begin(), r.start.end(), r.start.begin());
+  std::vector<int64_t> next(r.start.begin(), r.start.end() - 1);
+  r.rowOf.resize(size_t(slots));
+  for (int64_t s = 0; s < slots; ++s) {
+    const int64_t row = next[size_t(expertOf(s))]++;
+    r.rowOf[size_t(s)] = int32_t(row);
+    std::copy_n(x + s / picks * hidden, hidden, rows + row * hidden);
+  }
+  return r;
+}
 
-  // Row r of each buffer belongs to slot slotOf[r]. The buffers outlive the
-  // call (grown, never shrunk): a prefill's are tens of MB, and allocating
-  // and faulting them in on every layer cost more than the GEMMs' tails.
-  thread_local std::vector<float> xsBuf, gateUpBuf, actBuf, yBuf;
-  auto scratch = [](std::vector<float> &v, int64_t n) {
-    if (int64_t(v.size()) < n)
-      v.resize(size_t(n));
-    return v.data();
-  };
-  float *xs = scratch(xsBuf, slots * hidden), *gateUp = scratch(gateUpBuf, slots * 2 * inter),
-        *act = scratch(actBuf, slots * inter), *y = scratch(yBuf, slots * hidden);
-  for (int64_t r = 0; r < slots; ++r)
-    std::copy_n(x + tokenOf(slotOf[r]) * hidden, hidden, xs + r * hidden);
-
+void expertGroups(const float *rows, const std::vector<int64_t> &start, int64_t hidden,
+                  int64_t inter, const ExpertWeights &w, float *y) {
+  const int64_t all = int64_t(start.size()) - 1, count = start.back();
+  thread_local std::vector<float> gateUpBuf, actBuf;
+  float *gateUp = scratch(gateUpBuf, count * 2 * inter), *act = scratch(actBuf, count * inter);
   // Grouped: every expert's projections in one parallel region; else one
   // after another, each its own (the same results).
   auto run = [&](const std::vector<LinearProblem> &group) {
@@ -63,56 +70,76 @@ void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
     for (const LinearProblem &p : group)
       linearGroup(&p, 1);
   };
-  // gateUp row r: [gate | up] of slot slotOf[r].
+  // gateUp row r: [gate | up] of row r.
   std::vector<LinearProblem> group;
   for (int64_t e = 0; e < all; ++e) {
-    const int64_t count = start[e + 1] - start[e], r0 = start[e];
-    if (count == 0)
+    const int64_t n = start[size_t(e + 1)] - start[size_t(e)], r0 = start[size_t(e)];
+    if (n == 0)
       continue;
-    const float *xe = xs + r0 * hidden;
+    const float *xe = rows + r0 * hidden;
     float *gu = gateUp + r0 * 2 * inter;
     if (w.gateUp) {
-      group.push_back({xe, count, hidden, w.gateUp->offset(e * 2 * inter * hidden), 2 * inter,
+      group.push_back({xe, n, hidden, w.gateUp->offset(e * 2 * inter * hidden), 2 * inter,
                        nullptr, gu});
     } else {
-      // Separate gate and up: [count, inter] each, one after the other.
-      group.push_back({xe, count, hidden, w.gate.offset(e * inter * hidden), inter, nullptr, gu});
-      group.push_back({xe, count, hidden, w.up.offset(e * inter * hidden), inter, nullptr,
-                       gu + count * inter});
+      // Separate gate and up: [n, inter] each, one after the other.
+      group.push_back({xe, n, hidden, w.gate.offset(e * inter * hidden), inter, nullptr, gu});
+      group.push_back({xe, n, hidden, w.up.offset(e * inter * hidden), inter, nullptr,
+                       gu + n * inter});
     }
   }
   run(group);
   for (int64_t e = 0; e < all; ++e) {
-    const int64_t count = start[e + 1] - start[e], r0 = start[e];
-    if (count == 0)
+    const int64_t n = start[size_t(e + 1)] - start[size_t(e)], r0 = start[size_t(e)];
+    if (n == 0)
       continue;
     const float *gu = gateUp + r0 * 2 * inter;
     if (w.gateUp)
-      siluMul(gu, gu + inter, count, inter, 2 * inter, act + r0 * inter);
+      siluMul(gu, gu + inter, n, inter, 2 * inter, act + r0 * inter);
     else
-      siluMul(gu, gu + count * inter, count, inter, inter, act + r0 * inter);
+      siluMul(gu, gu + n * inter, n, inter, inter, act + r0 * inter);
   }
-
   group.clear();
   for (int64_t e = 0; e < all; ++e) {
-    const int64_t count = start[e + 1] - start[e], r0 = start[e];
-    if (count > 0)
-      group.push_back({act + r0 * inter, count, inter,
-                       w.down.offset(e * hidden * inter), hidden, nullptr,
-                       y + r0 * hidden});
+    const int64_t n = start[size_t(e + 1)] - start[size_t(e)], r0 = start[size_t(e)];
+    if (n > 0)
+      group.push_back({act + r0 * inter, n, inter, w.down.offset(e * hidden * inter), hidden,
+                       nullptr, y + r0 * hidden});
   }
   run(group);
+}
 
-  std::fill(out, out + tokens * hidden, 0.0f);
-  for (int64_t r = 0; r < slots; ++r) {
-    const int64_t s = slotOf[r];
-    const float weight = s < routed ? weights[s] : 1.0f;
-    float *o = out + tokenOf(s) * hidden;
-    const float *yr = y + r * hidden;
+void combine(const float *y, const std::vector<int32_t> &rowOf, const float *weights,
+             const int32_t *indices, int64_t tokens, int64_t topK, int64_t shared,
+             int64_t hidden, float *out) {
+  const int64_t picks = topK + shared;
+  std::vector<int64_t> order(static_cast<size_t>(topK));
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::iota(order.begin(), order.end(), 0);
+    const int32_t *ids = indices + t * topK;
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ids[a] < ids[b]; });
+    float *o = out + t * hidden;
+    std::fill(o, o + hidden, 0.0f);
+    for (int64_t j = 0; j < picks; ++j) {
+      const int64_t pick = j < topK ? order[size_t(j)] : j;
+      const float weight = j < topK ? weights[t * topK + pick] : 1.0f;
+      const float *yr = y + int64_t(rowOf[size_t(t * picks + pick)]) * hidden;
 #pragma omp simd
-    for (int64_t c = 0; c < hidden; ++c)
-      o[c] += weight * yr[c];
+      for (int64_t c = 0; c < hidden; ++c)
+        o[c] += weight * yr[c];
+    }
   }
+}
+
+void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
+             int64_t numExperts, const float *weights, const int32_t *indices,
+             int64_t topK, const ExpertWeights &w, float *out) {
+  const int64_t slots = tokens * (topK + w.shared);
+  thread_local std::vector<float> rowsBuf, yBuf;
+  float *rows = scratch(rowsBuf, slots * hidden), *y = scratch(yBuf, slots * hidden);
+  const ExpertRows r = dispatch(x, tokens, hidden, indices, topK, numExperts, w.shared, rows);
+  expertGroups(rows, r.start, hidden, inter, w, y);
+  combine(y, r.rowOf, weights, indices, tokens, topK, w.shared, hidden, out);
 }
 
 } // namespace moe::cpu

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace moe::cpu {
 
@@ -144,6 +145,34 @@ struct ExpertWeights {
 void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
              int64_t numExperts, const float *weights, const int32_t *indices,
              int64_t topK, const ExpertWeights &w, float *out);
+
+// experts() in its three parts, so that an all-to-all can run between them
+// (expert parallelism, docs/parallelism.md). A token has topK routed picks
+// and `shared` always-on ones (experts numExperts .. numExperts + shared -
+// 1); pick j of token t is slot t * (topK + shared) + j.
+
+/// Where each expert's rows lie after dispatch: expert e (routed, then
+/// always-on) owns rows [start[e], start[e + 1]); rowOf[slot] is the row of
+/// each slot.
+struct ExpertRows {
+  std::vector<int64_t> start;
+  std::vector<int32_t> rowOf;
+};
+/// The permute: each slot's token row copied to `rows` ([tokens * (topK +
+/// shared), hidden]), grouped by expert in ascending id, in slot order
+/// within an expert.
+ExpertRows dispatch(const float *x, int64_t tokens, int64_t hidden, const int32_t *indices,
+                    int64_t topK, int64_t numExperts, int64_t shared, float *rows);
+/// y[r] = down_e(silu(gate_e rows[r]) * up_e rows[r]) for the rows of each
+/// expert e (start, as dispatch gives it; w.shared is not used here).
+void expertGroups(const float *rows, const std::vector<int64_t> &start, int64_t hidden,
+                  int64_t inter, const ExpertWeights &w, float *y);
+/// The weighted sum: out[t] = sum of weights[t, j] * y[rowOf[slot of j]]
+/// over t's routed picks in ascending expert id, then its always-on picks
+/// with weight 1: one fixed order whatever the batch or the rows' layout.
+void combine(const float *y, const std::vector<int32_t> &rowOf, const float *weights,
+             const int32_t *indices, int64_t tokens, int64_t topK, int64_t shared,
+             int64_t hidden, float *out);
 
 } // namespace moe::cpu
 
