@@ -18,7 +18,7 @@ cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
   -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer" \
   > "$work.cmake.log" 2>&1 || { cat "$work.cmake.log"; exit 1; }
-targets=(plan checkpoint config ir)
+targets=(plan checkpoint config ir profile)
 ninja -C "$build" -j2 "${targets[@]/#/fuzz-}"
 
 # Seeds: plans compiled from the examples (the fuzzer appends the checksum
@@ -51,6 +51,11 @@ while IFS= read -r f; do cp "$f" "$work/config/seeds/$((i++)).json"; done \
 i=0
 while IFS= read -r f; do cp "$f" "$work/ir/seeds/$((i++)).mlir"; done \
   < <(find "$root/test/lit" -name '*.mlir')
+# A routing profile of two windows, written by moe-run.
+for prompt in "And God said" "In the beginning"; do
+  "$bin/moe-run" "$work/plans/kjv-moe" --prompt "$prompt" --max-new-tokens 8 \
+    --routing-profile "$work/profile/seeds/kjv-moe.json" --profile-decay 0.5 > /dev/null
+done
 
 status=0
 for t in "${targets[@]}"; do

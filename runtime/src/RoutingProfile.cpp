@@ -103,10 +103,18 @@ Expected<RoutingProfile> parseRoutingProfile(const std::string &text) {
     p.decay = j.at("decay").get<double>();
     p.tokens = j.at("tokens").get<double>();
     const json &last = j.at("last_window");
+    if (!last.at("tokens").is_number_unsigned())
+      return Status::error("last_window.tokens must be a whole number >= 0");
     p.last = {last.at("tokens").get<uint64_t>(), last.at("ranks").get<int64_t>(),
               last.at("ended").get<std::string>()};
-    if (p.numExperts < 1 || p.topK < 1 || p.windows < 1 || !(p.tokens >= 0))
-      return Status::error("num_experts, top_k and windows must be positive and tokens >= 0");
+    if (p.numExperts < 1 || p.topK < 1 || p.windows < 1 || p.last.ranks < 1 ||
+        !(p.tokens >= 0) || !std::isfinite(p.tokens))
+      return Status::error("num_experts, top_k, windows and ranks must be positive and tokens "
+                           "finite and >= 0");
+    if (!(p.decay >= 0 && p.decay <= 1))
+      return Status::error("decay must lie in [0, 1]");
+    if (!j.at("layers").is_array())
+      return Status::error("\"layers\" must be an array");
     for (const json &l : j.at("layers")) {
       RoutingProfile::Layer layer{l.at("layer").get<int64_t>(),
                                   l.at("counts").get<std::vector<double>>()};
@@ -118,6 +126,9 @@ Expected<RoutingProfile> parseRoutingProfile(const std::string &text) {
         if (!(c >= 0) || !std::isfinite(c))
           return Status::error("layer " + std::to_string(layer.layer) +
                                " has a count that is negative or not finite");
+      for (const RoutingProfile::Layer &seen : p.layers)
+        if (seen.layer == layer.layer)
+          return Status::error("layer " + std::to_string(layer.layer) + " is listed twice");
       p.layers.push_back(std::move(layer));
     }
     return p;

@@ -55,7 +55,14 @@ TEST(RoutingProfile, RefusesMalformedProfilesByWhatIsWrong) {
   EXPECT_EQ(error(edited([](auto &j) { j["layers"][1]["counts"][2] = -1; })),
             "layer 2 has a count that is negative or not finite");
   EXPECT_EQ(error(edited([](auto &j) { j["num_experts"] = 0; })),
-            "num_experts, top_k and windows must be positive and tokens >= 0");
+            "num_experts, top_k, windows and ranks must be positive and tokens finite and >= 0");
+  EXPECT_EQ(error(edited([](auto &j) { j["decay"] = 7.5; })), "decay must lie in [0, 1]");
+  EXPECT_EQ(error(edited([](auto &j) { j["layers"] = {{"a", j["layers"][0]}}; })),
+            "\"layers\" must be an array");
+  EXPECT_EQ(error(edited([](auto &j) { j["layers"][1]["layer"] = 1; })),
+            "layer 1 is listed twice");
+  EXPECT_EQ(error(edited([](auto &j) { j["last_window"]["tokens"] = -5; })),
+            "last_window.tokens must be a whole number >= 0");
   EXPECT_NE(error(edited([](auto &j) { j.erase("last_window"); })).find("missing"),
             std::string::npos);
 }
