@@ -29,6 +29,10 @@ template <typename Open> int leastLoaded(const std::vector<double> &loads, Open 
 std::string checkOptions(int experts, const Options &o) {
   if (experts < 1 || o.ranks < 1 || o.redundant < 0 || o.ranksPerNode < 0)
     return "experts and ranks must be positive, redundant slots and ranks per node >= 0";
+  // Packing costs (experts + redundant) x ranks steps: bounded for any input.
+  if (experts > kMaxExperts || o.ranks > kMaxRanks || o.redundant > kMaxRedundant)
+    return "at most " + std::to_string(kMaxExperts) + " experts, " + std::to_string(kMaxRanks) +
+           " ranks and " + std::to_string(kMaxRedundant) + " redundant slots are placed";
   if ((experts + o.redundant) % o.ranks != 0) {
     const int up = (o.ranks - (experts + o.redundant) % o.ranks) % o.ranks;
     return std::to_string(experts) + " experts and " + std::to_string(o.redundant) +

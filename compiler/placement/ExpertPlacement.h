@@ -41,9 +41,12 @@ struct Options {
   int redundant = 0;    ///< slots beyond one per expert
 };
 
+/// The largest problem placed (the importer's expert ceiling).
+constexpr int kMaxExperts = 16384, kMaxRanks = 4096, kMaxRedundant = 65536;
+
 /// Why `options` cannot place `experts` experts ("" when they can): the
 /// slots (experts + redundant) must split evenly over the ranks, and the
-/// ranks over the nodes.
+/// ranks over the nodes, within the limits above.
 std::string checkOptions(int experts, const Options &options);
 
 /// Expert e on rank e mod ranks (no replicas; experts must divide evenly).

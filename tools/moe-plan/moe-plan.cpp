@@ -4,6 +4,10 @@
 //   moe-plan weights <plan-dir>  each weight: precision, shape, bytes
 //   moe-plan json <plan-dir>     the whole plan as JSON (for FileCheck)
 //   moe-plan verify <plan-dir>   structure, semantics and every weight checksum
+//   moe-plan placement <plan-dir> [--profile FILE] [--trace FILE [--days A:B]] [--json FILE]
+//                                each MoE layer's experts on the ranks, with a
+//                                routing profile's predicted load per rank and a
+//                                trace replayed over them
 //
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/File.h"
@@ -11,7 +15,10 @@
 #include "moe/runtime/PlanFormat.h"
 #include "moe/runtime/Session.h"
 #include "runtime/schema/PlanSchemaText.h"
+#include "moe/runtime/RoutingProfile.h"
 #include "tools/common/Cli.h"
+#include "tools/common/Output.h"
+#include "tools/common/PlacementReport.h"
 
 #include "flatbuffers/idl.h"
 
@@ -20,6 +27,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -163,6 +171,70 @@ int show(const LoadedPlan &loaded) {
   return 0;
 }
 
+struct PlacementFlags {
+  std::string profile, trace, days, json;
+};
+
+int placement(const LoadedPlan &loaded, const PlacementFlags &f) {
+  const fb::Plan &p = loaded.plan();
+  moe::tools::Output out(f.json);
+  if (Status st = out.open(); !st)
+    return fail(st.message());
+  const int64_t experts = p.config()->num_experts();
+  std::optional<RoutingProfile> profile;
+  if (!f.profile.empty()) {
+    auto read = moe::tools::readProfile(f.profile);
+    if (!read)
+      return fail(read.status().message());
+    profile = read.take();
+  }
+  std::vector<moe::tools::LayerPlacement> layers;
+  std::vector<int64_t> ids;
+  for (const fb::LayerPlacement *lp : *p.placement()) {
+    moe::placement::Placement pl;
+    pl.ranks = int(p.programs()->size());
+    for (const fb::ExpertSlots *e : *lp->experts()) {
+      pl.experts.emplace_back();
+      for (const fb::ExpertSlot *s : *e->slots()) {
+        pl.experts.back().push_back({s->rank(), s->slot()});
+        pl.slotsPerRank = std::max(pl.slotsPerRank, s->slot() + 1);
+      }
+    }
+    if (std::string why = moe::placement::verify(pl, int(experts)); !why.empty())
+      return fail("the plan's placement of layer " + std::to_string(lp->layer()) +
+                  " is not valid: " + why);
+    layers.push_back({lp->layer(), std::move(pl), nullptr});
+    ids.push_back(lp->layer());
+  }
+  if (profile) {
+    std::vector<int64_t> profileIds;
+    for (const RoutingProfile::Layer &l : profile->layers)
+      profileIds.push_back(l.layer);
+    const std::string modelType = p.config()->model_type()->str();
+    if (profile->modelType != modelType || profile->numExperts != experts || profileIds != ids)
+      return fail(f.profile + " profiles another model (" + profile->modelType + ", " +
+                  std::to_string(profile->numExperts) + " experts in " +
+                  std::to_string(profileIds.size()) + " MoE layers; the plan: " + modelType +
+                  ", " + std::to_string(experts) + " in " + std::to_string(ids.size()) + ")");
+    for (size_t l = 0; l < layers.size(); ++l)
+      layers[l].load = &profile->layers[l].counts;
+  }
+  auto trace = moe::tools::readTrace(f.trace, f.days, ids, experts);
+  if (!trace)
+    return fail(trace.status().message());
+  std::fprintf(out.text(), "placement of %lld experts on %u rank(s), %zu MoE layer(s)\n",
+               (long long)experts, p.programs()->size(), layers.size());
+  nlohmann::json report =
+      moe::tools::reportPlacement(out.text(), layers, *trace ? &**trace : nullptr);
+  if (out.wantsJson()) {
+    report["ranks"] = p.programs()->size();
+    report["num_experts"] = experts;
+    if (Status st = out.writeJson(report); !st)
+      return fail(st.message());
+  }
+  return 0;
+}
+
 int json(const LoadedPlan &loaded, const std::string &dir) {
   flatbuffers::Parser parser;
   parser.opts.strict_json = true;
@@ -192,15 +264,30 @@ int main(int argc, char **argv) {
       {"show", "readable summary: model, weights per type, memory, instructions"},
       {"weights", "each weight: precision, scale group, shape and bytes"},
       {"json", "the whole plan as JSON"},
-      {"verify", "check the plan and every weight checksum"}};
+      {"verify", "check the plan and every weight checksum"},
+      {"placement", "each MoE layer's experts on the ranks; with --profile their predicted "
+                    "load, with --trace a replay of the trace over them"}};
   for (const Command &c : commands)
     cli.addPlan(dir, cli.app.add_subcommand(c.name, c.help));
+  PlacementFlags placed;
+  CLI::App *placementCmd = cli.app.get_subcommand("placement");
+  placementCmd->add_option("--profile", placed.profile, "a routing profile (moe-run "
+                                                        "--routing-profile)")
+      ->type_name("FILE");
+  placementCmd->add_option("--trace", placed.trace, "a routing trace to replay "
+                                                    "(tools/make-routing-trace.py)")
+      ->type_name("FILE");
+  placementCmd->add_option("--days", placed.days, "the trace's days to replay, FIRST:LAST")
+      ->type_name("A:B");
+  placementCmd->add_option("--json", placed.json, "write the results as JSON to FILE ('-': "
+                                                  "standard output)")
+      ->type_name("FILE");
   cli.app.require_subcommand(1);
   if (argc > 1 && argv[1][0] != '-' &&
       std::none_of(std::begin(commands), std::end(commands),
                    [&](const Command &c) { return std::string(argv[1]) == c.name; }))
     return fail("unknown command '" + std::string(argv[1]) +
-                "' (show, weights, json or verify; see --help)");
+                "' (show, weights, json, verify or placement; see --help)");
   if (auto code = cli.parse(argc, argv))
     return *code;
   const std::string command = cli.app.get_subcommands().front()->get_name();
@@ -215,6 +302,8 @@ int main(int argc, char **argv) {
     return json(**loaded, dir);
   if (command == "weights")
     return weights(**loaded);
+  if (command == "placement")
+    return placement(**loaded, placed);
   uint64_t weights = 0, bytes = 0;
   for (const fb::Tensor *t : *(*loaded)->plan().tensors())
     weights += t->storage() == fb::Storage::Weight;

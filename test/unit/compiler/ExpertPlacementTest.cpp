@@ -29,6 +29,8 @@ TEST(ExpertPlacement, OptionsThatCannotBePlacedAreRefusedWithAFix) {
   EXPECT_EQ(checkOptions(64, {8, 3, 0}), "8 ranks do not make whole nodes of 3");
   EXPECT_EQ(checkOptions(2, {2, 0, 4}),
             "4 redundant slots would put two replicas of an expert on one rank: at most 2");
+  EXPECT_EQ(checkOptions(20000, {4, 0, 0}),
+            "at most 16384 experts, 4096 ranks and 65536 redundant slots are placed");
 }
 
 TEST(ExpertPlacement, UniformLoadIsPerfectlyBalanced) {
