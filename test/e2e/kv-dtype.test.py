@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Greedy tokens of a few prompts under two plans (f32 and int8 KV cache)."""
+"""Greedy tokens of a few prompts under two plans (f32 and int8 KV cache):
+how many prompts agree on the first 16 tokens, and on all 32."""
 import json
 import subprocess
 import sys
@@ -14,5 +15,8 @@ def generate(plan, prompt):
     return json.loads(out)["generated_tokens"]
 
 
-same = sum(generate(sys.argv[1], p) == generate(sys.argv[2], p) for p in PROMPTS)
-print(f"{same}/{len(PROMPTS)} prompts: 32 greedy tokens identical with the int8 KV cache")
+pairs = [(generate(sys.argv[1], p), generate(sys.argv[2], p)) for p in PROMPTS]
+first = sum(a[:16] == b[:16] for a, b in pairs)
+whole = sum(a == b for a, b in pairs)
+print(f"{first}/{len(PROMPTS)} prompts: the first 16 greedy tokens identical with the int8 KV cache")
+print(f"{whole}/{len(PROMPTS)} prompts: all 32 identical")
