@@ -1,7 +1,6 @@
 //===- Evaluate.cpp - bits per byte, routing statistics -------------------===//
 #include "moe/runtime/Evaluate.h"
 
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -201,6 +201,13 @@ Expected<RoutingProfile> addToProfileIn(const std::string &path, const RoutingPr
   return merged;
 }
 
+Status updateRoutingProfile(const std::string &path, const RoutingProfile &window, double decay) {
+  auto profile = addToProfileIn(path, window, decay);
+  if (!profile)
+    return profile.status();
+  return writeRoutingProfile(path, *profile);
+}
+
 Status writeRoutingProfile(const std::string &path, const RoutingProfile &profile) {
   // Written beside and renamed into place: an interrupted run leaves the
   // history as it was.

@@ -235,14 +235,11 @@ int benchMain(const Flags &f, tools::Cli &cli) {
   if (out.wantsJson())
     if (rt::Status st = out.writeJson(document); !st)
       return fail(st.message());
-  if (!f.routingProfile.empty()) {
-    auto profile = rt::addToProfileIn(f.routingProfile, rt::routingWindow(p, traffic, 1),
-                                      f.profileDecay);
-    if (!profile)
-      return fail(profile.status().message());
-    if (rt::Status st = rt::writeRoutingProfile(f.routingProfile, *profile); !st)
+  if (!f.routingProfile.empty())
+    if (rt::Status st = rt::updateRoutingProfile(f.routingProfile,
+                                                 rt::routingWindow(p, traffic, 1), f.profileDecay);
+        !st)
       return fail(st.message());
-  }
   if (invalid)
     return fail(std::to_string(invalid) + " of " + std::to_string(submitted) +
                 " requests rejected as invalid (reasons above); the others were served");

@@ -72,15 +72,12 @@ struct Run {
       auto sum = sumOverRanks(*ranks, *device, s.expertLoad());
       if (!sum)
         return fail(sum.status().message());
-      if (ranks->rank() == 0) {
-        auto profile = addToProfileIn(flags.routingProfile,
-                                      routingWindow(plan->plan(), *sum, ranks->size()),
-                                      flags.profileDecay);
-        if (!profile)
-          return fail(profile.status().message());
-        if (Status st = writeRoutingProfile(flags.routingProfile, *profile); !st)
+      if (ranks->rank() == 0)
+        if (Status st = updateRoutingProfile(flags.routingProfile,
+                                             routingWindow(plan->plan(), *sum, ranks->size()),
+                                             flags.profileDecay);
+            !st)
           return fail(st.message());
-      }
     }
     if (out.wantsJson())
       if (Status st = out.writeJson(document); !st)

@@ -71,6 +71,9 @@ Expected<RoutingProfile> addToProfileIn(const std::string &path, const RoutingPr
 /// Writes `profile` to `path` whole: beside it, then renamed into place.
 Status writeRoutingProfile(const std::string &path, const RoutingProfile &profile);
 
+/// addToProfileIn, then writeRoutingProfile: what a run does at its end.
+Status updateRoutingProfile(const std::string &path, const RoutingProfile &window, double decay);
+
 } // namespace moe::rt
 
 #endif
