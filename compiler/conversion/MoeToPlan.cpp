@@ -133,6 +133,25 @@ private:
                           ctx(), e.getNumExperts(), inter, b_.getBoolAttr(e.hasFusedGateUp()),
                           e.getNumShared(), b_.getBoolAttr(e.getGrouped())));
         })
+        .Case([&](mm::DispatchOp d) {
+          return emit(d, plan::Kernel::Dispatch, {d.getInput(), d.getRoutingIndices()},
+                      plan::DispatchParamsAttr::get(ctx(), int64_t(d.getExperts()),
+                                                    int64_t(d.getShared())));
+        })
+        .Case([&](mm::ExpertRowsOp r) {
+          // Which stacked experts are routed does not matter to the rows.
+          SmallVector<Value> ins = {r.getRows(), r.getSlots()};
+          ins.append(r.getExpertWeights().begin(), r.getExpertWeights().end());
+          auto down = cast<RankedTensorType>(r.getDown().getType());
+          return emit(r, plan::Kernel::ExpertRows, ins,
+                      plan::ExpertsParamsAttr::get(
+                          ctx(), down.getDimSize(0), down.getDimSize(2),
+                          b_.getBoolAttr(r.hasFusedGateUp()), 0, b_.getBoolAttr(r.getGrouped())));
+        })
+        .Case([&](mm::CombineOp c) {
+          return emit(c, plan::Kernel::Combine,
+                      {c.getRows(), c.getMap(), c.getRoutingWeights(), c.getRoutingIndices()});
+        })
         .Case([&](func::ReturnOp r) {
           for (Value v : r.getOperands())
             b_.create<plan::OutputOp>(loc_, get(v));

@@ -19,6 +19,10 @@ struct DefaultPipelineOptions
   Option<bool> fusion{*this, "fusion", llvm::cl::desc("run moe-fuse-experts (as moe-compile "
                                                        "--fusion)"),
                       llvm::cl::init(true)};
+  Option<bool> splitExperts{*this, "split-experts",
+                            llvm::cl::desc("run moe-split-experts (as moe-compile "
+                                           "--split-experts)"),
+                            llvm::cl::init(false)};
   Option<std::string> precision{*this, "precision",
                                 llvm::cl::desc("moe-assign-precision policy"),
                                 llvm::cl::init("keep")};
@@ -50,6 +54,8 @@ void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &option
   }
   if (options.fusion)
     pm.addPass(createFuseExpertsPass());
+  if (options.splitExperts)
+    pm.addPass(createSplitExpertsPass());
   pm.addPass(createMoeToPlanPass(MoeToPlanPassOptions{options.maxContext}));
   pm.addPass(createPlanMemoryPass(PlanMemoryPassOptions{options.maxBatchTokens}));
   // Last: streams must not race on the buffers as placed.
@@ -60,6 +66,7 @@ std::string defaultPipelineText(const PipelineOptions &options) {
   return std::string("builtin.module(") +
          (assignsPrecision(options) ? assignPrecisionText(options) : std::string()) +
          (options.fusion ? "moe-fuse-experts, " : "") +
+         (options.splitExperts ? "moe-split-experts, " : "") +
          "moe-to-plan{max-context=" + std::to_string(options.maxContext) +
          "}, moe-plan-memory{max-batch-tokens=" + std::to_string(options.maxBatchTokens) +
          "}, moe-verify-schedule)";
@@ -69,9 +76,10 @@ void registerPipelines() {
   mlir::PassPipelineRegistration<DefaultPipelineOptions>(
       "moe-default-pipeline",
       "moe module -> planned plan module (moe-assign-precision, moe-fuse-experts, "
-      "moe-to-plan, moe-plan-memory, moe-verify-schedule)",
+      "moe-split-experts, moe-to-plan, moe-plan-memory, moe-verify-schedule)",
       [](mlir::OpPassManager &pm, const DefaultPipelineOptions &o) {
-        buildDefaultPipeline(pm, {o.maxBatchTokens, o.maxContext, o.fusion, o.precision});
+        buildDefaultPipeline(
+            pm, {o.maxBatchTokens, o.maxContext, o.fusion, o.splitExperts, o.precision});
       });
 }
 

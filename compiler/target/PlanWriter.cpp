@@ -356,6 +356,10 @@ private:
                                       p.getFusedGateUp().getValue(), int32_t(p.getNumShared()),
                                       p.getGrouped().getValue())
                   .Union()};
+    if (auto p = dyn_cast_or_null<pl::DispatchParamsAttr>(a))
+      return {fb::OpParams::DispatchParams,
+              fb::CreateDispatchParams(b_, int32_t(p.getNumExperts()), int32_t(p.getNumShared()))
+                  .Union()};
     return {fb::OpParams::NONE, 0};
   }
 

@@ -39,6 +39,34 @@ def FuseExpertsPass : Pass<"moe-fuse-experts", "mlir::ModuleOp"> {
   }];
 }
 
+def SplitExpertsPass : Pass<"moe-split-experts", "mlir::ModuleOp"> {
+  let summary = "Split each moe.experts into dispatch, expert rows and combine";
+  let description = [{
+    On the `moe` dialect, after `moe-fuse-experts` (it keeps the op's
+    stacks and `grouped`): the permute and the weighted sum leave the
+    experts op, so that expert parallelism can put an all-to-all between
+    them (docs/parallelism.md). The three ops compute what the one did, in
+    the same order: the plan gives the same bits. With P = K routed + S
+    always-on picks per token:
+
+    Before:
+    ```mlir
+    %y = moe.experts %x routed(%w, %ids) weights(%gu, %down) {shared = 1 : i64, grouped}
+           : (tensor<?xH>, tensor<?xK>, tensor<?xKxi32>, ...) -> tensor<?xH>
+    ```
+    After:
+    ```mlir
+    %rows, %slots, %map = moe.dispatch %x routed(%ids) experts E shared 1
+           : (...) -> (tensor<?xPxH>, tensor<?xPxi32>, tensor<?xPxi32>)
+    %r = moe.expert_rows %rows slots(%slots) weights(%gu, %down) {grouped}
+           : (...) -> tensor<?xPxH>
+    %y = moe.combine %r map(%map) routed(%w, %ids) : (...) -> tensor<?xH>
+    ```
+    An experts op whose top-k is not static is left as it is (the row
+    count per token must be known).
+  }];
+}
+
 def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
   let summary = "Choose how the plan stores each weight (f32, bf16, int8, int4)";
   let description = [{

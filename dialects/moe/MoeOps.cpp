@@ -77,6 +77,13 @@ LogicalResult expectIntegerElements(Operation *op, Value value,
                            << value.getType();
 }
 
+/// Integer ids of exactly `dims`.
+LogicalResult verifyIds(Operation *op, Value ids, StringRef role, ArrayRef<int64_t> dims) {
+  if (failed(expectShape(op, ids, role, dims)))
+    return failure();
+  return expectIntegerElements(op, ids, role);
+}
+
 LogicalResult expectFloatElements(Operation *op, Value value, StringRef role) {
   if (isa<FloatType>(cast<RankedTensorType>(value.getType()).getElementType()))
     return success();
@@ -515,48 +522,119 @@ LogicalResult RouterOp::verify() {
 
 int64_t ExpertsOp::getNumExperts() { return dim(getDown(), 0) - getNumShared(); }
 
-LogicalResult ExpertsOp::verify() {
-  size_t n = getExpertWeights().size();
+namespace {
+
+/// The stacked SwiGLU expert weights of `op` over hidden size `hidden`:
+/// (gate, up, down) or (gate_up, down). Returns the number of experts
+/// stacked.
+FailureOr<int64_t> verifyStacks(Operation *op, ValueRange weights, int64_t hidden) {
+  size_t n = weights.size();
   if (n != 2 && n != 3)
-    return emitOpError() << "takes 3 expert weights (gate, up, down) or 2 "
-                            "(gate_up, down), got "
-                         << n;
-  if (failed(expectRank(*this, getInput(), "input", 2)) ||
-      failed(expectRank(*this, getDown(), "down weight", 3)))
+    return op->emitOpError() << "takes 3 expert weights (gate, up, down) or 2 "
+                                "(gate_up, down), got "
+                             << n;
+  Value down = weights.back();
+  if (failed(expectRank(op, down, "down weight", 3)))
     return failure();
-  int64_t tokens = dim(getInput(), 0), hidden = dim(getInput(), 1);
-  int64_t experts = dim(getDown(), 0), inter = dim(getDown(), 2);
-  if (getNumShared() < 0 || getNumShared() >= experts)
-    return emitOpError() << "has " << getNumShared() << " always-on experts of " << experts
-                         << " stacked; at least one must be routed";
-  if (failed(expectShape(*this, getDown(), "down weight",
-                         {experts, hidden, inter})))
+  int64_t experts = dim(down, 0), inter = dim(down, 2);
+  if (failed(expectShape(op, down, "down weight", {experts, hidden, inter})))
     return failure();
-  if (hasFusedGateUp()) {
-    if (failed(expectShape(*this, getExpertWeights()[0], "gate_up weight",
-                           {experts, 2 * inter, hidden})))
+  if (n == 2) {
+    if (failed(expectShape(op, weights[0], "gate_up weight", {experts, 2 * inter, hidden})))
       return failure();
-  } else if (failed(expectShape(*this, getExpertWeights()[0], "gate weight",
-                                {experts, inter, hidden})) ||
-             failed(expectShape(*this, getExpertWeights()[1], "up weight",
-                                {experts, inter, hidden}))) {
+  } else if (failed(expectShape(op, weights[0], "gate weight", {experts, inter, hidden})) ||
+             failed(expectShape(op, weights[1], "up weight", {experts, inter, hidden}))) {
     return failure();
   }
-  if (failed(expectRank(*this, getRoutingWeights(), "routing weights", 2)) ||
-      failed(expectFloatElements(*this, getRoutingWeights(),
-                                 "routing weights")))
+  return experts;
+}
+
+/// Routing weights and ids of `tokens` tokens: float and integer [T, K].
+/// Returns K.
+FailureOr<int64_t> verifyRouting(Operation *op, Value weights, Value ids, int64_t tokens) {
+  if (failed(expectRank(op, weights, "routing weights", 2)) ||
+      failed(expectFloatElements(op, weights, "routing weights")))
     return failure();
-  int64_t topK = dim(getRoutingWeights(), 1);
-  if (failed(expectShape(*this, getRoutingWeights(), "routing weights",
-                         {tokens, topK})) ||
-      failed(expectShape(*this, getRoutingIndices(), "routing indices",
-                         {tokens, topK})) ||
-      failed(expectIntegerElements(*this, getRoutingIndices(),
-                                   "routing indices")))
+  int64_t topK = dim(weights, 1);
+  if (failed(expectShape(op, weights, "routing weights", {tokens, topK})) ||
+      failed(verifyIds(op, ids, "routing indices", {tokens, topK})))
     return failure();
-  if (!ShapedType::isDynamic(topK) && topK > getNumExperts())
-    return emitOpError() << "routes each token to " << topK
+  return topK;
+}
+
+} // namespace
+
+LogicalResult ExpertsOp::verify() {
+  if (failed(expectRank(*this, getInput(), "input", 2)))
+    return failure();
+  int64_t tokens = dim(getInput(), 0), hidden = dim(getInput(), 1);
+  FailureOr<int64_t> experts = verifyStacks(*this, getExpertWeights(), hidden);
+  if (failed(experts))
+    return failure();
+  if (getNumShared() < 0 || getNumShared() >= *experts)
+    return emitOpError() << "has " << getNumShared() << " always-on experts of " << *experts
+                         << " stacked; at least one must be routed";
+  FailureOr<int64_t> topK =
+      verifyRouting(*this, getRoutingWeights(), getRoutingIndices(), tokens);
+  if (failed(topK))
+    return failure();
+  if (!ShapedType::isDynamic(*topK) && *topK > getNumExperts())
+    return emitOpError() << "routes each token to " << *topK
                          << " experts but has only " << getNumExperts();
+  return expectShape(*this, getResult(), "result", {tokens, hidden});
+}
+
+LogicalResult DispatchOp::verify() {
+  const int64_t experts = static_cast<int64_t>(getExperts()),
+                shared = static_cast<int64_t>(getShared());
+  if (experts < 1 || shared < 0)
+    return emitOpError() << "needs at least one routed expert and no negative count of "
+                            "always-on ones, got experts "
+                         << experts << " shared " << shared;
+  if (failed(expectRank(*this, getInput(), "input", 2)) ||
+      failed(expectRank(*this, getRoutingIndices(), "routing indices", 2)))
+    return failure();
+  int64_t tokens = dim(getInput(), 0), hidden = dim(getInput(), 1);
+  int64_t topK = dim(getRoutingIndices(), 1);
+  if (failed(verifyIds(*this, getRoutingIndices(), "routing indices", {tokens, topK})))
+    return failure();
+  if (!ShapedType::isDynamic(topK) && topK > experts)
+    return emitOpError() << "routes each token to " << topK << " experts but has only "
+                         << experts;
+  int64_t picks = ShapedType::isDynamic(topK) ? kAny : topK + shared;
+  if (failed(expectShape(*this, getRows(), "rows", {tokens, picks, hidden})) ||
+      failed(expectFloatElements(*this, getRows(), "rows")))
+    return failure();
+  if (failed(verifyIds(*this, getSlots(), "slots", {tokens, picks})))
+    return failure();
+  return verifyIds(*this, getMap(), "map", {tokens, picks});
+}
+
+LogicalResult ExpertRowsOp::verify() {
+  if (failed(expectRank(*this, getRows(), "rows", 3)) ||
+      failed(expectFloatElements(*this, getRows(), "rows")))
+    return failure();
+  int64_t tokens = dim(getRows(), 0), picks = dim(getRows(), 1), hidden = dim(getRows(), 2);
+  if (failed(verifyStacks(*this, getExpertWeights(), hidden)) ||
+      failed(verifyIds(*this, getSlots(), "slots", {tokens, picks})))
+    return failure();
+  return expectShape(*this, getResult(), "result", {tokens, picks, hidden});
+}
+
+LogicalResult CombineOp::verify() {
+  if (failed(expectRank(*this, getRows(), "expert rows", 3)) ||
+      failed(expectFloatElements(*this, getRows(), "expert rows")))
+    return failure();
+  int64_t tokens = dim(getRows(), 0), picks = dim(getRows(), 1), hidden = dim(getRows(), 2);
+  if (failed(verifyIds(*this, getMap(), "map", {tokens, picks})))
+    return failure();
+  FailureOr<int64_t> topK =
+      verifyRouting(*this, getRoutingWeights(), getRoutingIndices(), tokens);
+  if (failed(topK))
+    return failure();
+  if (!ShapedType::isDynamic(*topK) && !ShapedType::isDynamic(picks) && *topK > picks)
+    return emitOpError() << "sums " << picks << " rows per token, fewer than its " << *topK
+                         << " routed picks";
   return expectShape(*this, getResult(), "result", {tokens, hidden});
 }
 

@@ -322,6 +322,74 @@ def Moe_ExpertsOp : Moe_Op<"experts", [Pure]> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// moe.experts in three parts (moe-split-experts), so that an all-to-all can
+// sit between them: P = K + S picks per token (K routed, S always-on).
+//===----------------------------------------------------------------------===//
+
+def Moe_DispatchOp : Moe_Op<"dispatch", [Pure]> {
+  let summary = "permute each token's picks into rows grouped by expert";
+  let description = [{
+    `x: tensor<T x H>`, routed `ids: tensor<T x K x i32>` (of `experts`
+    routed experts). Pick j of token t is `ids[t, j]` for j < K, else the
+    always-on expert `experts + j - K` (S = `shared` of them). Results:
+    `rows: tensor<T x P x H>` (viewed as T*P rows: each pick's token row,
+    grouped by expert in ascending id, picks in (token, pick) order within
+    an expert), `slots: tensor<T x P x i32>` (the expert of each row) and
+    `map: tensor<T x P x i32>` (the row of each (token, pick)).
+  }];
+  let arguments = (ins Moe_Tensor:$input, Moe_Tensor:$routing_indices, I64Attr:$experts,
+                       DefaultValuedAttr<I64Attr, "0">:$shared);
+  let results = (outs Moe_Tensor:$rows, Moe_Tensor:$slots, Moe_Tensor:$map);
+  let assemblyFormat = [{
+    $input `routed` `(` $routing_indices `)` `experts` $experts (`shared` $shared^)? attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_ExpertRowsOp : Moe_Op<"expert_rows", [Pure]> {
+  let summary = "each row through the SwiGLU expert its slot names";
+  let description = [{
+    `rows: tensor<T x P x H>` viewed as T*P rows, in any order;
+    `slots: tensor<T x P x i32>` the stacked expert of each row. Result row
+    r = down_e(silu(gate_e rows[r]) * up_e rows[r]) with e = slots[r],
+    unweighted. Weights as `moe.experts`'; `grouped` as there.
+  }];
+  let arguments = (ins Moe_Tensor:$rows, Moe_Tensor:$slots,
+                       Variadic<Moe_Tensor>:$expert_weights, UnitAttr:$grouped);
+  let results = (outs Moe_Tensor:$result);
+  let assemblyFormat = [{
+    $rows `slots` `(` $slots `)` `weights` `(` $expert_weights `)` attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    bool hasFusedGateUp() { return getExpertWeights().size() == 2; }
+    mlir::Value getDown() { return getExpertWeights().back(); }
+  }];
+}
+
+def Moe_CombineOp : Moe_Op<"combine", [Pure]> {
+  let summary = "each token's expert rows, summed by its routing weights";
+  let description = [{
+    `y: tensor<T x P x H>` (expert rows), `map: tensor<T x P x i32>` (the
+    row of each (token, pick), as `moe.dispatch` gives it), routing
+    `weights: tensor<T x K>` and `ids: tensor<T x K x i32>`. Result
+    `tensor<T x H>`: token t's routed picks in ascending expert id, each
+    times its weight, then its P - K always-on picks with weight 1: the
+    order `moe.experts` sums in, so the three parts give its bits.
+  }];
+  let arguments = (ins Moe_Tensor:$rows, Moe_Tensor:$map, Moe_Tensor:$routing_weights,
+                       Moe_Tensor:$routing_indices);
+  let results = (outs Moe_Tensor:$result);
+  let assemblyFormat = [{
+    $rows `map` `(` $map `)` `routed` `(` $routing_weights `,` $routing_indices `)` attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Moe_SharedExpertOp : Moe_Op<"shared_expert", [Pure]> {
   let summary = "always-on SwiGLU expert, optionally gated by sigmoid(x g^T)";
   let description = [{

@@ -27,7 +27,8 @@ enum class KernelParams : uint8_t {
   RouterParams,
   AttentionParams,
   MlaParams,
-  ExpertsParams
+  ExpertsParams,
+  DispatchParams
 };
 
 struct KernelInfo {

@@ -65,6 +65,11 @@ def Plan_RouterParamsAttr : Plan_ParamsAttr<"RouterParams", "router"> {
                         "int64_t":$layer);
 }
 
+def Plan_DispatchParamsAttr : Plan_ParamsAttr<"DispatchParams", "dispatch"> {
+  let summary = "parameters of dispatch";
+  let parameters = (ins "int64_t":$num_experts, "int64_t":$num_shared);
+}
+
 def Plan_ExpertsParamsAttr : Plan_ParamsAttr<"ExpertsParams", "experts"> {
   let summary = "parameters of experts";
   let parameters = (ins "int64_t":$num_experts, "int64_t":$intermediate,

@@ -154,6 +154,7 @@ bool isParamsOf(KernelParams kind, Attribute params) {
   case KernelParams::AttentionParams: return isa_and_nonnull<AttentionParamsAttr>(params);
   case KernelParams::MlaParams: return isa_and_nonnull<MlaParamsAttr>(params);
   case KernelParams::ExpertsParams: return isa_and_nonnull<ExpertsParamsAttr>(params);
+  case KernelParams::DispatchParams: return isa_and_nonnull<DispatchParamsAttr>(params);
   }
   return false;
 }
@@ -166,6 +167,7 @@ const char *paramsMnemonic(KernelParams kind) {
   case KernelParams::AttentionParams: return "#plan.attention";
   case KernelParams::MlaParams: return "#plan.mla";
   case KernelParams::ExpertsParams: return "#plan.experts";
+  case KernelParams::DispatchParams: return "#plan.dispatch";
   }
   return "?";
 }

@@ -2,11 +2,12 @@
 //
 // Three parts. dispatch: the (token, pick) slots are counting-sorted by
 // expert (the permute) and their token rows gathered into one buffer,
-// expert by expert. expertGroups: grouped, the gate/up projections of all
-// experts run as one grouped GEMM (linearGroup: one parallel region,
-// threads sharing the row blocks of every expert), then SwiGLU over all
-// rows, then the down projections as a second grouped GEMM; ungrouped, each
-// projection of each expert is its own GEMM. combine: each token adds its
+// expert by expert. expertRows (rows grouped by expert, as dispatch leaves
+// them, or regrouped when they come from several ranks): grouped, the
+// gate/up projections of all experts run as one grouped GEMM (linearGroup:
+// one parallel region, threads sharing the row blocks of every expert),
+// then SwiGLU over all rows, then the down projections as a second grouped
+// GEMM; ungrouped, each projection of each expert is its own GEMM. combine: each token adds its
 // weighted rows in ascending expert id, always-on (shared) experts last
 // with weight 1: one fixed order (that of the transformers loop over
 // experts) whatever the batch, the thread count or where the rows were
@@ -27,7 +28,7 @@ namespace {
 /// A buffer that outlives the call (grown, never shrunk): a prefill's are
 /// tens of MB, and allocating and faulting them in on every layer cost
 /// more than the GEMMs' tails.
-float *scratch(std::vector<float> &v, int64_t n) {
+template <class T> T *scratch(std::vector<T> &v, int64_t n) {
   if (int64_t(v.size()) < n)
     v.resize(size_t(n));
   return v.data();
@@ -35,28 +36,30 @@ float *scratch(std::vector<float> &v, int64_t n) {
 
 } // namespace
 
-ExpertRows dispatch(const float *x, int64_t tokens, int64_t hidden, const int32_t *indices,
-                    int64_t topK, int64_t numExperts, int64_t shared, float *rows) {
+void dispatch(const float *x, int64_t tokens, int64_t hidden, const int32_t *indices,
+              int64_t topK, int64_t numExperts, int64_t shared, float *rows, int32_t *slotOf,
+              int32_t *rowOf) {
   const int64_t picks = topK + shared, slots = tokens * picks;
   auto expertOf = [&](int64_t s) {
     const int64_t j = s % picks;
     return j < topK ? int64_t(indices[s / picks * topK + j]) : numExperts + j - topK;
   };
-  ExpertRows r;
-  r.start.assign(size_t(numExperts + shared + 1), 0);
+  std::vector<int64_t> next(size_t(numExperts + shared + 1), 0);
   for (int64_t s = 0; s < slots; ++s)
-    ++r.start[size_t(expertOf(s) + 1)];
-  std::partial_sum(r.start.begin(), r.start.end(), r.start.begin());
-  std::vector<int64_t> next(r.start.begin(), r.start.end() - 1);
-  r.rowOf.resize(size_t(slots));
+    ++next[size_t(expertOf(s) + 1)];
+  std::partial_sum(next.begin(), next.end(), next.begin());
   for (int64_t s = 0; s < slots; ++s) {
-    const int64_t row = next[size_t(expertOf(s))]++;
-    r.rowOf[size_t(s)] = int32_t(row);
+    const int64_t e = expertOf(s), row = next[size_t(e)]++;
+    rowOf[s] = int32_t(row);
+    slotOf[row] = int32_t(e);
     std::copy_n(x + s / picks * hidden, hidden, rows + row * hidden);
   }
-  return r;
 }
 
+namespace {
+
+/// y[r] = expert e's SwiGLU of rows[r] for the rows of each expert e, which
+/// owns rows [start[e], start[e + 1]).
 void expertGroups(const float *rows, const std::vector<int64_t> &start, int64_t hidden,
                   int64_t inter, const ExpertWeights &w, float *y) {
   const int64_t all = int64_t(start.size()) - 1, count = start.back();
@@ -109,7 +112,31 @@ void expertGroups(const float *rows, const std::vector<int64_t> &start, int64_t 
   run(group);
 }
 
-void combine(const float *y, const std::vector<int32_t> &rowOf, const float *weights,
+} // namespace
+
+void expertRows(const float *rows, const int32_t *slotOf, int64_t count, int64_t hidden,
+                int64_t inter, const ExpertWeights &w, int64_t numSlots, float *y) {
+  std::vector<int64_t> start(size_t(numSlots + 1), 0);
+  for (int64_t r = 0; r < count; ++r)
+    ++start[size_t(slotOf[r] + 1)];
+  std::partial_sum(start.begin(), start.end(), start.begin());
+  if (std::is_sorted(slotOf, slotOf + count))
+    return expertGroups(rows, start, hidden, inter, w, y);
+  // Rows from several ranks: each rank's run ascends, the whole does not.
+  // Group them (stably), compute, and put each result back in its place.
+  thread_local std::vector<float> groupedBuf, outBuf;
+  float *grouped = scratch(groupedBuf, count * hidden), *out = scratch(outBuf, count * hidden);
+  std::vector<int64_t> next(start.begin(), start.end() - 1), placeOf(static_cast<size_t>(count));
+  for (int64_t r = 0; r < count; ++r) {
+    placeOf[size_t(r)] = next[size_t(slotOf[r])]++;
+    std::copy_n(rows + r * hidden, hidden, grouped + placeOf[size_t(r)] * hidden);
+  }
+  expertGroups(grouped, start, hidden, inter, w, out);
+  for (int64_t r = 0; r < count; ++r)
+    std::copy_n(out + placeOf[size_t(r)] * hidden, hidden, y + r * hidden);
+}
+
+void combine(const float *y, const int32_t *rowOf, const float *weights,
              const int32_t *indices, int64_t tokens, int64_t topK, int64_t shared,
              int64_t hidden, float *out) {
   const int64_t picks = topK + shared;
@@ -123,7 +150,7 @@ void combine(const float *y, const std::vector<int32_t> &rowOf, const float *wei
     for (int64_t j = 0; j < picks; ++j) {
       const int64_t pick = j < topK ? order[size_t(j)] : j;
       const float weight = j < topK ? weights[t * topK + pick] : 1.0f;
-      const float *yr = y + int64_t(rowOf[size_t(t * picks + pick)]) * hidden;
+      const float *yr = y + int64_t(rowOf[t * picks + pick]) * hidden;
 #pragma omp simd
       for (int64_t c = 0; c < hidden; ++c)
         o[c] += weight * yr[c];
@@ -136,10 +163,12 @@ void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
              int64_t topK, const ExpertWeights &w, float *out) {
   const int64_t slots = tokens * (topK + w.shared);
   thread_local std::vector<float> rowsBuf, yBuf;
+  thread_local std::vector<int32_t> slotBuf, rowBuf;
   float *rows = scratch(rowsBuf, slots * hidden), *y = scratch(yBuf, slots * hidden);
-  const ExpertRows r = dispatch(x, tokens, hidden, indices, topK, numExperts, w.shared, rows);
-  expertGroups(rows, r.start, hidden, inter, w, y);
-  combine(y, r.rowOf, weights, indices, tokens, topK, w.shared, hidden, out);
+  int32_t *slotOf = scratch(slotBuf, slots), *rowOf = scratch(rowBuf, slots);
+  dispatch(x, tokens, hidden, indices, topK, numExperts, w.shared, rows, slotOf, rowOf);
+  expertRows(rows, slotOf, slots, hidden, inter, w, numExperts + w.shared, y);
+  combine(y, rowOf, weights, indices, tokens, topK, w.shared, hidden, out);
 }
 
 } // namespace moe::cpu

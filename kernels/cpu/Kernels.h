@@ -151,26 +151,23 @@ void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
 // and `shared` always-on ones (experts numExperts .. numExperts + shared -
 // 1); pick j of token t is slot t * (topK + shared) + j.
 
-/// Where each expert's rows lie after dispatch: expert e (routed, then
-/// always-on) owns rows [start[e], start[e + 1]); rowOf[slot] is the row of
-/// each slot.
-struct ExpertRows {
-  std::vector<int64_t> start;
-  std::vector<int32_t> rowOf;
-};
 /// The permute: each slot's token row copied to `rows` ([tokens * (topK +
-/// shared), hidden]), grouped by expert in ascending id, in slot order
-/// within an expert.
-ExpertRows dispatch(const float *x, int64_t tokens, int64_t hidden, const int32_t *indices,
-                    int64_t topK, int64_t numExperts, int64_t shared, float *rows);
-/// y[r] = down_e(silu(gate_e rows[r]) * up_e rows[r]) for the rows of each
-/// expert e (start, as dispatch gives it; w.shared is not used here).
-void expertGroups(const float *rows, const std::vector<int64_t> &start, int64_t hidden,
-                  int64_t inter, const ExpertWeights &w, float *y);
+/// shared), hidden]) grouped by expert in ascending id, in slot order within
+/// an expert; slotOf[row] is the expert of each row and rowOf[slot] the row
+/// of each slot. The indices must lie in [0, numExperts).
+void dispatch(const float *x, int64_t tokens, int64_t hidden, const int32_t *indices,
+              int64_t topK, int64_t numExperts, int64_t shared, float *rows, int32_t *slotOf,
+              int32_t *rowOf);
+/// y[r] = down_e(silu(gate_e rows[r]) * up_e rows[r]), e = slotOf[r], for
+/// `count` rows in any order (grouped in place when slotOf ascends, as
+/// dispatch leaves it; else permuted into groups and back). Each slot must
+/// lie in [0, the stacks' expert count); w.shared is not used here.
+void expertRows(const float *rows, const int32_t *slotOf, int64_t count, int64_t hidden,
+                int64_t inter, const ExpertWeights &w, int64_t numSlots, float *y);
 /// The weighted sum: out[t] = sum of weights[t, j] * y[rowOf[slot of j]]
 /// over t's routed picks in ascending expert id, then its always-on picks
 /// with weight 1: one fixed order whatever the batch or the rows' layout.
-void combine(const float *y, const std::vector<int32_t> &rowOf, const float *weights,
+void combine(const float *y, const int32_t *rowOf, const float *weights,
              const int32_t *indices, int64_t tokens, int64_t topK, int64_t shared,
              int64_t hidden, float *out);
 

@@ -44,8 +44,10 @@ Status checkKernel(const plan::Plan &p, const plan::Instruction *inst, const std
     return Status::error(where + " has " + str(nin) + " inputs and " + str(nout) +
                          " outputs; expected " + str(k->minIns) + "-" + str(k->maxIns) + " and " +
                          str(k->outs));
-  if (params != plan::OpParams::NONE && inst->params_type() != params)
-    return Status::error(where + " lacks its " + plan::EnumNameOpParams(params));
+  if (inst->params_type() != params)
+    return Status::error(where + (params == plan::OpParams::NONE
+                                      ? std::string(" takes no parameters")
+                                      : " lacks its " + std::string(plan::EnumNameOpParams(params))));
   if (auto *att = inst->params_as_AttentionParams()) {
     if (att->num_heads() < 1 || att->num_kv_heads() < 1 || att->head_dim() < 1 ||
         att->num_heads() % att->num_kv_heads() != 0 || !att->rope() || !att->rope()->inv_freq() ||
@@ -69,10 +71,16 @@ Status checkKernel(const plan::Plan &p, const plan::Instruction *inst, const std
         r->topk_group() > r->n_group() || r->scoring() > plan::Scoring::MAX ||
         r->method() > plan::TopkMethod::MAX)
       return Status::error(where + " has inconsistent router parameters");
+  // The expert stacks follow the activations: x, weights, indices for
+  // experts; rows, slots for expert_rows.
+  const size_t stacksAt = inst->op() == plan::OpCode::Experts ? 3 : 2;
   if (auto *e = inst->params_as_ExpertsParams())
     if (e->num_experts() < 1 || e->intermediate() < 1 || e->num_shared() < 0 ||
-        e->num_shared() > (1 << 20) || nin != (e->fused_gate_up() ? 5u : 6u))
+        e->num_shared() > (1 << 20) || nin != stacksAt + (e->fused_gate_up() ? 2u : 3u))
       return Status::error(where + " has inconsistent expert parameters");
+  if (auto *d = inst->params_as_DispatchParams())
+    if (d->num_experts() < 1 || d->num_shared() < 0 || d->num_shared() > (1 << 20))
+      return Status::error(where + " has inconsistent dispatch parameters");
   return Status::ok();
 }
 

@@ -124,6 +124,30 @@ private:
     return act(id, role, {kTokens, cols});
   }
 
+  /// Expert ids that come from a router (over `experts`, unless -1): in
+  /// range. Returns the router's top-k through `topK`.
+  Status routedBy(uint32_t ids, int64_t experts, int64_t &topK) const {
+    const plan::Instruction *router = routerOf_[ids];
+    if (!router || (experts >= 0 && router->params_as_RouterParams()->num_experts() != experts))
+      return need(false, "its expert indices must come from a router" +
+                             (experts >= 0 ? " over " + std::to_string(experts) + " experts"
+                                           : std::string()));
+    topK = router->params_as_RouterParams()->top_k();
+    return Status::ok();
+  }
+
+  /// The stacked expert weights from input `at` on: gate, up, down or
+  /// gate_up, down, over the routed and the always-on experts, of hidden
+  /// size `hidden`.
+  Status stacks(const plan::ExpertsParams &x, uint32_t at, int64_t hidden) const {
+    const int64_t e = x.num_experts() + x.num_shared(), inter = x.intermediate();
+    const bool fused = x.fused_gate_up();
+    return all({fused ? matrix(in(at), "gate_up", {e, 2 * inter, hidden})
+                      : all({matrix(in(at), "gate", {e, inter, hidden}),
+                             matrix(in(at + 1), "up", {e, inter, hidden})}),
+                matrix(in(at + (fused ? 1 : 2)), "down", {e, hidden, inter})});
+  }
+
   Status kvWidths(int layer, int64_t k, int64_t v) const {
     const plan::KvLayer *l = p_.kv_cache()->layers()->Get(uint32_t(layer));
     return need(l->k_width() == k && l->v_width() == v,
@@ -240,23 +264,48 @@ private:
     }
     case plan::OpCode::Experts: {
       const auto *x = inst_->params_as_ExpertsParams();
-      int64_t e = x->num_experts(), inter = x->intermediate();
-      if (!(st = rows(in(0), "input", c)))
+      int64_t topK = 0;
+      if (!(st = rows(in(0), "input", c)) || !(st = routedBy(in(2), x->num_experts(), topK)))
         return st;
-      // Expert ids come from a router over the same experts: in range.
-      const plan::Instruction *router = routerOf_[in(2)];
-      if (!router || router->params_as_RouterParams()->num_experts() != e)
-        return need(false, "its expert indices must come from a router over " +
-                               std::to_string(e) + " experts");
-      int64_t topK = router->params_as_RouterParams()->top_k();
-      bool fused = x->fused_gate_up();
-      e += x->num_shared(); // the stacks also hold the always-on experts
-      return all({act(in(1), "routing weights", {kTokens, topK}),
-                  fused ? matrix(in(3), "gate_up", {e, 2 * inter, c})
-                        : all({matrix(in(3), "gate", {e, inter, c}),
-                               matrix(in(4), "up", {e, inter, c})}),
-                  matrix(in(fused ? 4 : 5), "down", {e, c, inter}),
+      return all({act(in(1), "routing weights", {kTokens, topK}), stacks(*x, 3, c),
                   act(out(0), "output", {kTokens, c})});
+    }
+    case plan::OpCode::Dispatch: {
+      const auto *d = inst_->params_as_DispatchParams();
+      int64_t topK = 0;
+      if (!(st = rows(in(0), "input", c)) || !(st = routedBy(in(1), d->num_experts(), topK)))
+        return st;
+      const int64_t picks = topK + d->num_shared();
+      return all({act(out(0), "rows", {kTokens, picks, c}),
+                  act(out(1), "slots", {kTokens, picks}, plan::DType::I32),
+                  act(out(2), "map", {kTokens, picks}, plan::DType::I32)});
+    }
+    case plan::OpCode::ExpertRows: {
+      // Slots and rows may come from another rank: the kernel checks the
+      // slots' range.
+      std::vector<int64_t> r = shape(in(0));
+      if (r.size() != 3)
+        return bad(in(0), "rows", "F32 [T, P, H] in Arena");
+      return all({act(in(0), "rows", {kTokens, r[1], r[2]}),
+                  act(in(1), "slots", {kTokens, r[1]}, plan::DType::I32),
+                  stacks(*inst_->params_as_ExpertsParams(), 2, r[2]),
+                  act(out(0), "output", {kTokens, r[1], r[2]})});
+    }
+    case plan::OpCode::Combine: {
+      // The map may come from another rank: the kernel checks its range.
+      std::vector<int64_t> y = shape(in(0));
+      int64_t topK = 0;
+      if (y.size() != 3)
+        return bad(in(0), "expert rows", "F32 [T, P, H] in Arena");
+      if (!(st = routedBy(in(3), -1, topK)))
+        return st;
+      return all({act(in(0), "expert rows", {kTokens, y[1], y[2]}),
+                  act(in(1), "map", {kTokens, y[1]}, plan::DType::I32),
+                  need(topK <= y[1], "it combines " + std::to_string(y[1]) +
+                                         " rows per token, fewer than the router's " +
+                                         std::to_string(topK) + " picks"),
+                  act(in(2), "routing weights", {kTokens, topK}),
+                  act(out(0), "output", {kTokens, y[2]})});
     }
     }
     return need(false, "unknown op");

@@ -63,6 +63,8 @@ KernelParams kernelParams(const plan::Instruction &inst) {
   if (auto *p = inst.params_as_ExpertsParams())
     return ExpertsParams{p->num_experts(), p->intermediate(), p->fused_gate_up(),
                          p->num_shared(), p->grouped()};
+  if (auto *p = inst.params_as_DispatchParams())
+    return DispatchParams{p->num_experts(), p->num_shared()};
   return std::monostate();
 }
 

@@ -342,6 +342,17 @@ TEST_P(Kernels, RouterGroupsBiasAndScaling) {
   }
 }
 
+/// Each token's topK distinct experts, drawn from `used`.
+std::vector<int32_t> randomPicks(std::vector<int32_t> used, int64_t tokens, int64_t topK,
+                                 std::mt19937 &rng) {
+  std::vector<int32_t> indices;
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::shuffle(used.begin(), used.end(), rng);
+    indices.insert(indices.end(), used.begin(), used.begin() + topK);
+  }
+  return indices;
+}
+
 // Experts 2 and 5 get no token (empty groups); grouped and one expert at a
 // time give the same bits; an always-on expert is stacked last.
 TEST_P(Kernels, ExpertsWithEmptyGroups) {
@@ -351,13 +362,7 @@ TEST_P(Kernels, ExpertsWithEmptyGroups) {
   const Weight gate = randomWeight(GetParam(), {experts, inter, hidden}, rng);
   const Weight up = randomWeight(GetParam(), {experts, inter, hidden}, rng);
   const Weight down = randomWeight(GetParam(), {experts, hidden, inter}, rng);
-  const std::vector<int32_t> used = {0, 1, 3, 4, 6};
-  std::vector<int32_t> indices;
-  for (int64_t t = 0; t < tokens; ++t) {
-    std::vector<int32_t> pick = used;
-    std::shuffle(pick.begin(), pick.end(), rng);
-    indices.insert(indices.end(), pick.begin(), pick.begin() + topK);
-  }
+  const std::vector<int32_t> indices = randomPicks({0, 1, 3, 4, 6}, tokens, topK, rng);
   const std::vector<float> xs = randomFloats(rng, size_t(tokens * hidden)),
                            ws = randomFloats(rng, size_t(tokens * topK), 0, 1);
   DeviceTensor x = activation(xs, {tokens, hidden}), w = activation(ws, {tokens, topK}),
@@ -373,31 +378,103 @@ TEST_P(Kernels, ExpertsWithEmptyGroups) {
   ASSERT_TRUE(launch(Kernel::Experts, p, {&x, &w, &ids, &g, &u, &d}, {&single}));
   std::vector<double> want(size_t(tokens * hidden)), magnitude(want.size());
   for (int64_t t = 0; t < tokens; ++t)
-    for (int64_t j = 0; j < topK + shared; ++j) {
-      const int64_t e = j < topK ? indices[size_t(t * topK + j)] : routed;
-      const double weight = j < topK ? ws[size_t(t * topK + j)] : 1.0;
-      std::vector<double> act(static_cast<size_t>(inter));
-      for (int64_t i = 0; i < inter; ++i) {
-        double gs = 0, us = 0;
-        for (int64_t h = 0; h < hidden; ++h) {
-          gs += xs[size_t(t * hidden + h)] * gate.ref[size_t((e * inter + i) * hidden + h)];
-          us += xs[size_t(t * hidden + h)] * up.ref[size_t((e * inter + i) * hidden + h)];
-        }
-        act[size_t(i)] = gs / (1.0 + std::exp(-gs)) * us;
-      }
-      for (int64_t h = 0; h < hidden; ++h) {
-        double y = 0, mag = 0;
-        for (int64_t i = 0; i < inter; ++i) {
-          y += act[size_t(i)] * down.ref[size_t((e * hidden + h) * inter + i)];
-          mag += std::abs(act[size_t(i)] * down.ref[size_t((e * hidden + h) * inter + i)]);
-        }
-        want[size_t(t * hidden + h)] += weight * y;
-        magnitude[size_t(t * hidden + h)] += std::abs(weight) * mag;
-      }
-    }
+    for (int64_t j = 0; j < topK + shared; ++j)
+      addSwigluExpertRef(&xs[size_t(t * hidden)], j < topK ? indices[size_t(t * topK + j)] : routed,
+                         j < topK ? ws[size_t(t * topK + j)] : 1.0, gate, up, down, hidden, inter,
+                         &want[size_t(t * hidden)], &magnitude[size_t(t * hidden)]);
   const std::vector<float> a = download<float>(grouped), b = download<float>(single);
   expectNear(a, want, magnitude, 2e-5);
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
+// The experts kernel as three launches (what expert parallelism exchanges
+// rows between): dispatch's rows, slots and map are exactly what the
+// routing says; each row expert_rows computes is its expert's SwiGLU (the
+// naive reference); the rows in reverse order (as rows from other ranks
+// arrive) give each row the same bits; combine gives the fused kernel's
+// bits. Slots or a map out of range are refused, not followed.
+TEST_P(Kernels, ExpertPartsGiveTheFusedKernelsBits) {
+  SKIP_UNLESS_SUPPORTED(Kernel::ExpertRows);
+  const int64_t hidden = 20, inter = 14, routed = 7, shared = 1, experts = routed + shared;
+  const int64_t tokens = 6, topK = 2, picks = topK + shared, rows = tokens * picks;
+  const Weight gate = randomWeight(GetParam(), {experts, inter, hidden}, rng);
+  const Weight up = randomWeight(GetParam(), {experts, inter, hidden}, rng);
+  const Weight down = randomWeight(GetParam(), {experts, hidden, inter}, rng);
+  // 1 and 4 get no token.
+  const std::vector<int32_t> indices = randomPicks({0, 2, 3, 5, 6}, tokens, topK, rng);
+  const std::vector<float> xs = randomFloats(rng, size_t(tokens * hidden)),
+                           ws = randomFloats(rng, size_t(tokens * topK), 0, 1);
+  DeviceTensor x = activation(xs, {tokens, hidden}), w = activation(ws, {tokens, topK}),
+               ids = activation(indices, {tokens, topK}, DType::I32), g = gate.upload(),
+               u = up.upload(), d = down.upload(), rowsOut = output({tokens, picks, hidden}),
+               slotsOut = output({tokens, picks}, DType::I32),
+               mapOut = output({tokens, picks}, DType::I32);
+  ASSERT_TRUE(launch(Kernel::Dispatch, rt::DispatchParams{routed, shared}, {&x, &ids},
+                     {&rowsOut, &slotsOut, &mapOut}));
+  const std::vector<float> rowData = download<float>(rowsOut);
+  const std::vector<int32_t> slots = download<int32_t>(slotsOut), map = download<int32_t>(mapOut);
+  EXPECT_TRUE(std::is_sorted(slots.begin(), slots.end()));
+  std::vector<int> uses(size_t(rows), 0);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < picks; ++j) {
+      const int32_t row = map[size_t(t * picks + j)];
+      ASSERT_TRUE(row >= 0 && row < rows) << "token " << t << ", pick " << j;
+      ++uses[size_t(row)];
+      EXPECT_EQ(slots[size_t(row)], j < topK ? indices[size_t(t * topK + j)] : routed);
+      EXPECT_EQ(0, std::memcmp(&rowData[size_t(row * hidden)], &xs[size_t(t * hidden)],
+                               size_t(hidden) * sizeof(float)));
+    }
+  EXPECT_EQ(std::count(uses.begin(), uses.end(), 1), rows) << "map is not a permutation";
+
+  rt::ExpertsParams p;
+  p.numExperts = experts;
+  p.intermediate = inter;
+  DeviceTensor y = output({tokens, picks, hidden});
+  ASSERT_TRUE(launch(Kernel::ExpertRows, p, {&rowsOut, &slotsOut, &g, &u, &d}, {&y}));
+  const std::vector<float> ys = download<float>(y);
+  std::vector<double> want(ys.size()), magnitude(ys.size());
+  for (int64_t r = 0; r < rows; ++r)
+    addSwigluExpertRef(&rowData[size_t(r * hidden)], slots[size_t(r)], 1.0, gate, up, down,
+                       hidden, inter, &want[size_t(r * hidden)], &magnitude[size_t(r * hidden)]);
+  expectNear(ys, want, magnitude, 2e-5);
+
+  std::vector<float> reversedRows(rowData.size());
+  std::vector<int32_t> reversedSlots(slots.size()), reversedMap(map.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy_n(&rowData[size_t(r * hidden)], hidden, &reversedRows[size_t((rows - 1 - r) * hidden)]);
+    reversedSlots[size_t(rows - 1 - r)] = slots[size_t(r)];
+  }
+  for (size_t i = 0; i < map.size(); ++i)
+    reversedMap[i] = int32_t(rows - 1 - map[i]);
+  DeviceTensor rRows = activation(reversedRows, {tokens, picks, hidden}),
+               rSlots = activation(reversedSlots, {tokens, picks}, DType::I32),
+               rMap = activation(reversedMap, {tokens, picks}, DType::I32),
+               rY = output({tokens, picks, hidden}), parts = output({tokens, hidden}),
+               fused = output({tokens, hidden});
+  ASSERT_TRUE(launch(Kernel::ExpertRows, p, {&rRows, &rSlots, &g, &u, &d}, {&rY}));
+  const std::vector<float> rys = download<float>(rY);
+  for (int64_t r = 0; r < rows; ++r)
+    EXPECT_EQ(0, std::memcmp(&ys[size_t(r * hidden)], &rys[size_t((rows - 1 - r) * hidden)],
+                             size_t(hidden) * sizeof(float)))
+        << "row " << r;
+  ASSERT_TRUE(launch(Kernel::Combine, {}, {&rY, &rMap, &w, &ids}, {&parts}));
+  rt::ExpertsParams fusedParams = p;
+  fusedParams.numExperts = routed;
+  fusedParams.numShared = shared;
+  ASSERT_TRUE(launch(Kernel::Experts, fusedParams, {&x, &w, &ids, &g, &u, &d}, {&fused}));
+  const std::vector<float> a = download<float>(parts), b = download<float>(fused);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+
+  reversedSlots[3] = int32_t(experts);
+  reversedMap[5] = int32_t(rows);
+  DeviceTensor badSlots = activation(reversedSlots, {tokens, picks}, DType::I32),
+               badMap = activation(reversedMap, {tokens, picks}, DType::I32);
+  rt::Status st = launch(Kernel::ExpertRows, p, {&rRows, &badSlots, &g, &u, &d}, {&rY});
+  EXPECT_FALSE(st);
+  EXPECT_NE(st.message().find("slot 8 is outside [0, 8)"), std::string::npos) << st.message();
+  st = launch(Kernel::Combine, {}, {&rY, &badMap, &w, &ids}, {&parts});
+  EXPECT_FALSE(st);
+  EXPECT_NE(st.message().find("row 18 is outside [0, 18)"), std::string::npos) << st.message();
 }
 
 } // namespace

@@ -174,6 +174,29 @@ std::vector<double> rmsNormRef(const std::vector<double> &x, int64_t cols,
   return y;
 }
 
+void addSwigluExpertRef(const float *x, int64_t e, double weight, const Weight &gate,
+                        const Weight &up, const Weight &down, int64_t hidden, int64_t inter,
+                        double *y, double *mag) {
+  std::vector<double> act(static_cast<size_t>(inter));
+  for (int64_t i = 0; i < inter; ++i) {
+    double gs = 0, us = 0;
+    for (int64_t h = 0; h < hidden; ++h) {
+      gs += x[h] * gate.ref[size_t((e * inter + i) * hidden + h)];
+      us += x[h] * up.ref[size_t((e * inter + i) * hidden + h)];
+    }
+    act[size_t(i)] = gs / (1.0 + std::exp(-gs)) * us;
+  }
+  for (int64_t h = 0; h < hidden; ++h) {
+    double sum = 0, m = 0;
+    for (int64_t i = 0; i < inter; ++i) {
+      sum += act[size_t(i)] * down.ref[size_t((e * hidden + h) * inter + i)];
+      m += std::abs(act[size_t(i)] * down.ref[size_t((e * hidden + h) * inter + i)]);
+    }
+    y[h] += weight * sum;
+    mag[h] += std::abs(weight) * m;
+  }
+}
+
 std::vector<double> magnitudes(const std::vector<double> &v) {
   std::vector<double> m;
   for (double x : v)

@@ -95,6 +95,13 @@ void expectNear(const std::vector<float> &got, const std::vector<double> &want,
 std::vector<double> rmsNormRef(const std::vector<double> &x, int64_t cols,
                                const std::vector<double> &w, double eps);
 
+/// Adds `weight` times stacked SwiGLU expert e's output for the row `x`,
+/// down_e(silu(gate_e x) * up_e x), to y[hidden] in double, and the
+/// magnitude of its terms to mag[hidden].
+void addSwigluExpertRef(const float *x, int64_t e, double weight, const Weight &gate,
+                        const Weight &up, const Weight &down, int64_t hidden, int64_t inter,
+                        double *y, double *mag);
+
 /// |v| + 1e-6 elementwise: the magnitude of a value computed in one step.
 std::vector<double> magnitudes(const std::vector<double> &v);
 

@@ -52,7 +52,7 @@ struct Flags {
   std::string input, output, pipeline, kvDtype = "f32", precision = "keep", calibration,
                                        emit = "plan";
   int64_t maxBatchTokens = 256, maxContext = 4096, calibrationTokens = 1024;
-  bool fusion = true;
+  bool fusion = true, splitExperts = false;
   double maxKl = 1e-3, minTop1 = 0.99;
   int threads = 0;
 };
@@ -86,6 +86,9 @@ void addFlags(moe::tools::Cli &cli, Flags &f) {
       ->type_name("T");
   app.add_flag("--fusion,!--no-fusion", f.fusion,
                "run moe-fuse-experts (default; --no-fusion or --fusion=false to compare)");
+  app.add_flag("--split-experts", f.splitExperts,
+               "run moe-split-experts: each experts launch as dispatch, expert_rows and "
+               "combine (what expert parallelism exchanges rows between; the same bits)");
   app.add_option("--precision", f.precision,
                  "how the plan stores weights: keep (the checkpoint's dtypes, default), fp32, "
                  "bf16, int8 (per output row scales), int4 (scales per 128 elements of a row), "
@@ -158,7 +161,8 @@ int main(int argc, char **argv) {
   });
   auto compile = [&](const std::string &policy, const std::vector<std::string> &overrides,
                      const std::string &dir, std::string &error) {
-    moe::PipelineOptions options{f.maxBatchTokens, f.maxContext, f.fusion, policy, overrides};
+    moe::PipelineOptions options{f.maxBatchTokens, f.maxContext, f.fusion,
+                                 f.splitExperts, policy, overrides};
     std::string text = f.pipeline.empty() ? moe::defaultPipelineText(options) : f.pipeline;
     auto parsed = mlir::parsePassPipeline(text, llvm::errs());
     if (mlir::failed(parsed)) {

@@ -1,6 +1,8 @@
 //===- PlanCost.cpp - bytes and FLOPs a plan's program needs --------------===//
 #include "tools/moe-roofline/PlanCost.h"
 
+#include <optional>
+
 namespace moe::roofline {
 namespace {
 
@@ -15,6 +17,23 @@ int64_t dim(const plan::Plan &p, uint32_t id, int i) {
   return shape->Get(i < 0 ? shape->size() + i : uint32_t(i));
 }
 
+/// How a token uses an experts or expert_rows launch's stacks: `picks` of
+/// its `stacked` experts (routed and always-on), whose weights are inputs
+/// `firstStack` on.
+struct ExpertUse {
+  int64_t picks = 0, stacked = 0;
+  uint32_t firstStack = 0;
+};
+std::optional<ExpertUse> expertUse(const plan::Plan &p, const plan::Instruction &inst) {
+  const auto *e = inst.params_as_ExpertsParams();
+  if (!e)
+    return std::nullopt;
+  const int64_t stacked = e->num_experts() + e->num_shared();
+  if (inst.op() == plan::OpCode::Experts) // x, weights, indices [T, k], stacks
+    return ExpertUse{dim(p, inst.inputs()->Get(2), -1) + e->num_shared(), stacked, 3};
+  return ExpertUse{dim(p, inst.inputs()->Get(0), 1), stacked, 2}; // rows [T, P, H], slots
+}
+
 } // namespace
 
 uint64_t decodeWeightBytes(const plan::Plan &p) {
@@ -25,11 +44,11 @@ uint64_t decodeWeightBytes(const plan::Plan &p) {
     case plan::OpCode::Embedding: // one row of the table
       bytes += tensor(p, ins->Get(1)).size() / uint64_t(dim(p, ins->Get(1), 0));
       break;
-    case plan::OpCode::Experts: {
-      const auto *e = inst->params_as_ExpertsParams();
-      int64_t topK = dim(p, ins->Get(2), -1);
-      for (uint32_t i = 3; i < ins->size(); ++i)
-        bytes += tensor(p, ins->Get(i)).size() / uint64_t(e->num_experts()) * uint64_t(topK);
+    case plan::OpCode::Experts:
+    case plan::OpCode::ExpertRows: {
+      const ExpertUse use = *expertUse(p, *inst);
+      for (uint32_t i = use.firstStack; i < ins->size(); ++i)
+        bytes += tensor(p, ins->Get(i)).size() / uint64_t(use.stacked) * uint64_t(use.picks);
       break;
     }
     default:
@@ -51,10 +70,11 @@ double prefillFlops(const plan::Plan &p, int64_t tokens) {
     case plan::OpCode::Router: // x [T, K] times w [N, K]
       flops += 2 * t * double(dim(p, ins->Get(1), 0)) * double(dim(p, ins->Get(1), 1));
       break;
-    case plan::OpCode::Experts: {
-      const auto *e = inst->params_as_ExpertsParams();
-      double hidden = double(dim(p, ins->Get(0), -1)), topK = double(dim(p, ins->Get(2), -1));
-      flops += 2 * t * topK * 3 * double(e->intermediate()) * hidden;
+    case plan::OpCode::Experts:
+    case plan::OpCode::ExpertRows: {
+      const double hidden = double(dim(p, ins->Get(0), -1));
+      flops += 2 * t * double(expertUse(p, *inst)->picks) * 3 *
+               double(inst->params_as_ExpertsParams()->intermediate()) * hidden;
       break;
     }
     case plan::OpCode::Attention: {

@@ -65,6 +65,38 @@ k::KvCache cacheOf(const KernelCall &call) {
   return c;
 }
 
+/// The stacked expert weights from input `at` on (gate, up, down or, fused,
+/// gate_up, down); `gateUp` holds the fused one.
+k::ExpertWeights expertWeights(const ExpertsParams &p, const std::vector<TensorView> &in,
+                               size_t at, k::Weight &gateUp) {
+  k::ExpertWeights w;
+  w.shared = p.numShared;
+  w.grouped = p.grouped;
+  if (p.fusedGateUp) {
+    gateUp = weightOf(in[at]);
+    w.gateUp = &gateUp;
+    w.down = weightOf(in[at + 1]);
+  } else {
+    w.gate = weightOf(in[at]);
+    w.up = weightOf(in[at + 1]);
+    w.down = weightOf(in[at + 2]);
+  }
+  return w;
+}
+
+/// Ids in [0, bound): a router or dispatch wrote them (or another rank sent
+/// them), but the loader cannot prove that nothing overwrote them since
+/// (arena buffers may share bytes), so each is checked before it indexes.
+Status inRange(const TensorView &ids, int64_t bound, const char *kernel, const char *what) {
+  const int32_t *p = i32(ids);
+  for (int64_t i = 0, n = ids.rows() * ids.cols(); i < n; ++i)
+    if (p[i] < 0 || p[i] >= bound)
+      return Status::error(std::string(kernel) + ": " + what + " " + std::to_string(p[i]) +
+                           " is outside [0, " + std::to_string(bound) +
+                           ") (a corrupt plan: another op overwrote it)");
+  return Status::ok();
+}
+
 } // namespace
 
 Status cpu_backend::runKernel(const KernelCall &call) {
@@ -127,29 +159,40 @@ Status cpu_backend::runKernel(const KernelCall &call) {
   }
   case Kernel::Experts: {
     const ExpertsParams &p = std::get<ExpertsParams>(call.params);
-    k::ExpertWeights w;
-    w.shared = p.numShared;
-    w.grouped = p.grouped;
     k::Weight gateUp;
-    if (p.fusedGateUp) {
-      gateUp = weightOf(in[3]);
-      w.gateUp = &gateUp;
-      w.down = weightOf(in[4]);
-    } else {
-      w.gate = weightOf(in[3]);
-      w.up = weightOf(in[4]);
-      w.down = weightOf(in[5]);
-    }
-    // The router wrote these ids, but the loader cannot prove that nothing
-    // overwrote them since (arena buffers may share bytes): check them.
-    const int32_t *ids = i32(in[2]);
-    for (int64_t i = 0, n = in[2].rows() * in[2].cols(); i < n; ++i)
-      if (ids[i] < 0 || ids[i] >= p.numExperts)
-        return Status::error("experts: routing index " + std::to_string(ids[i]) +
-                             " is outside [0, " + std::to_string(p.numExperts) +
-                             ") (a corrupt plan: its routing indices were overwritten)");
+    const k::ExpertWeights w = expertWeights(p, in, 3, gateUp);
+    if (Status st = inRange(in[2], p.numExperts, "experts", "routing index"); !st)
+      return st;
     k::experts(f32(in[0]), in[0].rows(), in[0].cols(), p.intermediate, p.numExperts,
-               f32(in[1]), ids, in[1].cols(), w, f32(out));
+               f32(in[1]), i32(in[2]), in[1].cols(), w, f32(out));
+    return Status::ok();
+  }
+  case Kernel::Dispatch: {
+    const DispatchParams &p = std::get<DispatchParams>(call.params);
+    if (Status st = inRange(in[1], p.numExperts, "dispatch", "routing index"); !st)
+      return st;
+    k::dispatch(f32(in[0]), in[0].rows(), in[0].cols(), i32(in[1]), in[1].cols(),
+                p.numExperts, p.numShared, f32(out), i32(call.outputs[1]),
+                i32(call.outputs[2]));
+    return Status::ok();
+  }
+  case Kernel::ExpertRows: {
+    const ExpertsParams &p = std::get<ExpertsParams>(call.params);
+    k::Weight gateUp;
+    const k::ExpertWeights w = expertWeights(p, in, 2, gateUp);
+    const int64_t slots = p.numExperts + p.numShared;
+    if (Status st = inRange(in[1], slots, "expert_rows", "slot"); !st)
+      return st;
+    k::expertRows(f32(in[0]), i32(in[1]), in[1].rows() * in[1].cols(), in[0].cols(),
+                  p.intermediate, w, slots, f32(out));
+    return Status::ok();
+  }
+  case Kernel::Combine: {
+    const int64_t rows = in[0].rows() * in[0].shape[1], topK = in[2].cols();
+    if (Status st = inRange(in[1], rows, "combine", "row"); !st)
+      return st;
+    k::combine(f32(in[0]), i32(in[1]), f32(in[2]), i32(in[3]), in[2].rows(), topK,
+               in[1].cols() - topK, in[0].cols(), f32(out));
     return Status::ok();
   }
   }
@@ -196,6 +239,7 @@ public:
   bool supports(Kernel kernel, DType weightType) const override {
     const bool matrixOp = kernel == Kernel::Embedding || kernel == Kernel::Linear ||
                           kernel == Kernel::Router || kernel == Kernel::Experts ||
+                          kernel == Kernel::ExpertRows ||
                           kernel == Kernel::MlaAttention; // kv_b
     return isFloatWeight(weightType) ||
            (matrixOp &&

@@ -991,3 +991,165 @@ func.func @experts_all_shared(%x: tensor<?x4xf32>, %w: tensor<?x1xf32>, %i: tens
   %0 = moe.experts %x routed(%w, %i) weights(%gu, %d) {shared = 2 : i64} : (tensor<?x4xf32>, tensor<?x1xf32>, tensor<?x1xi32>, tensor<2x8x4xbf16>, tensor<2x4x4xbf16>) -> tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
 }
+
+// moe.dispatch, moe.expert_rows, moe.combine (moe-split-experts).
+
+// -----
+
+func.func @d_experts(%x: tensor<?x8xf32>, %i: tensor<?x2xi32>) {
+  // expected-error @+1 {{needs at least one routed expert and no negative count of always-on ones, got experts 0 shared 0}}
+  %r, %s, %m = moe.dispatch %x routed(%i) experts 0 : (tensor<?x8xf32>, tensor<?x2xi32>) -> (tensor<?x2x8xf32>, tensor<?x2xi32>, tensor<?x2xi32>)
+  return
+}
+
+// -----
+
+func.func @d_shared(%x: tensor<?x8xf32>, %i: tensor<?x2xi32>) {
+  // expected-error @+1 {{needs at least one routed expert and no negative count of always-on ones, got experts 4 shared -1}}
+  %r, %s, %m = moe.dispatch %x routed(%i) experts 4 shared -1 : (tensor<?x8xf32>, tensor<?x2xi32>) -> (tensor<?x1x8xf32>, tensor<?x1xi32>, tensor<?x1xi32>)
+  return
+}
+
+// -----
+
+func.func @d_input(%x: tensor<8xf32>, %i: tensor<?x2xi32>) {
+  // expected-error @+1 {{input must be a rank-2 tensor, got 'tensor<8xf32>'}}
+  %r, %s, %m = moe.dispatch %x routed(%i) experts 4 : (tensor<8xf32>, tensor<?x2xi32>) -> (tensor<?x2x8xf32>, tensor<?x2xi32>, tensor<?x2xi32>)
+  return
+}
+
+// -----
+
+func.func @d_ids(%x: tensor<?x8xf32>, %i: tensor<?x2xf32>) {
+  // expected-error @+1 {{routing indices must hold integers, got 'tensor<?x2xf32>'}}
+  %r, %s, %m = moe.dispatch %x routed(%i) experts 4 : (tensor<?x8xf32>, tensor<?x2xf32>) -> (tensor<?x2x8xf32>, tensor<?x2xi32>, tensor<?x2xi32>)
+  return
+}
+
+// -----
+
+func.func @d_topk(%x: tensor<?x8xf32>, %i: tensor<?x3xi32>) {
+  // expected-error @+1 {{routes each token to 3 experts but has only 2}}
+  %r, %s, %m = moe.dispatch %x routed(%i) experts 2 : (tensor<?x8xf32>, tensor<?x3xi32>) -> (tensor<?x3x8xf32>, tensor<?x3xi32>, tensor<?x3xi32>)
+  return
+}
+
+// -----
+
+func.func @d_rows(%x: tensor<?x8xf32>, %i: tensor<?x2xi32>) {
+  // expected-error @+1 {{rows must have shape [*, 3, 8], got 'tensor<?x2x8xf32>'}}
+  %r, %s, %m = moe.dispatch %x routed(%i) experts 4 shared 1 : (tensor<?x8xf32>, tensor<?x2xi32>) -> (tensor<?x2x8xf32>, tensor<?x3xi32>, tensor<?x3xi32>)
+  return
+}
+
+// -----
+
+func.func @d_rows_type(%x: tensor<?x8xf32>, %i: tensor<?x2xi32>) {
+  // expected-error @+1 {{rows must hold floats, got 'tensor<?x2x8xi32>'}}
+  %r, %s, %m = moe.dispatch %x routed(%i) experts 4 : (tensor<?x8xf32>, tensor<?x2xi32>) -> (tensor<?x2x8xi32>, tensor<?x2xi32>, tensor<?x2xi32>)
+  return
+}
+
+// -----
+
+func.func @d_slots(%x: tensor<?x8xf32>, %i: tensor<?x2xi32>) {
+  // expected-error @+1 {{slots must hold integers, got 'tensor<?x2xf32>'}}
+  %r, %s, %m = moe.dispatch %x routed(%i) experts 4 : (tensor<?x8xf32>, tensor<?x2xi32>) -> (tensor<?x2x8xf32>, tensor<?x2xf32>, tensor<?x2xi32>)
+  return
+}
+
+// -----
+
+func.func @d_map(%x: tensor<?x8xf32>, %i: tensor<?x2xi32>) {
+  // expected-error @+1 {{map must have shape [*, 2], got 'tensor<?x3xi32>'}}
+  %r, %s, %m = moe.dispatch %x routed(%i) experts 4 : (tensor<?x8xf32>, tensor<?x2xi32>) -> (tensor<?x2x8xf32>, tensor<?x2xi32>, tensor<?x3xi32>)
+  return
+}
+
+// -----
+
+func.func @r_rank(%r: tensor<?x8xf32>, %s: tensor<?x3xi32>, %gu: tensor<4x32x8xbf16>, %d: tensor<4x8x16xbf16>) {
+  // expected-error @+1 {{rows must be a rank-3 tensor, got 'tensor<?x8xf32>'}}
+  %y = moe.expert_rows %r slots(%s) weights(%gu, %d) : (tensor<?x8xf32>, tensor<?x3xi32>, tensor<4x32x8xbf16>, tensor<4x8x16xbf16>) -> tensor<?x3x8xf32>
+  return
+}
+
+// -----
+
+func.func @r_weights(%r: tensor<?x3x8xf32>, %s: tensor<?x3xi32>, %d: tensor<4x8x16xbf16>) {
+  // expected-error @+1 {{takes 3 expert weights (gate, up, down) or 2 (gate_up, down), got 1}}
+  %y = moe.expert_rows %r slots(%s) weights(%d) : (tensor<?x3x8xf32>, tensor<?x3xi32>, tensor<4x8x16xbf16>) -> tensor<?x3x8xf32>
+  return
+}
+
+// -----
+
+func.func @r_hidden(%r: tensor<?x3x8xf32>, %s: tensor<?x3xi32>, %gu: tensor<4x32x8xbf16>, %d: tensor<4x9x16xbf16>) {
+  // expected-error @+1 {{down weight must have shape [4, 8, 16], got 'tensor<4x9x16xbf16>'}}
+  %y = moe.expert_rows %r slots(%s) weights(%gu, %d) : (tensor<?x3x8xf32>, tensor<?x3xi32>, tensor<4x32x8xbf16>, tensor<4x9x16xbf16>) -> tensor<?x3x8xf32>
+  return
+}
+
+// -----
+
+func.func @r_slots(%r: tensor<?x3x8xf32>, %s: tensor<?x2xi32>, %gu: tensor<4x32x8xbf16>, %d: tensor<4x8x16xbf16>) {
+  // expected-error @+1 {{slots must have shape [*, 3], got 'tensor<?x2xi32>'}}
+  %y = moe.expert_rows %r slots(%s) weights(%gu, %d) : (tensor<?x3x8xf32>, tensor<?x2xi32>, tensor<4x32x8xbf16>, tensor<4x8x16xbf16>) -> tensor<?x3x8xf32>
+  return
+}
+
+// -----
+
+func.func @r_result(%r: tensor<?x3x8xf32>, %s: tensor<?x3xi32>, %gu: tensor<4x32x8xbf16>, %d: tensor<4x8x16xbf16>) {
+  // expected-error @+1 {{result must have shape [*, 3, 8], got 'tensor<?x8xf32>'}}
+  %y = moe.expert_rows %r slots(%s) weights(%gu, %d) : (tensor<?x3x8xf32>, tensor<?x3xi32>, tensor<4x32x8xbf16>, tensor<4x8x16xbf16>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @c_rank(%y: tensor<?x8xf32>, %m: tensor<?x3xi32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi32>) {
+  // expected-error @+1 {{expert rows must be a rank-3 tensor, got 'tensor<?x8xf32>'}}
+  %o = moe.combine %y map(%m) routed(%w, %i) : (tensor<?x8xf32>, tensor<?x3xi32>, tensor<?x2xf32>, tensor<?x2xi32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @c_map(%y: tensor<?x3x8xf32>, %m: tensor<?x3xf32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi32>) {
+  // expected-error @+1 {{map must hold integers, got 'tensor<?x3xf32>'}}
+  %o = moe.combine %y map(%m) routed(%w, %i) : (tensor<?x3x8xf32>, tensor<?x3xf32>, tensor<?x2xf32>, tensor<?x2xi32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @c_weights(%y: tensor<?x3x8xf32>, %m: tensor<?x3xi32>, %w: tensor<?x2xi32>, %i: tensor<?x2xi32>) {
+  // expected-error @+1 {{routing weights must hold floats, got 'tensor<?x2xi32>'}}
+  %o = moe.combine %y map(%m) routed(%w, %i) : (tensor<?x3x8xf32>, tensor<?x3xi32>, tensor<?x2xi32>, tensor<?x2xi32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @c_ids(%y: tensor<?x3x8xf32>, %m: tensor<?x3xi32>, %w: tensor<?x2xf32>, %i: tensor<?x3xi32>) {
+  // expected-error @+1 {{routing indices must have shape [*, 2], got 'tensor<?x3xi32>'}}
+  %o = moe.combine %y map(%m) routed(%w, %i) : (tensor<?x3x8xf32>, tensor<?x3xi32>, tensor<?x2xf32>, tensor<?x3xi32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @c_picks(%y: tensor<?x2x8xf32>, %m: tensor<?x2xi32>, %w: tensor<?x3xf32>, %i: tensor<?x3xi32>) {
+  // expected-error @+1 {{sums 2 rows per token, fewer than its 3 routed picks}}
+  %o = moe.combine %y map(%m) routed(%w, %i) : (tensor<?x2x8xf32>, tensor<?x2xi32>, tensor<?x3xf32>, tensor<?x3xi32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @c_result(%y: tensor<?x3x8xf32>, %m: tensor<?x3xi32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi32>) {
+  // expected-error @+1 {{result must have shape [*, 8], got 'tensor<?x9xf32>'}}
+  %o = moe.combine %y map(%m) routed(%w, %i) : (tensor<?x3x8xf32>, tensor<?x3xi32>, tensor<?x2xf32>, tensor<?x2xi32>) -> tensor<?x9xf32>
+  return
+}

@@ -75,7 +75,7 @@ func.func @kv_cache_v_width() {
 func.func @launch_unknown_kernel() {
   %x = plan.alloc : memref<?x4xf32>
   %y = plan.alloc : memref<?x4xf32>
-  // expected-error @+1 {{unknown kernel 'gelu' (kernels: embedding, rms_norm, linear, add, silu_mul, sigmoid_gate, attention, mla_attention, router, experts, add_rms_norm)}}
+  // expected-error @+1 {{unknown kernel 'gelu' (kernels: embedding, rms_norm, linear, add, silu_mul, sigmoid_gate, attention, mla_attention, router, experts, add_rms_norm, dispatch, expert_rows, combine)}}
   plan.launch gelu ins(%x : memref<?x4xf32>) outs(%y : memref<?x4xf32>)
   return
 }
@@ -332,5 +332,31 @@ func.func @wait_same_stream() {
 func.func @wait_foreign_event(%e: !plan.event) {
   // expected-error @+1 {{'plan.wait' op waits for an event that no plan.record defines}}
   plan.wait %e stream 0
+  return
+}
+
+// -----
+
+func.func @dispatch_params_of_experts() {
+  %x = plan.alloc : memref<?x4xf32>
+  %i = plan.alloc : memref<?x2xi32>
+  %r = plan.alloc : memref<?x2x4xf32>
+  %s = plan.alloc : memref<?x2xi32>
+  %m = plan.alloc : memref<?x2xi32>
+  // expected-error @+1 {{'plan.launch' op kernel 'dispatch' needs parameters #plan.dispatch<...>, got #plan.experts<num_experts = 2, intermediate = 4, fused_gate_up = false, num_shared = 0, grouped = true>}}
+  plan.launch dispatch ins(%x, %i : memref<?x4xf32>, memref<?x2xi32>) outs(%r, %s, %m : memref<?x2x4xf32>, memref<?x2xi32>, memref<?x2xi32>) params #plan.experts<num_experts = 2, intermediate = 4, fused_gate_up = false, num_shared = 0, grouped = true>
+  return
+}
+
+// -----
+
+func.func @combine_three_inputs() {
+  %y = plan.alloc : memref<?x2x4xf32>
+  %m = plan.alloc : memref<?x2xi32>
+  %w = plan.alloc : memref<?x2xf32>
+  %i = plan.alloc : memref<?x2xi32>
+  %o = plan.alloc : memref<?x4xf32>
+  // expected-error @+1 {{'plan.launch' op kernel 'combine' takes 4-4 inputs and 1 outputs, got 3 and 1}}
+  plan.launch combine ins(%y, %m, %w : memref<?x2x4xf32>, memref<?x2xi32>, memref<?x2xf32>) outs(%o : memref<?x4xf32>)
   return
 }

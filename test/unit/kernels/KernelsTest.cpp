@@ -789,15 +789,17 @@ TEST_P(Quantizable, Experts) {
 }
 
 // experts() in its parts: dispatch puts each slot's token row in its
-// expert's group; combine gives the same bits wherever the rows lie (here
-// in reverse order, as rows from other ranks may arrive), because every
-// token sums its picks in ascending expert id.
-TEST(ExpertParts, DispatchGroupsRowsAndCombineIgnoresTheirLayout) {
+// expert's group; expertRows and combine give the same bits wherever the
+// rows lie (here in reverse order, as rows from other ranks may arrive):
+// expertRows regroups them, and every token sums its picks in ascending
+// expert id.
+TEST(ExpertParts, DispatchGroupsRowsAndTheRestIgnoresTheirLayout) {
   std::mt19937 rng(5);
   const int64_t tokens = 7, hidden = 12, inter = 8, numExperts = 5, topK = 2, shared = 1;
-  const TestWeight gate = randomWeight(WeightType::F32, (numExperts + shared) * inter * hidden, rng);
-  const TestWeight up = randomWeight(WeightType::F32, (numExperts + shared) * inter * hidden, rng);
-  const TestWeight down = randomWeight(WeightType::F32, (numExperts + shared) * hidden * inter, rng);
+  const int64_t stacked = numExperts + shared;
+  const TestWeight gate = randomWeight(WeightType::F32, stacked * inter * hidden, rng);
+  const TestWeight up = randomWeight(WeightType::F32, stacked * inter * hidden, rng);
+  const TestWeight down = randomWeight(WeightType::F32, stacked * hidden * inter, rng);
   const ExpertWeights w{gate.weight(), up.weight(), down.weight(), nullptr, shared};
   const std::vector<float> x = randomFloats(rng, tokens * hidden),
                            weights = randomFloats(rng, tokens * topK);
@@ -810,28 +812,38 @@ TEST(ExpertParts, DispatchGroupsRowsAndCombineIgnoresTheirLayout) {
   const int64_t slots = tokens * (topK + shared);
   std::vector<float> rows(slots * hidden), y(slots * hidden), whole(tokens * hidden),
       parts(tokens * hidden);
-  const ExpertRows r = dispatch(x.data(), tokens, hidden, indices.data(), topK, numExperts,
-                                shared, rows.data());
-  ASSERT_EQ(r.start.back(), slots);
+  std::vector<int32_t> slotOf(slots, -1), rowOf(slots, -1);
+  dispatch(x.data(), tokens, hidden, indices.data(), topK, numExperts, shared, rows.data(),
+           slotOf.data(), rowOf.data());
+  EXPECT_TRUE(std::is_sorted(slotOf.begin(), slotOf.end()));
   for (int64_t s = 0; s < slots; ++s) {
     const int64_t t = s / (topK + shared), j = s % (topK + shared);
     const int64_t e = j < topK ? indices[t * topK + j] : numExperts + j - topK;
-    const int64_t row = r.rowOf[s];
-    EXPECT_TRUE(row >= r.start[e] && row < r.start[e + 1]) << "slot " << s;
+    const int64_t row = rowOf[s];
+    ASSERT_TRUE(row >= 0 && row < slots) << "slot " << s;
+    EXPECT_EQ(slotOf[row], e) << "slot " << s;
     EXPECT_EQ(0, std::memcmp(&rows[row * hidden], &x[t * hidden], hidden * 4)) << "slot " << s;
   }
-  expertGroups(rows.data(), r.start, hidden, inter, w, y.data());
+  expertRows(rows.data(), slotOf.data(), slots, hidden, inter, w, stacked, y.data());
   experts(x.data(), tokens, hidden, inter, numExperts, weights.data(), indices.data(), topK, w,
           whole.data());
-  // The same rows in reverse order.
-  std::vector<float> reversed(y.size());
-  std::vector<int32_t> rowOf(r.rowOf.size());
+  // The same rows and slots in reverse order: expertRows gives each row the
+  // same bits, and combine (told where each row went) the same sums.
+  std::vector<float> reversedRows(rows.size()), reversedY(y.size());
+  std::vector<int32_t> reversedSlots(slots), reversedRowOf(slots);
+  for (int64_t row = 0; row < slots; ++row) {
+    std::copy_n(&rows[row * hidden], hidden, &reversedRows[(slots - 1 - row) * hidden]);
+    reversedSlots[slots - 1 - row] = slotOf[row];
+  }
+  for (int64_t s = 0; s < slots; ++s)
+    reversedRowOf[s] = int32_t(slots - 1 - rowOf[s]);
+  expertRows(reversedRows.data(), reversedSlots.data(), slots, hidden, inter, w, stacked,
+             reversedY.data());
   for (int64_t row = 0; row < slots; ++row)
-    std::copy_n(&y[row * hidden], hidden, &reversed[(slots - 1 - row) * hidden]);
-  for (size_t s = 0; s < rowOf.size(); ++s)
-    rowOf[s] = int32_t(slots - 1 - r.rowOf[s]);
-  combine(reversed.data(), rowOf, weights.data(), indices.data(), tokens, topK, shared, hidden,
-          parts.data());
+    EXPECT_EQ(0, std::memcmp(&y[row * hidden], &reversedY[(slots - 1 - row) * hidden], hidden * 4))
+        << "row " << row;
+  combine(reversedY.data(), reversedRowOf.data(), weights.data(), indices.data(), tokens, topK,
+          shared, hidden, parts.data());
   EXPECT_EQ(0, std::memcmp(whole.data(), parts.data(), whole.size() * 4));
 }
 

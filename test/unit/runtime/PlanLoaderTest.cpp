@@ -36,6 +36,7 @@ struct Spec {
   std::string weightFile = "weights-0.bin";
   int64_t outCols = 4;
   bool attentionParams = false;
+  bool dispatchParams = false; // of 4 routed experts
   // A quantized table: `group` > 0 adds tensor 4, f32 scales of `scalesShape`
   // read from the start of the weight file.
   int32_t group = 0, rowGroup = 1;
@@ -106,6 +107,10 @@ protected:
       auto rope = fb::CreateRopeDirect(b, &freq);
       params = fb::CreateAttentionParams(b, 0, 1, 1, 2, 1.0f, rope).Union();
       type = fb::OpParams::AttentionParams;
+    }
+    if (s.dispatchParams) {
+      params = fb::CreateDispatchParams(b, 4, 0).Union();
+      type = fb::OpParams::DispatchParams;
     }
     auto list = [](const std::vector<uint32_t> &v) { return v.empty() ? nullptr : &v; };
     std::vector<std::vector<flatbuffers::Offset<fb::Instruction>>> insts(size_t(s.ranks));
@@ -333,6 +338,23 @@ TEST_F(PlanLoaderTest, RejectsMissingParameters) {
   Spec s;
   s.op = fb::OpCode::RmsNorm;
   EXPECT_ERROR(s, "instruction 0 (rms_norm) lacks its RmsNormParams");
+}
+
+TEST_F(PlanLoaderTest, RejectsParametersOfAKernelThatTakesNone) {
+  Spec s;
+  s.dispatchParams = true;
+  EXPECT_ERROR(s, "instruction 0 (embedding) takes no parameters");
+}
+
+// Expert ids index buckets: they must be a router's output.
+TEST_F(PlanLoaderTest, RejectsDispatchOfIdsNoRouterWrote) {
+  Spec s;
+  s.op = fb::OpCode::Dispatch;
+  s.dispatchParams = true;
+  s.ins = {3, 2};
+  s.outs = {3, 3, 3};
+  EXPECT_ERROR(s, "instruction 0 (dispatch): its expert indices must come from a router over 4 "
+                  "experts");
 }
 
 TEST_F(PlanLoaderTest, RejectsKvLayerOutOfRange) {

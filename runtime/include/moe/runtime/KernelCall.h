@@ -79,9 +79,14 @@ struct ExpertsParams {
   bool grouped = true;   ///< permute + grouped GEMMs, else one expert after another
 };
 
+struct DispatchParams {
+  int64_t numExperts = 0; ///< routed experts (the router's)
+  int64_t numShared = 0;  ///< always-on experts, ids numExperts .. numExperts + numShared - 1
+};
+
 /// The parameters of a call: the alternative its kernel's row names.
 using KernelParams = std::variant<std::monostate, RmsNormParams, RouterParams, AttentionParams,
-                                  MlaParams, ExpertsParams>;
+                                  MlaParams, ExpertsParams, DispatchParams>;
 
 /// A tensor as a kernel sees it: device memory, dtype and concrete shape
 /// (the token dimension resolved for this call).

@@ -25,9 +25,10 @@ inline constexpr const char *kWeightFilePrefix = "weights-";
 /// expert placement table. 1.x history: 1.1 tokenizer and eos_token_id, I8
 /// KV; 1.2 AddRmsNorm; 1.3 scaled I8/I4/F8E4M3 weights and shared experts;
 /// 1.4 ExpertsParams.grouped; 1.5 eos_token_ids; 1.6 RouterParams.layer;
-/// 1.7 Instruction.waits and records (events between streams).
+/// 1.7 Instruction.waits and records (events between streams). 2.1: the
+/// dispatch, expert_rows and combine kernels (DispatchParams).
 inline constexpr uint16_t kFormatMajor = 2;
-inline constexpr uint16_t kFormatMinor = 0;
+inline constexpr uint16_t kFormatMinor = 1;
 
 /// plan.moeplan ends with this 8-byte tag and an 8-byte little-endian
 /// checksum64 of every byte before the tag, so that any flipped byte is
