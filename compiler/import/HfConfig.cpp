@@ -461,15 +461,18 @@ HfConfig HfConfig::load(const std::string &path) {
   json gen = readSibling(path, "generation_config.json");
   std::string genPath =
       (std::filesystem::path(path).parent_path() / "generation_config.json").string();
-  if (gen.is_object() && gen.contains("eos_token_id") && !gen["eos_token_id"].is_null())
+  // Each id is checked against the file it came from, and named with it.
+  auto checkIds = [&](const std::vector<int64_t> &ids, const std::string &file) {
+    for (int64_t id : ids)
+      if (id < 0 || id >= c.vocabSize)
+        throw InputError(file + ": eos_token_id " + std::to_string(id) +
+                         " is outside the vocabulary [0, " + std::to_string(c.vocabSize) + ")");
+  };
+  checkIds(c.eosTokenIds, path);
+  if (gen.is_object() && gen.contains("eos_token_id") && !gen["eos_token_id"].is_null()) {
     c.eosTokenIds = readEos(Reader(gen, genPath, c.modelType));
-  std::vector<int64_t> ids = c.eosTokenIds;
-  if (c.configEosTokenId != -1)
-    ids.push_back(c.configEosTokenId);
-  for (int64_t id : ids)
-    if (id < 0 || id >= c.vocabSize)
-      throw InputError(path + ": eos_token_id " + std::to_string(id) +
-                       " is outside the vocabulary [0, " + std::to_string(c.vocabSize) + ")");
+    checkIds(c.eosTokenIds, genPath);
+  }
   return c;
 }
 

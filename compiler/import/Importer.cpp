@@ -128,7 +128,7 @@ const char *documentedSkip(const HfConfig &c, const std::string &name,
   if (name.size() > 20 && name.compare(name.size() - 20, 20, ".rotary_emb.inv_freq") == 0)
     return "RoPE frequencies, recomputed from the config";
   if (name == "lm_head.weight" && c.tieWordEmbeddings)
-    return "tied to model.embed_tokens.weight (tie_word_embeddings)";
+    return "equal to model.embed_tokens.weight, which it is tied to (checkTiedHead)";
   const std::string layers = "model.layers.";
   if (c.mtpLayers > 0 && name.compare(0, layers.size(), layers) == 0) {
     int64_t layer = std::atoll(name.c_str() + layers.size());
@@ -136,6 +136,21 @@ const char *documentedSkip(const HfConfig &c, const std::string &name,
       return "multi-token-prediction layer (num_nextn_predict_layers)";
   }
   return nullptr;
+}
+
+/// A tied model whose checkpoint also holds its own LM head: the peers
+/// disagree on which they compute with (transformers 5 uses the saved
+/// lm_head.weight; transformers 4 and vLLM the embedding), so a head that
+/// differs from the embedding is refused rather than either chosen.
+void checkTiedHead(const HfConfig &c, const TensorCatalog &catalog) {
+  const TensorInfo *head = catalog.find("lm_head.weight");
+  const TensorInfo *table = catalog.find("model.embed_tokens.weight");
+  if (!c.tieWordEmbeddings || !head || !table || sameData(*head, *table))
+    return;
+  throw InputError(head->file + ": tie_word_embeddings is true, but tensor 'lm_head.weight' "
+                   "differs from 'model.embed_tokens.weight' (transformers 5 computes with "
+                   "the former, transformers 4 and vLLM with the latter); set "
+                   "tie_word_embeddings to false to use lm_head.weight, or remove it to tie");
 }
 
 /// Refuses a checkpoint holding tensors that no op consumes (a bias the
@@ -517,8 +532,10 @@ OwningOpRef<ModuleOp> importCheckpoint(MLIRContext &context,
                              "checkpoint directory with config.json)");
     HfConfig config = HfConfig::load((fs::path(dir) / "config.json").string());
     std::optional<TensorCatalog> catalog;
-    if (!options.shapeOnly)
+    if (!options.shapeOnly) {
       catalog = TensorCatalog::open(dir);
+      checkTiedHead(config, *catalog);
+    }
     WeightSource source(config, catalog ? &*catalog : nullptr);
     OwningOpRef<ModuleOp> module =
         ModuleBuilder(context, config, source).build();

@@ -3,6 +3,8 @@
 #include "moe/runtime/File.h"
 
 #include <algorithm>
+#include <cstring>
+#include <tuple>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -207,6 +209,29 @@ TensorCatalog TensorCatalog::open(const std::string &dir) {
 const TensorInfo *TensorCatalog::find(const std::string &name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;
+}
+
+bool sameData(const TensorInfo &a, const TensorInfo &b) {
+  if (a.dtype != b.dtype || a.shape != b.shape || a.size != b.size)
+    return false;
+  auto open = [](const std::string &path) {
+    auto f = rt::InputFile::open(path);
+    if (!f)
+      throw InputError(f.status().message());
+    return std::move(*f);
+  };
+  const rt::InputFile fa = open(a.file), fb = open(b.file);
+  constexpr uint64_t kPart = uint64_t(1) << 20;
+  std::vector<char> pa(kPart), pb(kPart);
+  for (uint64_t done = 0; done < a.size; done += kPart) {
+    const size_t n = size_t(std::min(kPart, a.size - done));
+    for (auto [file, offset, part] : {std::tuple{&fa, a.offset, &pa}, {&fb, b.offset, &pb}})
+      if (rt::Status st = file->readAt(offset + done, part->data(), n); !st)
+        throw InputError(st.message());
+    if (std::memcmp(pa.data(), pb.data(), n) != 0)
+      return false;
+  }
+  return true;
 }
 
 } // namespace moe

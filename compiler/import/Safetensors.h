@@ -37,6 +37,10 @@ unsigned dtypeSize(const std::string &dtype);
 /// "[2, 3]".
 std::string shapeString(const std::vector<int64_t> &shape);
 
+/// Whether two tensors hold the same dtype, shape and bytes (their data read
+/// in parts). Throws InputError when a file cannot be read.
+bool sameData(const TensorInfo &a, const TensorInfo &b);
+
 /// All tensors of a checkpoint, by name.
 class TensorCatalog {
 public:
