@@ -63,6 +63,10 @@ StagedDirectory::StagedDirectory(const std::string &target, const std::string &m
   std::error_code ec;
   fs::file_status st = fs::symlink_status(t, ec);
   if (fs::exists(st)) {
+    // A link is not followed: the rename would replace the link itself.
+    if (fs::is_symlink(st))
+      fail(target_, "is a symbolic link; give -o the directory it points to (" +
+                        fs::read_symlink(t, ec).string() + ")");
     if (!fs::is_directory(st))
       fail(target_, "exists and is not a directory; remove it or choose another -o");
     if (!fs::is_empty(t, ec) && !fs::exists(t / marker))

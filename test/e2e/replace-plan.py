@@ -7,6 +7,10 @@ while moe-compile rewrites it (standard library only; the tools on PATH).
       moe-compile rewrites WORK/plan twice: the reader must finish with exit
       0 and the tokens of the plan it started with (or fail with one line),
       never die of a signal.
+  replace-plan.py truncate CHECKPOINT WORK
+      A moe-run decoding from WORK/plan while its weight file is truncated
+      under it (by hand, as no tool does): it must fail with exit 1 and one
+      line, not die of SIGBUS.
   replace-plan.py interrupt CHECKPOINT WORK SIGNAL
       moe-compile rewriting WORK/plan is sent SIGNAL (TERM or KILL) while it
       writes: WORK/plan must still load and verify and hold the old plan;
@@ -53,18 +57,26 @@ def maps(pid, path):
         return False
 
 
-def reader(checkpoint, work):
-    plan = os.path.join(work, "plan")
-    run("moe-compile", checkpoint, "-o", plan)
-    args = ["--prompt-tokens", "1,2,3,4,5,6,7,8", "--max-new-tokens", "120", "--recompute"]
-    expected = json.loads(run("moe-run", plan, *args, "--json", "-"))["generated_tokens"]
-    proc = subprocess.Popen(["moe-run", plan, *args, "--json", "-"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+READER_ARGS = ["--prompt-tokens", "1,2,3,4,5,6,7,8", "--max-new-tokens", "120", "--recompute"]
+
+
+def start_reader(plan):
+    """A moe-run decoding from `plan`, returned once it has the plan mapped."""
+    proc = subprocess.Popen(["moe-run", plan, *READER_ARGS, "--json", "-"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + TIMEOUT
     while not maps(proc.pid, plan):
         if proc.poll() is not None or time.time() > deadline:
             fail("the reader ended before it mapped the plan")
         time.sleep(0.01)
+    return proc
+
+
+def reader(checkpoint, work):
+    plan = os.path.join(work, "plan")
+    run("moe-compile", checkpoint, "-o", plan)
+    expected = json.loads(run("moe-run", plan, *READER_ARGS, "--json", "-"))["generated_tokens"]
+    proc = start_reader(plan)
     for precision in ("int8", "keep"):
         run("moe-compile", checkpoint, "-o", plan, "--precision", precision)
     if proc.poll() is not None and proc.returncode < 0:
@@ -86,6 +98,20 @@ def reader(checkpoint, work):
     print("reader: finished with exit 0 and the tokens of the plan it started with")
     run("moe-plan", "verify", plan)
     print("reader: the new plan verifies")
+
+
+def truncate(checkpoint, work):
+    plan = os.path.join(work, "plan")
+    run("moe-compile", checkpoint, "-o", plan)
+    proc = start_reader(plan)
+    os.truncate(os.path.join(plan, "weights-0.bin"), 4096)
+    out, err = proc.communicate(timeout=TIMEOUT)
+    if proc.returncode == 0:
+        fail("the reader finished although its weights were cut short: the test proved "
+             "nothing; give it more tokens")
+    if proc.returncode != 1 or len(err.strip().splitlines()) != 1:
+        fail(f"expected exit 1 with one line, got {proc.returncode}: {err!r}")
+    print(f"truncate: the reader stopped with exit 1: {err.strip()}")
 
 
 def interrupt(checkpoint, work, sig):
@@ -129,6 +155,8 @@ def interrupt(checkpoint, work, sig):
 def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "reader":
         reader(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 4 and sys.argv[1] == "truncate":
+        truncate(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 5 and sys.argv[1] == "interrupt":
         interrupt(sys.argv[2], sys.argv[3], sys.argv[4])
     else:

@@ -55,8 +55,12 @@ struct Measure {
 
 class Search {
 public:
-  Search(const CompileFn &compile, const AutoPrecisionOptions &options, llvm::raw_ostream &log)
-      : compile_(compile), options_(options), log_(log), device_(rt::createCpuDevice({options.threads})) {}
+  /// `calibrationText`: the calibration file's bytes, when one is given.
+  Search(const CompileFn &compile, const AutoPrecisionOptions &options, llvm::raw_ostream &log,
+         std::string calibrationText)
+      : compile_(compile), options_(options), log_(log),
+        device_(rt::createCpuDevice({options.threads})),
+        calibrationText_(std::move(calibrationText)) {}
 
   bool run(std::vector<std::string> &overrides, std::string &error) {
     if (!reference(error))
@@ -146,13 +150,7 @@ private:
 
   bool calibration(std::string &error) {
     auto tokenizer = rt::ByteTokenizer::forPlan(refPlan_->plan());
-    std::string text = kSample;
-    if (!options_.calibrationFile.empty()) {
-      auto read = rt::readFile(options_.calibrationFile);
-      if (!read)
-        return fail(read.status().message(), error);
-      text = read.take();
-    }
+    std::string text = options_.calibrationFile.empty() ? std::string(kSample) : calibrationText_;
     const int32_t vocab = refPlan_->plan().config()->vocab_size();
     if (tokenizer) {
       tokens_ = tokenizer->encode(text);
@@ -268,6 +266,7 @@ private:
   std::optional<int32_t> start_;
   int64_t window_ = 0;
   Measure ref_;
+  std::string calibrationText_;
   std::array<std::array<Measure, kNumPrecisions>, std::size(kUnits)> alone_{};
 };
 
@@ -276,10 +275,28 @@ private:
 bool searchPrecision(const CompileFn &compile, const AutoPrecisionOptions &options,
                      std::vector<std::string> &overrides, llvm::raw_ostream &log,
                      std::string &error) {
-  fs::create_directories(options.workDir);
-  bool ok = Search(compile, options, log).run(overrides, error);
-  std::error_code ignored;
-  fs::remove_all(options.workDir, ignored);
+  // Inputs first, so that a bad one is the only line printed.
+  std::string calibrationText;
+  if (!options.calibrationFile.empty()) {
+    auto read = rt::readFile(options.calibrationFile);
+    if (!read) {
+      error = read.status().message();
+      return false;
+    }
+    calibrationText = read.take();
+  }
+  std::error_code ec;
+  fs::create_directories(options.workDir, ec);
+  if (!ec && !fs::is_directory(options.workDir, ec) && !ec)
+    ec = std::make_error_code(std::errc::not_a_directory);
+  if (ec) {
+    error = options.workDir + ": cannot create the directory for candidate plans (" +
+            ec.message() + "); remove it or choose another -o";
+    return false;
+  }
+  log << "moe-compile: --precision=auto: each component at each precision, against fp32\n";
+  bool ok = Search(compile, options, log, std::move(calibrationText)).run(overrides, error);
+  fs::remove_all(options.workDir, ec);
   return ok;
 }
 
