@@ -10,10 +10,12 @@
 #ifndef MOE_TOOLS_COMMON_CLI_H
 #define MOE_TOOLS_COMMON_CLI_H
 
+#include "tools/common/MappedFiles.h"
 #include "moe/runtime/Registry.h"
 #include "moe/runtime/Version.h"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cerrno>
 #include <cmath>
@@ -131,12 +133,15 @@ public:
     auto formatter = std::make_shared<HelpFormatter>();
     formatter->column_width(30);
     app.formatter(formatter);
+    reportTruncatedMappings(tool_);
   }
 
   /// Parses the command line. Returns an exit code when the tool should
   /// stop now: 0 after --help or --version, 1 after a bad flag (reported in
   /// one line).
   std::optional<int> parse(int argc, char **argv) {
+    if (std::optional<std::string> bad = emptyListItem(argc, argv))
+      return fail(*bad + " (see --help)");
     try {
       app.parse(argc, argv);
     } catch (const CLI::Success &e) {
@@ -144,6 +149,8 @@ public:
     } catch (const CLI::ParseError &e) {
       return fail(std::string(e.what()) + " (see --help)");
     }
+    if (const CLI::Option *empty = givenEmpty(app))
+      return fail(empty->get_name() + ": an empty value (see --help)");
     return std::nullopt;
   }
 
@@ -158,6 +165,7 @@ public:
   /// --json FILE: the results as JSON in FILE; `-` is standard output, which
   /// then holds nothing else (human-readable output goes to stderr).
   CLI::Option *addJson(std::string &path) {
+    json_ = &path;
     return app.add_option("--json", path,
                           "write the results as JSON to FILE ('-': standard output, "
                           "and everything else to standard error)")
@@ -172,18 +180,30 @@ public:
   }
 
   /// --device NAME: the backend (default cpu); --list-devices prints this
-  /// build's backends, one per line, and exits.
+  /// build's backends, one per line (with --json -, as JSON), and exits.
   CLI::Option *addDevice(std::string &device) {
+    // Callbacks run after every flag is read (and before required ones are
+    // checked), so --json is known here wherever it stands.
     app.add_flag_callback(
         "--list-devices",
-        [] {
-          for (const rt::BackendInfo &b : rt::listBackends())
-            std::printf("%-6s %s%s\n", b.name.c_str(), b.description.c_str(),
-                        b.unavailable.empty() ? ""
-                                              : (" (unavailable: " + b.unavailable + ")").c_str());
+        [this] {
+          if (json_ && *json_ == "-") {
+            nlohmann::json list = nlohmann::json::array();
+            for (const rt::BackendInfo &b : rt::listBackends())
+              list.push_back({{"name", b.name},
+                              {"description", b.description},
+                              {"unavailable", b.unavailable}});
+            std::printf("%s\n", list.dump(2).c_str());
+          } else {
+            for (const rt::BackendInfo &b : rt::listBackends())
+              std::printf("%-6s %s%s\n", b.name.c_str(), b.description.c_str(),
+                          b.unavailable.empty()
+                              ? ""
+                              : (" (unavailable: " + b.unavailable + ")").c_str());
+          }
           throw CLI::Success();
         },
-        "print the backends --device can name, then exit");
+        "print the backends --device can name (with --json -, as JSON), then exit");
     return app.add_option("--device", device, "the backend to run on (default cpu; see "
                                               "--list-devices)")
         ->type_name("NAME");
@@ -199,7 +219,45 @@ public:
   CLI::App app;
 
 private:
+  /// CLI11 drops the empty items of a delimited list ("5,,6" reads as 5,6,
+  /// as if nothing were wrong): they are refused instead.
+  std::optional<std::string> emptyListItem(int argc, char **argv) const {
+    for (int i = 1; i < argc; ++i) {
+      std::string arg = argv[i], value;
+      if (arg.rfind("--", 0) != 0)
+        continue;
+      if (size_t eq = arg.find('='); eq != std::string::npos) {
+        value = arg.substr(eq + 1);
+        arg.resize(eq);
+      } else if (i + 1 < argc) {
+        value = argv[i + 1];
+      }
+      const CLI::Option *o = app.get_option_no_throw(arg);
+      if (!o || o->get_delimiter() == '\0' || value.empty())
+        continue;
+      const std::string d(1, o->get_delimiter());
+      if (value.find(d + d) != std::string::npos || value.front() == d[0] ||
+          value.back() == d[0])
+        return arg + ": '" + value + "' has an empty item";
+    }
+    return std::nullopt;
+  }
+
+  /// The first option of `on` or its subcommands given an empty value
+  /// (`--json ''` would otherwise mean "not given"), or null.
+  static const CLI::Option *givenEmpty(const CLI::App &on) {
+    for (const CLI::Option *o : on.get_options())
+      for (const std::string &value : o->results())
+        if (o->get_type_size() != 0 && value.empty())
+          return o;
+    for (const CLI::App *sub : on.get_subcommands())
+      if (const CLI::Option *o = givenEmpty(*sub))
+        return o;
+    return nullptr;
+  }
+
   std::string tool_;
+  const std::string *json_ = nullptr; ///< the --json path, when the tool has one
 };
 
 } // namespace moe::tools

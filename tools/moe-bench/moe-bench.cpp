@@ -12,6 +12,7 @@
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/Registry.h"
 #include "moe/runtime/RoutingProfile.h"
+#include "moe/runtime/Stopping.h"
 #include "tools/common/Cli.h"
 #include "tools/common/Output.h"
 #include "tools/common/RuntimeFlags.h"
@@ -103,6 +104,9 @@ int benchMain(const Flags &f, tools::Cli &cli) {
   SyntheticSpec spec;
   spec.seed = f.seed;
   spec.stop = rt::StopOptions{f.ignoreEos, f.stop};
+  // Checked once here, as moe-run does: not once per request.
+  if (auto rules = rt::StopRules::create(p, spec.stop); !rules)
+    return fail(rules.status().message());
   if (!f.workload.empty()) {
     auto w = readWorkload(f.workload, p, f.seed, spec.stop);
     if (!w)
@@ -291,7 +295,9 @@ int main(int argc, char **argv) {
       ->excludes(promptLen)
       ->excludes(outputLen)
       ->excludes(sharedPrefix);
-  app.add_option("--seed", f.seed, "seed of prompts and arrivals (default 0)")->type_name("S");
+  app.add_option("--seed", f.seed, "seed of prompts and arrivals (default 0)")
+      ->check(moe::tools::integerIn(0, INT64_MAX))
+      ->type_name("S");
   app.add_option("--block-size", f.blockSize, "KV tokens per block (default 16)")
       ->check(tools::integerIn(1, 1 << 16))
       ->type_name("N");

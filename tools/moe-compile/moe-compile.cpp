@@ -135,6 +135,11 @@ int main(int argc, char **argv) {
   catchInterrupts();
   if (f.emit == "plan" && f.output.empty())
     return fail("missing -o <plan-dir> (or use --emit=mlir)");
+  if (f.emit == "mlir" && !f.output.empty() && f.precision != "auto")
+    return fail("--emit=mlir prints the IR to standard output and writes no plan: drop -o");
+  for (const char *flag : {"--max-kl", "--min-top1", "--calibration", "--calibration-tokens"})
+    if (cli.app.count(flag) && f.precision != "auto")
+      return fail(std::string(flag) + " is used only by --precision auto");
   const moe::plan::DType kvType = *moe::rt::parseKvDtype(f.kvDtype);
   const bool autoPrecision = f.precision == "auto";
   if (autoPrecision && (f.emit != "plan" || !f.pipeline.empty()))
@@ -187,10 +192,9 @@ int main(int argc, char **argv) {
   if (autoPrecision) {
     moe::AutoPrecisionOptions search{f.maxKl, f.minTop1, f.calibration, f.calibrationTokens,
                                      f.output + ".auto-candidates", f.threads};
-    llvm::errs() << "moe-compile: --precision=auto: each component at each precision, "
-                    "against fp32\n";
     if (!moe::searchPrecision(compile, search, overrides, llvm::errs(), error))
-      return fail(error);
+      return fail(interrupted ? "interrupted by a signal; " + f.output + " was left as it was"
+                              : error);
   }
   if (!compile(autoPrecision ? "keep" : f.precision, overrides, f.output, error))
     return fail(error);

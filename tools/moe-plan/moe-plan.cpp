@@ -86,6 +86,18 @@ int show(const LoadedPlan &loaded) {
   std::printf("model      %s: %d layers, hidden %d, vocab %d, %d experts top-%d\n",
               c.model_type()->c_str(), c.num_layers(), c.hidden_size(), c.vocab_size(),
               c.num_experts(), c.top_k());
+  std::string eos;
+  if (c.eos_token_ids())
+    for (int32_t id : *c.eos_token_ids())
+      eos += (eos.empty() ? "" : ", ") + std::to_string(id);
+  const std::string tokenizer = c.tokenizer() && c.tokenizer()->size()
+                                    ? "tokenizer " + c.tokenizer()->str()
+                                    : "no tokenizer (token ids)";
+  const std::string ends = eos.empty() ? "generation ends at its length limit (no eos_token_id)"
+                           : eos.find(',') == std::string::npos
+                               ? "generation ends at token " + eos
+                               : "generation ends at tokens " + eos;
+  std::printf("text       %s; %s\n", tokenizer.c_str(), ends.c_str());
   if (const fb::Provenance *pv = p.provenance())
     std::printf("built by   %s from %s (checkpoint %s)\n  pipeline %s\n",
                 pv->compiler_version()->c_str(), pv->checkpoint()->c_str(),

@@ -322,7 +322,9 @@ int main(int argc, char **argv) {
   app.add_option("--top-p", f.topP, "nucleus sampling mass, in (0, 1] (default 1)")
       ->check(moe::tools::finiteIn(1e-9, 1))
       ->type_name("P");
-  app.add_option("--seed", f.seed, "sampling seed (default 0)")->type_name("S");
+  app.add_option("--seed", f.seed, "sampling seed (default 0)")
+      ->check(moe::tools::integerIn(0, INT64_MAX))
+      ->type_name("S");
   app.add_option("--max-context", f.maxContext, "KV-cache tokens for this run (0: the plan's)")
       ->check(moe::tools::integerIn(0, int64_t(1) << 24))
       ->type_name("N");
@@ -349,6 +351,9 @@ int main(int argc, char **argv) {
   const bool evaluating = !f.evalFile.empty() || !f.compareTo.empty();
   if (f.promptTokens.empty() && f.prompt.empty() && f.evalFile.empty())
     return cli.fail("give one of --prompt-tokens, --prompt and --eval-file (see --help)");
+  if (f.json == "-" && f.dumpLogits == "-")
+    return cli.fail("--json - and --dump-logits - would both write to standard output; send "
+                    "one of them to a file");
   if (!f.compareTo.empty() && f.evalFile.empty() && f.promptTokens.empty())
     return cli.fail("--compare-to needs --eval-file or --prompt-tokens (it compares "
                     "predictions over a text or a token sequence)");
