@@ -160,7 +160,6 @@ const ConfigKey kQwen3Moe[] = {
 
 const ConfigKey kDeepseekShared[] = {
     {"num_key_value_heads", R::Read, "must equal num_attention_heads (MLA)"},
-    {"head_dim", R::Inert, "transformers sets it to qk_rope_head_dim, whatever the file says"},
     {"q_lora_rank", R::Read, "query low-rank width (null: plain q_proj)"},
     {"kv_lora_rank", R::Read, "latent KV width"},
     {"qk_nope_head_dim", R::Read, "per-head query/key width without RoPE"},
@@ -190,11 +189,14 @@ const ConfigKey kDeepseekShared[] = {
 const ConfigKey kDeepseekV2[] = {
     {"num_experts", R::Alias, "n_routed_experts"},
     {"mlp_bias", R::Read, "bias on MLP projections: false only"},
+    {"head_dim", R::Inert, "transformers' deepseek_v2 does not use it (RoPE spans "
+                           "qk_rope_head_dim)"},
 };
 
 const ConfigKey kDeepseekV3[] = {
     {"num_local_experts", R::Alias, "n_routed_experts"},
     {"rope_interleave", R::Read, "RoPE on interleaved pairs (default true)"},
+    {"head_dim", R::Read, "must equal qk_rope_head_dim (transformers 5 sizes RoPE by it)"},
     {"num_nextn_predict_layers", R::Inert, "multi-token-prediction layers: their tensors (layers "
                                            "after num_hidden_layers) are skipped"},
     {"num_mtp_layers", R::Alias, "num_nextn_predict_layers"},

@@ -260,6 +260,11 @@ void readDeepseekRemoteKeys(const Reader &r, const HfConfig &c, bool v3) {
 void readDeepseek(const Reader &r, HfConfig &c) {
   bool v3 = c.family == Family::DeepseekV3;
   readMlaAttention(r, c);
+  // transformers 5 sizes deepseek_v3's RoPE by head_dim (default
+  // qk_rope_head_dim) and fails on any other value; 4.x overwrote it.
+  if (v3 && r.has("head_dim") && r.integer("head_dim") != c.qkRopeHeadDim)
+    r.refuse("head_dim", "transformers' deepseek_v3 sizes RoPE by it, so it must equal "
+                         "qk_rope_head_dim " + std::to_string(c.qkRopeHeadDim));
   readDeepseekRemoteKeys(r, c, v3);
   if (!v3 && r.boolean("mlp_bias", false))
     r.refuse("mlp_bias", "MLP projections with biases are not implemented");
