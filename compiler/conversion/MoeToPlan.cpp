@@ -77,7 +77,7 @@ private:
                    b_.create<plan::WeightOp>(loc_, storageOf(w), w.getNameAttr(),
                                              w.getConcatAttr(), w.getScaleAttr(),
                                              w.getBlockAttr(), w.getGroupAttr(),
-                                             w.getAppendAttr()));
+                                             w.getAppendAttr(), DenseI64ArrayAttr()));
           return success();
         })
         .Case([&](mm::EmbeddingOp e) {
@@ -131,7 +131,7 @@ private:
           return emit(e, plan::Kernel::Experts, ins,
                       plan::ExpertsParamsAttr::get(
                           ctx(), e.getNumExperts(), inter, b_.getBoolAttr(e.hasFusedGateUp()),
-                          e.getNumShared(), b_.getBoolAttr(e.getGrouped())));
+                          e.getNumShared(), b_.getBoolAttr(e.getGrouped()), 0, 0, -1));
         })
         .Case([&](mm::DispatchOp d) {
           return emit(d, plan::Kernel::Dispatch, {d.getInput(), d.getRoutingIndices()},
@@ -143,10 +143,17 @@ private:
           SmallVector<Value> ins = {r.getRows(), r.getSlots()};
           ins.append(r.getExpertWeights().begin(), r.getExpertWeights().end());
           auto down = cast<RankedTensorType>(r.getDown().getType());
+          // The decoder layer, from the router whose picks were dispatched
+          // (for the placement table once the rows are sharded).
+          int64_t layer = -1;
+          if (auto d = r.getSlots().getDefiningOp<mm::DispatchOp>())
+            if (auto router = d.getRoutingIndices().getDefiningOp<mm::RouterOp>())
+              layer = int64_t(router.getLayer());
           return emit(r, plan::Kernel::ExpertRows, ins,
                       plan::ExpertsParamsAttr::get(
                           ctx(), down.getDimSize(0), down.getDimSize(2),
-                          b_.getBoolAttr(r.hasFusedGateUp()), 0, b_.getBoolAttr(r.getGrouped())));
+                          b_.getBoolAttr(r.hasFusedGateUp()), 0, b_.getBoolAttr(r.getGrouped()),
+                          0, 0, layer));
         })
         .Case([&](mm::CombineOp c) {
           return emit(c, plan::Kernel::Combine,

@@ -23,6 +23,9 @@ struct DefaultPipelineOptions
                             llvm::cl::desc("run moe-split-experts (as moe-compile "
                                            "--split-experts)"),
                             llvm::cl::init(false)};
+  Option<int64_t> ep{*this, "ep",
+                     llvm::cl::desc("expert-parallel ranks (as moe-compile --ep)"),
+                     llvm::cl::init(1)};
   Option<std::string> precision{*this, "precision",
                                 llvm::cl::desc("moe-assign-precision policy"),
                                 llvm::cl::init("keep")};
@@ -54,9 +57,13 @@ void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &option
   }
   if (options.fusion)
     pm.addPass(createFuseExpertsPass());
-  if (options.splitExperts)
+  if (options.splitExperts || options.ep > 1)
     pm.addPass(createSplitExpertsPass());
   pm.addPass(createMoeToPlanPass(MoeToPlanPassOptions{options.maxContext}));
+  if (options.ep > 1) {
+    pm.addPass(createReplicateRanksPass(ReplicateRanksPassOptions{options.ep}));
+    pm.addPass(createShardExpertsPass(ShardExpertsPassOptions{options.ep}));
+  }
   pm.addPass(createPlanMemoryPass(PlanMemoryPassOptions{options.maxBatchTokens}));
   // Last: streams must not race on the buffers as placed.
   pm.addPass(createVerifySchedulePass());
@@ -66,9 +73,12 @@ std::string defaultPipelineText(const PipelineOptions &options) {
   return std::string("builtin.module(") +
          (assignsPrecision(options) ? assignPrecisionText(options) : std::string()) +
          (options.fusion ? "moe-fuse-experts, " : "") +
-         (options.splitExperts ? "moe-split-experts, " : "") +
-         "moe-to-plan{max-context=" + std::to_string(options.maxContext) +
-         "}, moe-plan-memory{max-batch-tokens=" + std::to_string(options.maxBatchTokens) +
+         (options.splitExperts || options.ep > 1 ? "moe-split-experts, " : "") +
+         "moe-to-plan{max-context=" + std::to_string(options.maxContext) + "}, " +
+         (options.ep > 1 ? "moe-replicate-ranks{ranks=" + std::to_string(options.ep) +
+                               "}, moe-shard-experts{ep=" + std::to_string(options.ep) + "}, "
+                         : std::string()) +
+         "moe-plan-memory{max-batch-tokens=" + std::to_string(options.maxBatchTokens) +
          "}, moe-verify-schedule)";
 }
 
@@ -76,10 +86,11 @@ void registerPipelines() {
   mlir::PassPipelineRegistration<DefaultPipelineOptions>(
       "moe-default-pipeline",
       "moe module -> planned plan module (moe-assign-precision, moe-fuse-experts, "
-      "moe-split-experts, moe-to-plan, moe-plan-memory, moe-verify-schedule)",
+      "moe-split-experts, moe-to-plan, moe-replicate-ranks, moe-shard-experts, moe-plan-memory, "
+      "moe-verify-schedule)",
       [](mlir::OpPassManager &pm, const DefaultPipelineOptions &o) {
-        buildDefaultPipeline(
-            pm, {o.maxBatchTokens, o.maxContext, o.fusion, o.splitExperts, o.precision});
+        buildDefaultPipeline(pm, {o.maxBatchTokens, o.maxContext, o.fusion, o.splitExperts,
+                                  o.ep, o.precision});
       });
 }
 

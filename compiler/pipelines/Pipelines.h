@@ -15,13 +15,15 @@ struct PipelineOptions {
   int64_t maxContext = 4096;
   bool fusion = true; ///< run moe-fuse-experts
   bool splitExperts = false; ///< run moe-split-experts
+  int64_t ep = 1; ///< > 1: that many ranks, experts partitioned (implies splitExperts)
   std::string precision = "keep"; ///< moe-assign-precision's policy
   std::vector<std::string> precisionOverrides; ///< and its component=precision overrides
 };
 
 /// moe module -> planned plan module: moe-assign-precision (unless the
 /// policy is keep without overrides), moe-fuse-experts (unless off),
-/// moe-split-experts (if on), moe-to-plan, moe-plan-memory,
+/// moe-split-experts (if on, or ep > 1), moe-to-plan, with ep > 1
+/// moe-replicate-ranks and moe-shard-experts, moe-plan-memory,
 /// moe-verify-schedule.
 void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 /// The textual form of that pipeline (recorded in plan provenance).

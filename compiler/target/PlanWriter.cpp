@@ -236,11 +236,14 @@ private:
     if (auto append = w.getAppend())
       for (mlir::Attribute a : *append)
         appended.push_back(cast<StringAttr>(a).getValue().str());
-    const int64_t stacked = perExpert ? type.getDimSize(0) : 1;
+    // Expert parallelism: experts first .. first + dim 0 - 1 of the stack.
+    const int64_t held = perExpert ? type.getDimSize(0) : 1;
+    const int64_t first = w.getExperts() ? (*w.getExperts())[0] : 0;
+    const int64_t stacked = w.getExperts() ? (*w.getExperts())[1] : held;
     const int64_t count = stacked - int64_t(appended.size() / names.size());
     const uint64_t partElements =
-        uint64_t(type.getNumElements()) / uint64_t(stacked) / names.size();
-    for (int64_t ex = 0; ex < stacked; ++ex)
+        uint64_t(type.getNumElements()) / uint64_t(held) / names.size();
+    for (int64_t ex = first; ex < first + held; ++ex)
       for (size_t n = 0; n < names.size(); ++n) {
         std::string part = ex < count ? mlir::moe::WeightOp::expand(names[n], ex)
                                       : appended[size_t(ex - count) * names.size() + n];
@@ -349,13 +352,17 @@ private:
                                      f32(p.getRoutedScalingFactor()), int32_t(p.getLayer()))
                   .Union()};
     }
-    if (auto p = dyn_cast_or_null<pl::ExpertsParamsAttr>(a))
+    if (auto p = dyn_cast_or_null<pl::ExpertsParamsAttr>(a)) {
+      if (p.getStacked() && p.getLayer() >= 0)
+        cur_->held[int(p.getLayer())] = {int(p.getFirst()), int(p.getNumExperts())};
       return {fb::OpParams::ExpertsParams,
               fb::CreateExpertsParams(b_, int32_t(p.getNumExperts()),
                                       int32_t(p.getIntermediate()),
                                       p.getFusedGateUp().getValue(), int32_t(p.getNumShared()),
-                                      p.getGrouped().getValue())
+                                      p.getGrouped().getValue(), int32_t(p.getFirst()),
+                                      int32_t(p.getStacked()), int32_t(p.getLayer()))
                   .Union()};
+    }
     if (auto p = dyn_cast_or_null<pl::DispatchParamsAttr>(a))
       return {fb::OpParams::DispatchParams,
               fb::CreateDispatchParams(b_, int32_t(p.getNumExperts()), int32_t(p.getNumShared()))
@@ -502,7 +509,7 @@ private:
                                                  &prog.outputs, prog.arenaBytes,
                                                  prog.weightBytes));
     }
-    auto placement = identityPlacement();
+    auto placement = placementTable();
     std::string hash = checkpointHash();
     std::string source = fs::absolute(options_.checkpointDir).lexically_normal().string();
     std::string compiler = std::string("moe-compiler ") + rt::version() + " (commit " +
@@ -580,12 +587,15 @@ private:
     uint64_t arenaBytes = 0, weightBytes = 0, weightFileSize = 0;
     std::string weightFile;
     std::map<int, int> routers; ///< decoder layer -> its router's experts
+    /// decoder layer -> [first, count) of its stacked experts, when sharded
+    std::map<int, std::pair<int, int>> held;
   };
   uint32_t rankOf(const Program *p) const { return uint32_t(p - programs_.data()); }
 
-  /// Every rank that routes a layer holds all its experts, in order: the
-  /// placement until expert placement plans one.
-  std::vector<flatbuffers::Offset<fb::LayerPlacement>> identityPlacement() {
+  /// Each routed expert's slots: on every rank that routes its layer, slot
+  /// e, unless the rank's expert rows hold a slice of the stack (expert
+  /// parallelism), then on the rank whose slice has it, at e - first.
+  std::vector<flatbuffers::Offset<fb::LayerPlacement>> placementTable() {
     std::map<int, std::pair<int, std::vector<int32_t>>> layers; // experts, ranks
     for (size_t r = 0; r < programs_.size(); ++r)
       for (auto [layer, experts] : programs_[r].routers) {
@@ -602,8 +612,14 @@ private:
       std::vector<flatbuffers::Offset<fb::ExpertSlots>> experts;
       for (int32_t e = 0; e < entry.first; ++e) {
         std::vector<fb::ExpertSlot> slots;
-        for (int32_t rank : entry.second)
-          slots.emplace_back(rank, e);
+        for (int32_t rank : entry.second) {
+          const auto &held = programs_[size_t(rank)].held;
+          auto slice = held.find(layer);
+          if (slice == held.end())
+            slots.emplace_back(rank, e);
+          else if (e >= slice->second.first && e < slice->second.first + slice->second.second)
+            slots.emplace_back(rank, e - slice->second.first);
+        }
         experts.push_back(fb::CreateExpertSlotsDirect(b_, &slots));
       }
       out.push_back(fb::CreateLayerPlacementDirect(b_, layer, &experts));

@@ -163,6 +163,35 @@ def ReplicateRanksPass : Pass<"moe-replicate-ranks", "mlir::ModuleOp"> {
   ];
 }
 
+def ShardExpertsPass : Pass<"moe-shard-experts", "mlir::ModuleOp"> {
+  let summary = "Partition each layer's experts over the ranks (expert parallelism)";
+  let description = [{
+    On the `plan` dialect, after `moe-replicate-ranks` (every rank runs the
+    same tokens) and before `moe-plan-memory`, on plans whose experts are
+    split (`moe-split-experts`): rank r of N keeps experts
+    [E r / N, E (r + 1) / N) of each layer's E stacked experts (the routed
+    ones, then the always-on ones), so that its weight file holds only
+    those; its `expert_rows` computes their rows and writes zeros for the
+    others, and an `all_reduce` of the rows gives every rank every row
+    before `combine`. Each row comes from exactly one rank and the others
+    add exact zeros, so the tokens are the single-rank plan's, bit for bit.
+    The plan's placement table lists each expert on its rank. (Exchanging
+    the rows with all-to-alls instead, when the ranks hold different
+    tokens, is the next step: docs/parallelism.md.)
+
+    ```mlir
+    %gu = plan.weight "...experts.{e}.gate_proj.weight" concat [...] experts array<i64: 4, 8>
+            : memref<4x32x32xbf16>
+    plan.launch expert_rows ins(%rows, %slots, %gu, %down : ...) outs(%y : memref<?x2x32xf32>)
+      params #plan.experts<num_experts = 4, ..., first = 4, stacked = 8, layer = 1>
+    plan.collective all_reduce ins(%y : memref<?x2x32xf32>) outs(%y : memref<?x2x32xf32>)
+    ```
+  }];
+  let options = [
+    Option<"ep", "ep", "int64_t", "1", "expert-parallel ranks: the module's rank programs">
+  ];
+}
+
 def VerifySchedulePass : Pass<"moe-verify-schedule", "mlir::ModuleOp"> {
   let summary = "Refuse plans in which two streams race on a buffer";
   let description = [{

@@ -74,7 +74,10 @@ def Plan_ExpertsParamsAttr : Plan_ParamsAttr<"ExpertsParams", "experts"> {
   let summary = "parameters of experts";
   let parameters = (ins "int64_t":$num_experts, "int64_t":$intermediate,
                         "::mlir::BoolAttr":$fused_gate_up, "int64_t":$num_shared,
-                        "::mlir::BoolAttr":$grouped);
+                        "::mlir::BoolAttr":$grouped,
+                        DefaultValuedParameter<"int64_t", "0">:$first,
+                        DefaultValuedParameter<"int64_t", "0">:$stacked,
+                        DefaultValuedParameter<"int64_t", "-1">:$layer);
 }
 
 #endif

@@ -96,6 +96,14 @@ LogicalResult WeightOp::verify() {
     return emitOpError() << "block of weight '" << getName()
                          << "' must be two positive sizes";
   auto type = cast<MemRefType>(getType());
+  if (auto experts = getExperts()) {
+    const bool stack = getName().contains("{e}") || getAppend();
+    if (experts->size() != 2 || !stack || type.getRank() < 1 || (*experts)[0] < 0 ||
+        (*experts)[0] + type.getDimSize(0) > (*experts)[1])
+      return emitOpError() << "weight '" << getName() << "' of " << type
+                           << " cannot hold experts [first, stacked] = " << getExpertsAttr()
+                           << " (a stack of experts, first + its experts <= stacked)";
+  }
   Type elem = type.getElementType();
   // fp8 from the checkpoint carries its own block scales ('scale').
   bool quantized = elem.isInteger(8) || elem.isInteger(4) ||

@@ -17,6 +17,8 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
     the plan writer converts to from the checkpoint's; i8 and i4 are
     symmetric integers with one f32 scale per `group` elements of each row,
     f8E4M3FN without `scale` has one per `group` x `group` block.
+    `experts [first, stacked]` (expert parallelism): of the `stacked`
+    experts the names stack, only experts first .. first + dim 0 - 1.
 
     ```mlir
     %0 = plan.weight "model.embed_tokens.weight" : memref<96x32xbf16>
@@ -27,11 +29,12 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
                        OptionalAttr<StrAttr>:$scale,
                        OptionalAttr<DenseI64ArrayAttr>:$block,
                        OptionalAttr<I64Attr>:$group,
-                       OptionalAttr<StrArrayAttr>:$append);
+                       OptionalAttr<StrArrayAttr>:$append,
+                       OptionalAttr<DenseI64ArrayAttr>:$experts);
   let results = (outs AnyStaticShapeMemRef:$result);
   let assemblyFormat = [{
     $name (`concat` $concat^)? (`append` $append^)? (`scale` $scale^ `block` $block)?
-    (`group` $group^)? attr-dict `:` type($result)
+    (`group` $group^)? (`experts` $experts^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -115,25 +115,43 @@ void expertGroups(const float *rows, const std::vector<int64_t> &start, int64_t 
 } // namespace
 
 void expertRows(const float *rows, const int32_t *slotOf, int64_t count, int64_t hidden,
-                int64_t inter, const ExpertWeights &w, int64_t numSlots, float *y) {
+                int64_t inter, const ExpertWeights &w, int64_t first, int64_t numSlots,
+                float *y) {
+  // The stacks' index of each row's expert, or -1 for another rank's.
+  auto held = [&](int64_t r) {
+    const int64_t s = int64_t(slotOf[r]) - first;
+    return s >= 0 && s < numSlots ? s : -1;
+  };
   std::vector<int64_t> start(size_t(numSlots + 1), 0);
-  for (int64_t r = 0; r < count; ++r)
-    ++start[size_t(slotOf[r] + 1)];
+  bool allHeld = true;
+  for (int64_t r = 0; r < count; ++r) {
+    const int64_t s = held(r);
+    allHeld &= s >= 0;
+    if (s >= 0)
+      ++start[size_t(s + 1)];
+  }
   std::partial_sum(start.begin(), start.end(), start.begin());
-  if (std::is_sorted(slotOf, slotOf + count))
+  if (allHeld && std::is_sorted(slotOf, slotOf + count))
     return expertGroups(rows, start, hidden, inter, w, y);
-  // Rows from several ranks: each rank's run ascends, the whole does not.
-  // Group them (stably), compute, and put each result back in its place.
+  // Rows from several ranks (each rank's run ascends, the whole does not),
+  // or rows of experts other ranks hold: group this rank's (stably),
+  // compute, put each result back in its place, and zero the others.
+  const int64_t mine = start.back();
   thread_local std::vector<float> groupedBuf, outBuf;
-  float *grouped = scratch(groupedBuf, count * hidden), *out = scratch(outBuf, count * hidden);
+  float *grouped = scratch(groupedBuf, mine * hidden), *out = scratch(outBuf, mine * hidden);
   std::vector<int64_t> next(start.begin(), start.end() - 1), placeOf(static_cast<size_t>(count));
   for (int64_t r = 0; r < count; ++r) {
-    placeOf[size_t(r)] = next[size_t(slotOf[r])]++;
-    std::copy_n(rows + r * hidden, hidden, grouped + placeOf[size_t(r)] * hidden);
+    const int64_t s = held(r);
+    placeOf[size_t(r)] = s < 0 ? -1 : next[size_t(s)]++;
+    if (s < 0)
+      std::fill(y + r * hidden, y + (r + 1) * hidden, 0.0f);
+    else
+      std::copy_n(rows + r * hidden, hidden, grouped + placeOf[size_t(r)] * hidden);
   }
   expertGroups(grouped, start, hidden, inter, w, out);
   for (int64_t r = 0; r < count; ++r)
-    std::copy_n(out + placeOf[size_t(r)] * hidden, hidden, y + r * hidden);
+    if (placeOf[size_t(r)] >= 0)
+      std::copy_n(out + placeOf[size_t(r)] * hidden, hidden, y + r * hidden);
 }
 
 void combine(const float *y, const int32_t *rowOf, const float *weights,
@@ -167,7 +185,7 @@ void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
   float *rows = scratch(rowsBuf, slots * hidden), *y = scratch(yBuf, slots * hidden);
   int32_t *slotOf = scratch(slotBuf, slots), *rowOf = scratch(rowBuf, slots);
   dispatch(x, tokens, hidden, indices, topK, numExperts, w.shared, rows, slotOf, rowOf);
-  expertRows(rows, slotOf, slots, hidden, inter, w, numExperts + w.shared, y);
+  expertRows(rows, slotOf, slots, hidden, inter, w, 0, numExperts + w.shared, y);
   combine(y, rowOf, weights, indices, tokens, topK, w.shared, hidden, out);
 }
 

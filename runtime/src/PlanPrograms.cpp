@@ -76,7 +76,10 @@ Status checkKernel(const plan::Plan &p, const plan::Instruction *inst, const std
   const size_t stacksAt = inst->op() == plan::OpCode::Experts ? 3 : 2;
   if (auto *e = inst->params_as_ExpertsParams())
     if (e->num_experts() < 1 || e->intermediate() < 1 || e->num_shared() < 0 ||
-        e->num_shared() > (1 << 20) || nin != stacksAt + (e->fused_gate_up() ? 2u : 3u))
+        e->num_shared() > (1 << 20) || nin != stacksAt + (e->fused_gate_up() ? 2u : 3u) ||
+        e->first() < 0 || e->stacked() < 0 || e->stacked() > (1 << 20) ||
+        (e->stacked() && e->first() + e->num_experts() > e->stacked()) ||
+        ((e->first() || e->stacked()) && inst->op() != plan::OpCode::ExpertRows))
       return Status::error(where + " has inconsistent expert parameters");
   if (auto *d = inst->params_as_DispatchParams())
     if (d->num_experts() < 1 || d->num_shared() < 0 || d->num_shared() > (1 << 20))

@@ -62,7 +62,8 @@ KernelParams kernelParams(const plan::Instruction &inst) {
                         p->layer()};
   if (auto *p = inst.params_as_ExpertsParams())
     return ExpertsParams{p->num_experts(), p->intermediate(), p->fused_gate_up(),
-                         p->num_shared(), p->grouped()};
+                         p->num_shared(), p->grouped(),    p->first(),
+                         p->stacked()};
   if (auto *p = inst.params_as_DispatchParams())
     return DispatchParams{p->num_experts(), p->num_shared()};
   return std::monostate();

@@ -27,19 +27,9 @@ import subprocess
 import sys
 import time
 
+from plan_checks import fail, run
+
 TIMEOUT = 300
-
-
-def fail(message):
-    print(f"FAIL: {message}")
-    sys.exit(1)
-
-
-def run(*cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
-    if r.returncode != 0:
-        fail(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
-    return r.stdout
 
 
 def leftovers(plan):

@@ -13,23 +13,12 @@ difference.
 """
 import os
 import re
-import subprocess
 import sys
+
+from plan_checks import fail, logits, run
 
 PROMPT = "1,7,3,9,11,2"
 STEPS = 4
-
-
-def fail(message):
-    print(f"FAIL: {message}")
-    sys.exit(1)
-
-
-def run(*cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        fail(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
-    return r.stdout
 
 
 def launches(plan):
@@ -49,15 +38,9 @@ def compare(name, checkpoint, work, flags):
         fail(f"{name}: the usual plan has {a}")
     if "Experts" in b or any(b.get(k) != layers for k in ("Dispatch", "ExpertRows", "Combine")):
         fail(f"{name}: {layers} experts launches became {b}")
-    logits = []
-    for plan in (fused, split):
-        out = plan + ".logits"
-        run("moe-run", plan, "--prompt-tokens", PROMPT, "--max-new-tokens", str(STEPS),
-            "--ignore-eos", "--dump-logits", out)
-        with open(out, "rb") as f:
-            logits.append(f.read())
-    if not logits[0] or logits[0] != logits[1]:
-        fail(f"{name}: logits differ ({len(logits[0])} and {len(logits[1])} bytes)")
+    want, got = (logits(plan, PROMPT, STEPS) for plan in (fused, split))
+    if not want or got != want:
+        fail(f"{name}: logits differ ({len(want)} and {len(got)} bytes)")
     print(f"{name}: {layers} MoE layers split; logits identical (prefill and {STEPS} decode steps)")
 
 

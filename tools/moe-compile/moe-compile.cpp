@@ -55,6 +55,7 @@ struct Flags {
   bool fusion = true, splitExperts = false;
   double maxKl = 1e-3, minTop1 = 0.99;
   int threads = 0;
+  int64_t ep = 1;
 };
 
 const std::vector<std::string> kPolicies = {"keep", "fp32", "bf16", "int8",
@@ -86,6 +87,11 @@ void addFlags(moe::tools::Cli &cli, Flags &f) {
       ->type_name("T");
   app.add_flag("--fusion,!--no-fusion", f.fusion,
                "run moe-fuse-experts (default; --no-fusion or --fusion=false to compare)");
+  app.add_option("--ep", f.ep,
+                 "expert-parallel ranks: one program per rank, each holding 1/N of every "
+                 "layer's experts (run with mpirun -np N; default 1)")
+      ->check(integerIn(1, 4096))
+      ->type_name("N");
   app.add_flag("--split-experts", f.splitExperts,
                "run moe-split-experts: each experts launch as dispatch, expert_rows and "
                "combine (what expert parallelism exchanges rows between; the same bits)");
@@ -167,7 +173,8 @@ int main(int argc, char **argv) {
   auto compile = [&](const std::string &policy, const std::vector<std::string> &overrides,
                      const std::string &dir, std::string &error) {
     moe::PipelineOptions options{f.maxBatchTokens, f.maxContext, f.fusion,
-                                 f.splitExperts, policy, overrides};
+                                 f.splitExperts,   f.ep,          policy,
+                                 overrides};
     std::string text = f.pipeline.empty() ? moe::defaultPipelineText(options) : f.pipeline;
     auto parsed = mlir::parsePassPipeline(text, llvm::errs());
     if (mlir::failed(parsed)) {

@@ -180,11 +180,11 @@ Status cpu_backend::runKernel(const KernelCall &call) {
     const ExpertsParams &p = std::get<ExpertsParams>(call.params);
     k::Weight gateUp;
     const k::ExpertWeights w = expertWeights(p, in, 2, gateUp);
-    const int64_t slots = p.numExperts + p.numShared;
-    if (Status st = inRange(in[1], slots, "expert_rows", "slot"); !st)
+    const int64_t held = p.numExperts + p.numShared; // this launch's stacks
+    if (Status st = inRange(in[1], p.stacked ? p.stacked : held, "expert_rows", "slot"); !st)
       return st;
     k::expertRows(f32(in[0]), i32(in[1]), in[1].rows() * in[1].cols(), in[0].cols(),
-                  p.intermediate, w, slots, f32(out));
+                  p.intermediate, w, p.first, held, f32(out));
     return Status::ok();
   }
   case Kernel::Combine: {

@@ -824,7 +824,7 @@ TEST(ExpertParts, DispatchGroupsRowsAndTheRestIgnoresTheirLayout) {
     EXPECT_EQ(slotOf[row], e) << "slot " << s;
     EXPECT_EQ(0, std::memcmp(&rows[row * hidden], &x[t * hidden], hidden * 4)) << "slot " << s;
   }
-  expertRows(rows.data(), slotOf.data(), slots, hidden, inter, w, stacked, y.data());
+  expertRows(rows.data(), slotOf.data(), slots, hidden, inter, w, 0, stacked, y.data());
   experts(x.data(), tokens, hidden, inter, numExperts, weights.data(), indices.data(), topK, w,
           whole.data());
   // The same rows and slots in reverse order: expertRows gives each row the
@@ -837,7 +837,7 @@ TEST(ExpertParts, DispatchGroupsRowsAndTheRestIgnoresTheirLayout) {
   }
   for (int64_t s = 0; s < slots; ++s)
     reversedRowOf[s] = int32_t(slots - 1 - rowOf[s]);
-  expertRows(reversedRows.data(), reversedSlots.data(), slots, hidden, inter, w, stacked,
+  expertRows(reversedRows.data(), reversedSlots.data(), slots, hidden, inter, w, 0, stacked,
              reversedY.data());
   for (int64_t row = 0; row < slots; ++row)
     EXPECT_EQ(0, std::memcmp(&y[row * hidden], &reversedY[(slots - 1 - row) * hidden], hidden * 4))
@@ -845,6 +845,21 @@ TEST(ExpertParts, DispatchGroupsRowsAndTheRestIgnoresTheirLayout) {
   combine(reversedY.data(), reversedRowOf.data(), weights.data(), indices.data(), tokens, topK,
           shared, hidden, parts.data());
   EXPECT_EQ(0, std::memcmp(whole.data(), parts.data(), whole.size() * 4));
+
+  // Expert parallelism: three ranks hold experts [0, 2), [2, 4), [4, 6) of
+  // the stacks; each computes its experts' rows and zeros the others', so
+  // the sum over the ranks (an all-reduce) is every row's own bits.
+  std::vector<float> summed(y.size(), 0.0f), slice(y.size());
+  for (int64_t first = 0; first < stacked; first += 2) {
+    const ExpertWeights held{gate.weight().offset(first * inter * hidden),
+                             up.weight().offset(first * inter * hidden),
+                             down.weight().offset(first * hidden * inter), nullptr, shared};
+    expertRows(reversedRows.data(), reversedSlots.data(), slots, hidden, inter, held, first, 2,
+               slice.data());
+    for (size_t i = 0; i < slice.size(); ++i)
+      summed[i] += slice[i];
+  }
+  EXPECT_EQ(0, std::memcmp(summed.data(), reversedY.data(), summed.size() * 4));
 }
 
 // Results do not depend on the number of threads (sizes large enough for

@@ -77,6 +77,9 @@ struct ExpertsParams {
   bool fusedGateUp = false;
   int64_t numShared = 0; ///< always-on experts stacked after the routed ones
   bool grouped = true;   ///< permute + grouped GEMMs, else one expert after another
+  /// expert_rows: the stacks hold experts first .. first + numExperts - 1
+  /// of `stacked` (0: numExperts); other experts' rows become zeros.
+  int64_t first = 0, stacked = 0;
 };
 
 struct DispatchParams {

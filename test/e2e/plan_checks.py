@@ -1,0 +1,29 @@
+"""What the end-to-end scripts share (standard library only; the tools on
+PATH): run a tool, stop at the first failure with one FAIL line, and read
+the logits a plan computes for a prompt."""
+import subprocess
+import sys
+
+TIMEOUT = 600
+
+
+def fail(message):
+    print(f"FAIL: {message}")
+    sys.exit(1)
+
+
+def run(*cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    if r.returncode != 0:
+        fail(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def logits(plan, prompt, steps, launcher=()):
+    """Every logits row of a greedy run of `steps` tokens after `prompt`
+    (launched through `launcher`, e.g. mpirun -np N), as bytes."""
+    out = plan + ".logits"
+    run(*launcher, "moe-run", plan, "--prompt-tokens", prompt, "--max-new-tokens", str(steps),
+        "--ignore-eos", "--dump-logits", out)
+    with open(out, "rb") as f:
+        return f.read()
