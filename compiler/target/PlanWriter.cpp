@@ -107,7 +107,12 @@ public:
     // Written beside the target, moved into place by one rename: a reader of
     // the old plan keeps its mapped weights, and a failure or an interrupt
     // leaves the old plan as it was.
-    StagedDirectory staged(options_.outputDir, rt::kPlanFileName);
+    StagedDirectory staged(options_.outputDir, rt::kPlanFileName, [](const std::string &name) {
+      const std::string prefix = rt::kWeightFilePrefix;
+      return name == rt::kPlanFileName ||
+             (name.rfind(prefix, 0) == 0 && name.size() > prefix.size() + 4 &&
+              name.compare(name.size() - 4, 4, ".bin") == 0);
+    });
     dir_ = staged.path();
     for (size_t r = 0; r < programs_.size(); ++r)
       packWeights(r);

@@ -6,11 +6,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -55,7 +57,8 @@ void syncPath(const fs::path &path, bool directory) {
 
 } // namespace
 
-StagedDirectory::StagedDirectory(const std::string &target, const std::string &marker) {
+StagedDirectory::StagedDirectory(const std::string &target, const std::string &marker,
+                                 const std::function<bool(const std::string &name)> &owns) {
   fs::path t = fs::absolute(fs::path(target)).lexically_normal();
   if (t.filename().empty())
     t = t.parent_path(); // "plan/" names "plan"
@@ -72,6 +75,23 @@ StagedDirectory::StagedDirectory(const std::string &target, const std::string &m
     if (!fs::is_empty(t, ec) && !fs::exists(t / marker))
       fail(target_, "exists and holds no plan (no " + marker +
                         "); refusing to replace it: remove it or choose another -o");
+    // The swap deletes the old directory whole: anything in it that is not
+    // the plan (a routing profile, notes, a checkpoint) would go with it.
+    std::vector<std::string> foreign;
+    for (const auto &entry : fs::directory_iterator(t, ec))
+      if (!owns(entry.path().filename().string()))
+        foreign.push_back(entry.path().filename().string());
+    if (ec)
+      fail(target_, "cannot list (" + ec.message() + ")");
+    if (!foreign.empty()) {
+      std::sort(foreign.begin(), foreign.end());
+      fail(target_, "holds '" + foreign.front() + "'" +
+                        (foreign.size() > 1 ? " and " + std::to_string(foreign.size() - 1) +
+                                                  " more entries"
+                                            : std::string()) +
+                        " besides its plan; replacing the plan would delete them: move them "
+                        "out or choose another -o");
+    }
   }
   fs::create_directories(t.parent_path(), ec);
   if (ec)

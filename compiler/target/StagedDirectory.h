@@ -13,6 +13,7 @@
 #ifndef MOE_COMPILER_TARGET_STAGEDDIRECTORY_H
 #define MOE_COMPILER_TARGET_STAGEDDIRECTORY_H
 
+#include <functional>
 #include <string>
 
 namespace moe {
@@ -20,11 +21,13 @@ namespace moe {
 class StagedDirectory {
 public:
   /// Refuses `target` if it exists and is not an empty directory or one
-  /// holding `marker` (a plan's file): replacing it would delete something
-  /// that is not a plan. Removes what compiles of `target` by processes
-  /// that no longer run left behind, then creates the staging directory.
-  /// Throws InputError.
-  StagedDirectory(const std::string &target, const std::string &marker);
+  /// holding `marker` (a plan's file) and nothing but what `owns` names
+  /// (the plan's files): replacing it would delete something that is not
+  /// the plan. Removes what compiles of `target` by processes that no
+  /// longer run left behind, then creates the staging directory. Throws
+  /// InputError.
+  StagedDirectory(const std::string &target, const std::string &marker,
+                  const std::function<bool(const std::string &name)> &owns);
   /// Removes the staging directory unless commit() moved it into place.
   ~StagedDirectory();
   StagedDirectory(const StagedDirectory &) = delete;
