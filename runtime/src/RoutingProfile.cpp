@@ -6,11 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <ctime>
 
@@ -154,7 +151,7 @@ std::string routingProfileJson(const RoutingProfile &p) {
       {"tokens", p.tokens},
       {"last_window", {{"tokens", p.last.tokens}, {"ranks", p.last.ranks}, {"ended", p.last.ended}}},
       {"layers", layers}};
-  return j.dump(1) + "\n";
+  return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 Expected<std::vector<ExpertLoad>> sumOverRanks(Collective &ranks, Device &device,
@@ -209,22 +206,14 @@ Status updateRoutingProfile(const std::string &path, const RoutingProfile &windo
 }
 
 Status writeRoutingProfile(const std::string &path, const RoutingProfile &profile) {
-  // Written beside and renamed into place: an interrupted run leaves the
-  // history as it was.
-  const std::string target = path == "-" ? path : path + ".partial-" + std::to_string(::getpid());
-  auto file = OutputFile::create(target);
+  // OutputFile stages it beside and renames it into place: an interrupted
+  // run leaves the history as it was. It replaces the history it read.
+  auto file = OutputFile::create(path, /*updatesInput=*/true);
   if (!file)
     return file.status();
   if (Status s = file->write(routingProfileJson(profile)); !s)
     return s;
-  if (Status s = file->close(); !s)
-    return s;
-  if (target != path && std::rename(target.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(target.c_str());
-    return Status::error("cannot replace " + path + ": " + why);
-  }
-  return Status::ok();
+  return file->close();
 }
 
 } // namespace moe::rt

@@ -10,7 +10,7 @@
 #ifndef MOE_TOOLS_COMMON_CLI_H
 #define MOE_TOOLS_COMMON_CLI_H
 
-#include "tools/common/MappedFiles.h"
+#include "tools/common/ProcessGuards.h"
 #include "moe/runtime/Registry.h"
 #include "moe/runtime/Version.h"
 
@@ -134,6 +134,7 @@ public:
     formatter->column_width(30);
     app.formatter(formatter);
     reportTruncatedMappings(tool_);
+    reportLostStdout(tool_);
   }
 
   /// Parses the command line. Returns an exit code when the tool should

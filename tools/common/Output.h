@@ -47,7 +47,11 @@ public:
   rt::Status writeJson(const nlohmann::json &document) {
     if (!file_)
       return rt::Status::error("internal: --json was not opened");
-    if (rt::Status s = file_->write(document.dump(2) + "\n"); !s)
+    // Text a model generated, or a path, need not be UTF-8: such bytes are
+    // written as U+FFFD, never an abort.
+    if (rt::Status s = file_->write(
+            document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+        !s)
       return s;
     return file_->close();
   }

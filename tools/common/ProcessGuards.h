@@ -1,20 +1,27 @@
-//===- MappedFiles.h - a mapped file cut short: an error -------*- C++ -*-===//
+//===- ProcessGuards.h - failures outside the code path: one line -*- C++ -*-===//
 //
-// Plans' weights (and the checkpoints moe-compile packs) are read through
-// memory maps. If another process truncates such a file while it is mapped,
-// touching the lost pages raises SIGBUS, which would kill the tool with no
-// word. The tools replace plans atomically and never truncate one, but a
-// hand-made `truncate`, `cp` over the file, or a full disk during a copy
-// elsewhere can: the tool then says so in one line and exits 1.
+// Two ways a tool could end badly without a word, each turned into the
+// tools' one error line and exit code 1 (Cli installs both):
+// - Plans' weights (and the checkpoints moe-compile packs) are read through
+//   memory maps. If another process truncates such a file while it is
+//   mapped, touching the lost pages raises SIGBUS. The tools replace plans
+//   atomically and never truncate one, but a hand-made `truncate` or `cp`
+//   over the file can.
+// - What a tool prints to standard output is buffered; a full disk or a
+//   closed file behind it shows only when the buffer is flushed at exit,
+//   after main has returned 0.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MOE_TOOLS_COMMON_MAPPEDFILES_H
-#define MOE_TOOLS_COMMON_MAPPEDFILES_H
+#ifndef MOE_TOOLS_COMMON_PROCESSGUARDS_H
+#define MOE_TOOLS_COMMON_PROCESSGUARDS_H
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -23,6 +30,7 @@ namespace moe::tools {
 namespace detail {
 inline char busMessage[256];
 inline size_t busMessageLength = 0;
+inline std::string toolName;
 inline void onBusError(int) {
   // Only async-signal-safe calls here.
   ssize_t ignored = ::write(STDERR_FILENO, busMessage, busMessageLength);
@@ -43,6 +51,19 @@ inline void reportTruncatedMappings(const std::string &tool) {
   sa.sa_handler = detail::onBusError;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGBUS, &sa, nullptr);
+}
+
+/// At exit, a failed write to standard output (a full disk, a closed
+/// file) becomes "<tool>: error: standard output: ..." and exit code 1.
+inline void reportLostStdout(const std::string &tool) {
+  detail::toolName = tool;
+  std::atexit([] {
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::fprintf(stderr, "%s: error: standard output: write failed (%s)\n",
+                   detail::toolName.c_str(), std::strerror(errno));
+      std::_Exit(1);
+    }
+  });
 }
 
 } // namespace moe::tools

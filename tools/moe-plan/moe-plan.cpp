@@ -258,7 +258,8 @@ int json(const LoadedPlan &loaded, const std::string &dir) {
   if (!bytes)
     return fail(bytes.status().message());
   if (!flatbuffers::GenerateText(parser, bytes->data(), &text))
-    return fail("cannot print the plan as JSON");
+    return fail("cannot print the plan as JSON: one of its strings (the checkpoint path, a "
+                "tensor name) is not UTF-8");
   (void)loaded;
   std::cout << text;
   return 0;

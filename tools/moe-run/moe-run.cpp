@@ -236,7 +236,10 @@ int Run::generate() {
   int64_t steps = 0; // decode steps run (forward passes after the prefill)
   auto t2 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < newTokens; ++i) {
-    int32_t next = sampler.next(logits.data(), vocab);
+    auto picked = sampler.next(logits.data(), vocab);
+    if (!picked)
+      return fail(picked.status().message());
+    const int32_t next = *picked;
     generated.push_back(next);
     sequence.push_back(next);
     if (auto ended = stop->check(generated)) {
@@ -351,9 +354,10 @@ int main(int argc, char **argv) {
   const bool evaluating = !f.evalFile.empty() || !f.compareTo.empty();
   if (f.promptTokens.empty() && f.prompt.empty() && f.evalFile.empty())
     return cli.fail("give one of --prompt-tokens, --prompt and --eval-file (see --help)");
-  if (f.json == "-" && f.dumpLogits == "-")
-    return cli.fail("--json - and --dump-logits - would both write to standard output; send "
-                    "one of them to a file");
+  if (!f.json.empty() && f.json == f.dumpLogits)
+    return cli.fail("--json and --dump-logits would both write to " +
+                    (f.json == "-" ? std::string("standard output") : f.json) +
+                    "; give each its own file");
   if (!f.compareTo.empty() && f.evalFile.empty() && f.promptTokens.empty())
     return cli.fail("--compare-to needs --eval-file or --prompt-tokens (it compares "
                     "predictions over a text or a token sequence)");

@@ -47,12 +47,19 @@ private:
 /// `maxBytes` or its size changes while it is read.
 Expected<std::string> readFile(const std::string &path, uint64_t maxBytes = uint64_t(1) << 32);
 
-/// An output file: `-` is standard output; anything else is created or
-/// truncated. A directory is refused, and so is a FIFO nobody reads (it
-/// would block forever). Closes itself.
+/// An output file: `-` is standard output. A regular file (or a new one) is
+/// written beside it and renamed into place by close(), so that a run that
+/// fails or is interrupted leaves the old file whole, and a file this
+/// process reads (an input, a mapped plan) is never replaced by its own
+/// output: that is refused, at create() or at close(). Without close() the
+/// staged bytes are discarded. A device or a FIFO with a reader is written
+/// directly; a directory is refused, and so is a FIFO nobody reads (it
+/// would block forever).
 class OutputFile {
 public:
-  static Expected<OutputFile> create(const std::string &path);
+  /// `updatesInput`: the file is meant to replace what this process read
+  /// from it (a history it adds to).
+  static Expected<OutputFile> create(const std::string &path, bool updatesInput = false);
   OutputFile(OutputFile &&other) noexcept;
   OutputFile &operator=(OutputFile &&other) noexcept;
   OutputFile(const OutputFile &) = delete;
@@ -64,13 +71,20 @@ public:
   bool isStdout() const { return path_ == "-"; }
   Status write(const void *data, size_t bytes);
   Status write(const std::string &text) { return write(text.data(), text.size()); }
-  /// Flushes (and closes a file): the only place a full disk shows up.
+  /// Flushes, closes and moves a staged file into place: the only place a
+  /// full disk shows up.
   Status close();
 
 private:
-  OutputFile(std::FILE *stream, std::string path) : stream_(stream), path_(std::move(path)) {}
+  /// Closes without moving the staged file into place (and removes it).
+  void discard();
+  OutputFile(std::FILE *stream, std::string path, std::string staged, bool updatesInput)
+      : stream_(stream), path_(std::move(path)), staged_(std::move(staged)),
+        updatesInput_(updatesInput) {}
   std::FILE *stream_ = nullptr;
   std::string path_;
+  std::string staged_; ///< the file written until close() renames it to path_, or empty
+  bool updatesInput_ = false;
 };
 
 } // namespace moe::rt
