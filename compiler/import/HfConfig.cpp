@@ -375,6 +375,25 @@ std::vector<int64_t> readEos(const Reader &r) {
   return {r.integer("eos_token_id")};
 }
 
+/// `text` parsed as JSON; discarded when it is not, and refused (naming
+/// `path`) when it nests deeper than any config does: copying such a value
+/// would recurse until the stack overflows.
+json parseConfigJson(const std::string &text, const std::string &path) {
+  constexpr int kMaxDepth = 64;
+  bool tooDeep = false;
+  json j = json::parse(
+      text,
+      [&](int depth, json::parse_event_t, json &) {
+        tooDeep |= depth > kMaxDepth;
+        return true;
+      },
+      /*allow_exceptions=*/false);
+  if (tooDeep)
+    throw InputError(path + ": nests more than " + std::to_string(kMaxDepth) +
+                     " levels deep; no Hugging Face config does");
+  return j;
+}
+
 /// A small JSON file beside config.json, or null when there is none.
 json readSibling(const std::string &configPath, const char *name) {
   std::string path = (std::filesystem::path(configPath).parent_path() / name).string();
@@ -383,7 +402,7 @@ json readSibling(const std::string &configPath, const char *name) {
   auto text = rt::readFile(path, 64u << 20);
   if (!text)
     throw InputError(text.status().message());
-  json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  json j = parseConfigJson(*text, path);
   if (j.is_discarded() || !j.is_object())
     throw InputError(path + ": not a JSON object");
   return j;
@@ -456,7 +475,7 @@ HfConfig HfConfig::load(const std::string &path) {
       m += " (is this a Hugging Face model directory?)";
     throw InputError(m);
   }
-  json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  json j = parseConfigJson(*text, path);
   if (j.is_discarded())
     throw InputError(path + ": not valid JSON");
   HfConfig c = parse(j, path);

@@ -374,7 +374,10 @@ Status Engine::step() {
     }
     if (s.computed != int64_t(s.context.size()))
       continue;
-    int32_t next = s.sampler.next(logits_.data() + (c.offset + c.count - 1) * vocab_, vocab_);
+    auto picked = s.sampler.next(logits_.data() + (c.offset + c.count - 1) * vocab_, vocab_);
+    if (!picked)
+      return picked.status();
+    const int32_t next = *picked;
     if (s.result.tokens.empty())
       s.result.firstToken = t1;
     s.context.push_back(next);

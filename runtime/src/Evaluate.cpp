@@ -90,6 +90,9 @@ Expected<TextScore> scoreTokens(Session &session, const std::vector<int32_t> &to
   }
   TextScore s;
   s.bytes = predicted;
+  if (!std::isfinite(nll))
+    return Status::error("the logits hold NaN or infinity: the plan's weights or activations "
+                         "are not finite; no bits per byte can be given");
   s.bitsPerByte = nll / std::log(2.0) / double(predicted);
   s.perplexity = std::exp(nll / double(predicted));
   if (reference)

@@ -8,7 +8,12 @@
 
 namespace moe::rt {
 
-int32_t Sampler::next(const float *logits, int64_t vocab) {
+Expected<int32_t> Sampler::next(const float *logits, int64_t vocab) {
+  for (int64_t v = 0; v < vocab; ++v)
+    if (std::isnan(logits[v]))
+      return Status::error("the logits hold NaN (token " + std::to_string(v) +
+                           "): the plan's weights or activations are not finite; no token "
+                           "can be picked");
   if (options_.temperature <= 0)
     return int32_t(std::max_element(logits, logits + vocab) - logits);
   std::vector<int32_t> order(static_cast<size_t>(vocab));

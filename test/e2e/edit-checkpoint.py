@@ -3,11 +3,12 @@
 edits the copy, with the standard library only, for importer tests.
 
   edit-checkpoint.py SRC OUT [--set KEY=JSON]... [--copy-tensor NEW=OLD]...
-                     [--copy-prefix NEW=OLD]...
+                     [--copy-prefix NEW=OLD]... [--nan-row TENSOR=ROW]...
 
 --set          sets a config.json key to a JSON value
 --copy-tensor  adds tensor NEW holding a copy of tensor OLD
 --copy-prefix  adds, for every tensor named OLD..., a copy named NEW...
+--nan-row      fills row ROW of F32 or BF16 tensor TENSOR with NaN
 """
 import argparse
 import json
@@ -60,6 +61,7 @@ def main():
     ap.add_argument("--set", action="append", default=[], type=pair)
     ap.add_argument("--copy-tensor", action="append", default=[], type=pair)
     ap.add_argument("--copy-prefix", action="append", default=[], type=pair)
+    ap.add_argument("--nan-row", action="append", default=[], type=pair)
     a = ap.parse_args()
     if os.path.exists(a.out):
         shutil.rmtree(a.out)
@@ -81,6 +83,13 @@ def main():
         for n in matched:
             added[new + n[len(old):]] = tensors[n]
     tensors.update(added)
+    nan = {"F32": struct.pack("<f", float("nan")), "BF16": b"\xc0\x7f"}
+    for name, row in a.nan_row:
+        dtype, shape, blob = tensors[name]
+        width = len(nan[dtype]) * shape[-1]
+        blob = bytearray(blob)
+        blob[int(row) * width:(int(row) + 1) * width] = nan[dtype] * shape[-1]
+        tensors[name] = (dtype, shape, bytes(blob))
     write_safetensors(os.path.join(a.out, "model.safetensors"), tensors, meta)
     return 0
 

@@ -44,16 +44,18 @@ inline void addStopFlags(Cli &cli, bool &ignoreEos, std::vector<std::string> &st
 /// --routing-profile FILE and --profile-decay D: the run's traffic added to
 /// a routing profile (moe/runtime/RoutingProfile.h).
 inline void addRoutingProfile(Cli &cli, std::string &path, double &decay) {
-  cli.app
-      .add_option("--routing-profile", path,
-                  "add the tokens each (layer, expert) received, summed over the ranks, to the "
-                  "routing profile FILE (JSON; created when absent)")
-      ->type_name("FILE");
+  CLI::Option *profile =
+      cli.app
+          .add_option("--routing-profile", path,
+                      "add the tokens each (layer, expert) received, summed over the ranks, to "
+                      "the routing profile FILE (JSON; created when absent)")
+          ->type_name("FILE");
   cli.app
       .add_option("--profile-decay", decay,
                   "multiply the profile's earlier counts by D before adding this run's (default "
-                  "1: a plain sum; 0: start over)")
+                  "1: a plain sum; 0: start over; needs --routing-profile)")
       ->check(finiteIn(0, 1))
+      ->needs(profile)
       ->type_name("D");
 }
 

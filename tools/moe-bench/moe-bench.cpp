@@ -268,9 +268,10 @@ int main(int argc, char **argv) {
           ->check(tools::integerIn(1, 1 << 20))
           ->type_name("LIST");
   app.add_option("--rate", f.rate,
-                 "open loop: Poisson arrivals, requests per second, a list, e.g. 5,20")
+                 "open loop: Poisson arrivals, requests per second, a list, e.g. 5,20 (at "
+                 "least 0.001: one request in about 17 minutes)")
       ->delimiter(',')
-      ->check(tools::positiveFinite())
+      ->check(tools::finiteIn(1e-3, 1e9))
       ->type_name("LIST")
       ->excludes(concurrency);
   auto *requests = app.add_option("--requests", f.requests,

@@ -1,6 +1,9 @@
 //===- AutoPrecision.cpp - moe-compile --precision=auto -------------------===//
 #include "AutoPrecision.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include "moe/runtime/File.h"
 #include "moe/runtime/Evaluate.h"
 #include "moe/runtime/Hal.h"
@@ -271,6 +274,22 @@ private:
 };
 
 } // namespace
+
+std::string candidatesDir(const std::string &output) {
+  // Candidates of compiles that no longer run (killed) go first.
+  const fs::path out = fs::absolute(output).lexically_normal();
+  const std::string prefix = out.filename().string() + ".auto-candidates-";
+  std::error_code ec;
+  for (const auto &entry : fs::directory_iterator(out.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0)
+      continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH)
+      fs::remove_all(entry.path(), ec);
+  }
+  return output + ".auto-candidates-" + std::to_string(::getpid());
+}
 
 bool searchPrecision(const CompileFn &compile, const AutoPrecisionOptions &options,
                      std::vector<std::string> &overrides, llvm::raw_ostream &log,

@@ -38,6 +38,12 @@ using CompileFn = std::function<bool(const std::string &policy,
                                      const std::vector<std::string> &overrides,
                                      const std::string &dir, std::string &error)>;
 
+/// The directory for the candidate plans of a compile to `output`: one per
+/// process (concurrent compiles to one -o must not measure each other's
+/// candidates), beside it; those of processes that no longer run are
+/// removed.
+std::string candidatesDir(const std::string &output);
+
 /// Runs the search, printing its measurements to `log`; returns false with
 /// `error` set when a compile or a run fails or the budget cannot be met even
 /// in fp32.

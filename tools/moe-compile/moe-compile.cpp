@@ -198,7 +198,7 @@ int main(int argc, char **argv) {
   std::vector<std::string> overrides;
   if (autoPrecision) {
     moe::AutoPrecisionOptions search{f.maxKl, f.minTop1, f.calibration, f.calibrationTokens,
-                                     f.output + ".auto-candidates", f.threads};
+                                     moe::candidatesDir(f.output), f.threads};
     if (!moe::searchPrecision(compile, search, overrides, llvm::errs(), error))
       return fail(interrupted ? "interrupted by a signal; " + f.output + " was left as it was"
                               : error);

@@ -2,6 +2,8 @@
 #ifndef MOE_RUNTIME_SAMPLER_H
 #define MOE_RUNTIME_SAMPLER_H
 
+#include "moe/runtime/Status.h"
+
 #include <cstdint>
 #include <random>
 
@@ -17,7 +19,10 @@ class Sampler {
 public:
   explicit Sampler(const SamplingOptions &options)
       : options_(options), rng_(options.seed) {}
-  int32_t next(const float *logits, int64_t vocab);
+  /// The next token; an error when the logits hold NaN (non-finite weights
+  /// or activations): greedy argmax and sampling disagree across
+  /// implementations there, so no token is picked.
+  Expected<int32_t> next(const float *logits, int64_t vocab);
 
 private:
   SamplingOptions options_;
