@@ -4,11 +4,13 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio_ext.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -71,6 +73,16 @@ void removeAbandoned(const std::string &dir, const std::string &name) {
       ::unlink((dir + file).c_str());
   }
   ::closedir(d);
+}
+
+/// A failed write to standard output, once reported: what could not be
+/// written is dropped, so that the tools' exit check does not report it
+/// again.
+void forgetFailedStdout(std::FILE *s) {
+  if (s != stdout)
+    return;
+  __fpurge(s);
+  std::clearerr(s);
 }
 
 } // namespace
@@ -236,8 +248,11 @@ void OutputFile::discard() {
 Status OutputFile::write(const void *data, size_t bytes) {
   if (!stream_)
     return Status::error(path_ + ": already closed");
-  if (std::fwrite(data, 1, bytes, stream_) != bytes)
-    return errnoError(isStdout() ? "standard output" : path_, "write failed");
+  if (std::fwrite(data, 1, bytes, stream_) != bytes) {
+    Status st = errnoError(isStdout() ? "standard output" : path_, "write failed");
+    forgetFailedStdout(stream_);
+    return st;
+  }
   return Status::ok();
 }
 
@@ -252,6 +267,7 @@ Status OutputFile::close() {
     Status st = errnoError(path_ == "-" ? "standard output" : path_, "write failed");
     if (!staged_.empty())
       ::unlink(staged_.c_str());
+    forgetFailedStdout(s);
     return st;
   }
   if (staged_.empty())

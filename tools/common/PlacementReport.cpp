@@ -2,6 +2,7 @@
 #include "tools/common/PlacementReport.h"
 #include "moe/runtime/File.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -69,11 +70,13 @@ rt::Expected<std::optional<Trace>> readTrace(const std::string &path, const std:
     return bad("its header lacks \"layers\" or \"num_experts\"");
   }
   Trace trace;
+  int lastDay = 0;
   for (size_t n = 2; std::getline(lines, line); ++n) {
     const std::string where = "line " + std::to_string(n);
     json step = json::parse(line, nullptr, false);
     try {
       const int day = step.at("day").get<int>();
+      lastDay = std::max(lastDay, day);
       if (day < first || (last > 0 && day > last))
         continue;
       auto counts = step.at("counts").get<std::vector<std::vector<double>>>();
@@ -91,6 +94,8 @@ rt::Expected<std::optional<Trace>> readTrace(const std::string &path, const std:
       return bad(where + " is not a step {\"day\", \"counts\"}");
     }
   }
+  if (last > lastDay)
+    return bad("--days " + days + " goes past its last day, " + std::to_string(lastDay));
   if (trace.count == 0)
     return bad("no step of the chosen days");
   return std::optional<Trace>(std::move(trace));

@@ -285,7 +285,8 @@ int main(int argc, char **argv) {
       app.add_option("--output-len", f.outputLen, "new tokens per request (default 16:64)")
           ->type_name("A:B");
   auto *sharedPrefix = app.add_option("--shared-prefix", f.sharedPrefix,
-                                      "every prompt starts with the same N tokens (default 0)")
+                                      "every prompt starts with the same N tokens, before its "
+                                      "--prompt-len own ones (default 0)")
                            ->check(tools::integerIn(0, 1 << 24))
                            ->type_name("N");
   app.add_option("--workload", f.workload,

@@ -10,6 +10,7 @@
 #include "compiler/pipelines/Pipelines.h"
 #include "compiler/target/PlanWriter.h"
 #include "AutoPrecision.h"
+#include "moe/runtime/File.h"
 #include "moe/runtime/PlanFormat.h"
 #include "tools/common/Cli.h"
 
@@ -190,7 +191,17 @@ int main(int argc, char **argv) {
       return false;
     }
     if (f.emit == "mlir") {
-      copy->print(llvm::outs());
+      // Through the checked output (a full disk is one line, not LLVM's
+      // fatal error when its stream closes).
+      std::string ir;
+      llvm::raw_string_ostream os(ir);
+      copy->print(os);
+      auto out = moe::rt::OutputFile::create("-");
+      for (moe::rt::Status st : {out->write(ir), out->close()})
+        if (!st) {
+          error = st.message();
+          return false;
+        }
       return true;
     }
     return moe::writePlan(*copy, {f.input, dir, text, kvType, &interrupted}, error);
