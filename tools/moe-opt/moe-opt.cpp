@@ -60,9 +60,10 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   // What is registered so far is libLLVM's (code generation for every
   // target): hidden from --help, still accepted.
-  for (auto &option : llvm::cl::getRegisteredOptions())
-    if (option.getKey() != "help" && option.getKey() != "version")
-      option.getValue()->setHiddenFlag(llvm::cl::ReallyHidden);
+  // (Done inside libLLVM: its options' classes carry no RTTI for UBSan's
+  // checks of calls made from here.)
+  static llvm::cl::OptionCategory none("moe-opt's own (none)");
+  llvm::cl::HideUnrelatedOptions(none);
   llvm::cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "moe-opt " << moe::rt::version() << " (commit " << moe::rt::gitCommit()
        << "; MLIR " << LLVM_VERSION_STRING << ")\n";
