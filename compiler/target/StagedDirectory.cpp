@@ -1,9 +1,9 @@
 //===- StagedDirectory.cpp - replace a plan directory in one step ---------===//
 #include "compiler/target/StagedDirectory.h"
 #include "compiler/import/Safetensors.h"
+#include "moe/runtime/File.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,9 +27,6 @@ std::string prefixOf(const fs::path &target) {
   return "." + target.filename().string() + ".moe-compile-";
 }
 
-/// Whether process `pid` still runs (a staging directory it owns is live).
-bool running(long pid) { return pid > 0 && (::kill(pid_t(pid), 0) == 0 || errno == EPERM); }
-
 /// Removes the staging directories of `target` whose process is gone.
 void removeAbandoned(const fs::path &target) {
   const std::string prefix = prefixOf(target);
@@ -39,7 +36,7 @@ void removeAbandoned(const fs::path &target) {
     if (name.compare(0, prefix.size(), prefix) != 0)
       continue;
     long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-    if (!running(pid))
+    if (!rt::processRunning(pid))
       fs::remove_all(entry.path(), ec);
   }
 }

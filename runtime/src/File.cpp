@@ -69,7 +69,7 @@ void removeAbandoned(const std::string &dir, const std::string &name) {
         file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0)
       continue;
     const long pid = std::strtol(file.c_str() + prefix.size(), nullptr, 10);
-    if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH)
+    if (pid > 0 && !processRunning(pid))
       ::unlink((dir + file).c_str());
   }
   ::closedir(d);
@@ -86,6 +86,10 @@ void forgetFailedStdout(std::FILE *s) {
 }
 
 } // namespace
+
+bool processRunning(long pid) {
+  return pid > 0 && (::kill(pid_t(pid), 0) == 0 || errno == EPERM);
+}
 
 Expected<InputFile> InputFile::open(const std::string &path) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.

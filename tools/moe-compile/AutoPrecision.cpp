@@ -1,9 +1,6 @@
 //===- AutoPrecision.cpp - moe-compile --precision=auto -------------------===//
 #include "AutoPrecision.h"
 
-#include <signal.h>
-#include <unistd.h>
-
 #include "moe/runtime/File.h"
 #include "moe/runtime/Evaluate.h"
 #include "moe/runtime/Hal.h"
@@ -285,7 +282,7 @@ std::string candidatesDir(const std::string &output) {
     if (name.rfind(prefix, 0) != 0)
       continue;
     const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-    if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH)
+    if (pid > 0 && !rt::processRunning(pid))
       fs::remove_all(entry.path(), ec);
   }
   return output + ".auto-candidates-" + std::to_string(::getpid());

@@ -43,6 +43,10 @@ private:
   std::string path_;
 };
 
+/// Whether process `pid` (> 0) still runs: what it left beside a file it
+/// was writing (a staged output, a staging directory) is live.
+bool processRunning(long pid);
+
 /// The whole of regular file `path`; an error when it is larger than
 /// `maxBytes` or its size changes while it is read.
 Expected<std::string> readFile(const std::string &path, uint64_t maxBytes = uint64_t(1) << 32);
