@@ -77,7 +77,7 @@ private:
                    b_.create<plan::WeightOp>(loc_, storageOf(w), w.getNameAttr(),
                                              w.getConcatAttr(), w.getScaleAttr(),
                                              w.getBlockAttr(), w.getGroupAttr(),
-                                             w.getAppendAttr(), DenseI64ArrayAttr()));
+                                             w.getAppendAttr(), DenseI64ArrayAttr(), IntegerAttr()));
           return success();
         })
         .Case([&](mm::EmbeddingOp e) {
@@ -131,7 +131,8 @@ private:
           return emit(e, plan::Kernel::Experts, ins,
                       plan::ExpertsParamsAttr::get(
                           ctx(), e.getNumExperts(), inter, b_.getBoolAttr(e.hasFusedGateUp()),
-                          e.getNumShared(), b_.getBoolAttr(e.getGrouped()), 0, 0, -1));
+                          e.getNumShared(), b_.getBoolAttr(e.getGrouped()), 0, nullptr, nullptr,
+                          nullptr, -1));
         })
         .Case([&](mm::DispatchOp d) {
           return emit(d, plan::Kernel::Dispatch, {d.getInput(), d.getRoutingIndices()},
@@ -153,7 +154,7 @@ private:
                       plan::ExpertsParamsAttr::get(
                           ctx(), down.getDimSize(0), down.getDimSize(2),
                           b_.getBoolAttr(r.hasFusedGateUp()), 0, b_.getBoolAttr(r.getGrouped()),
-                          0, 0, layer));
+                          0, nullptr, nullptr, nullptr, layer));
         })
         .Case([&](mm::CombineOp c) {
           return emit(c, plan::Kernel::Combine,

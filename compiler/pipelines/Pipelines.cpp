@@ -29,6 +29,15 @@ struct DefaultPipelineOptions
   Option<std::string> precision{*this, "precision",
                                 llvm::cl::desc("moe-assign-precision policy"),
                                 llvm::cl::init("keep")};
+  Option<std::string> placementProfile{
+      *this, "placement-profile",
+      llvm::cl::desc("with ep: place experts from this routing profile (moe-place-experts)")};
+  Option<int64_t> redundant{*this, "redundant",
+                            llvm::cl::desc("with placement-profile: redundant expert slots"),
+                            llvm::cl::init(0)};
+  Option<int64_t> ranksPerNode{*this, "ranks-per-node",
+                               llvm::cl::desc("with placement-profile: ranks per node"),
+                               llvm::cl::init(0)};
 };
 } // namespace
 
@@ -42,6 +51,14 @@ std::string assignPrecisionText(const PipelineOptions &o) {
   for (size_t i = 0; i < o.precisionOverrides.size(); ++i)
     text += (i ? "," : " overrides=") + o.precisionOverrides[i];
   return text + "}, ";
+}
+/// How the experts go onto the ranks (ep > 1).
+std::string shardText(const PipelineOptions &o) {
+  if (o.placementProfile.empty())
+    return "moe-shard-experts{ep=" + std::to_string(o.ep) + "}, ";
+  return "moe-place-experts{profile=\"" + o.placementProfile + "\" ranks=" +
+         std::to_string(o.ep) + " ranks-per-node=" + std::to_string(o.ranksPerNode) +
+         " redundant=" + std::to_string(o.redundant) + "}, ";
 }
 } // namespace
 
@@ -62,7 +79,11 @@ void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &option
   pm.addPass(createMoeToPlanPass(MoeToPlanPassOptions{options.maxContext}));
   if (options.ep > 1) {
     pm.addPass(createReplicateRanksPass(ReplicateRanksPassOptions{options.ep}));
-    pm.addPass(createShardExpertsPass(ShardExpertsPassOptions{options.ep}));
+    if (options.placementProfile.empty())
+      pm.addPass(createShardExpertsPass(ShardExpertsPassOptions{options.ep}));
+    else
+      pm.addPass(createPlaceExpertsPass(PlaceExpertsPassOptions{
+          options.placementProfile, options.ep, options.ranksPerNode, options.redundant}));
   }
   pm.addPass(createPlanMemoryPass(PlanMemoryPassOptions{options.maxBatchTokens}));
   // Last: streams must not race on the buffers as placed.
@@ -75,8 +96,8 @@ std::string defaultPipelineText(const PipelineOptions &options) {
          (options.fusion ? "moe-fuse-experts, " : "") +
          (options.splitExperts || options.ep > 1 ? "moe-split-experts, " : "") +
          "moe-to-plan{max-context=" + std::to_string(options.maxContext) + "}, " +
-         (options.ep > 1 ? "moe-replicate-ranks{ranks=" + std::to_string(options.ep) +
-                               "}, moe-shard-experts{ep=" + std::to_string(options.ep) + "}, "
+         (options.ep > 1 ? "moe-replicate-ranks{ranks=" + std::to_string(options.ep) + "}, " +
+                               shardText(options)
                          : std::string()) +
          "moe-plan-memory{max-batch-tokens=" + std::to_string(options.maxBatchTokens) +
          "}, moe-verify-schedule)";
@@ -86,11 +107,16 @@ void registerPipelines() {
   mlir::PassPipelineRegistration<DefaultPipelineOptions>(
       "moe-default-pipeline",
       "moe module -> planned plan module (moe-assign-precision, moe-fuse-experts, "
-      "moe-split-experts, moe-to-plan, moe-replicate-ranks, moe-shard-experts, moe-plan-memory, "
+      "moe-split-experts, moe-to-plan, moe-replicate-ranks, moe-shard-experts or "
+      "moe-place-experts, moe-plan-memory, "
       "moe-verify-schedule)",
       [](mlir::OpPassManager &pm, const DefaultPipelineOptions &o) {
-        buildDefaultPipeline(pm, {o.maxBatchTokens, o.maxContext, o.fusion, o.splitExperts,
-                                  o.ep, o.precision});
+        PipelineOptions options{o.maxBatchTokens, o.maxContext, o.fusion, o.splitExperts,
+                                o.ep, o.precision};
+        options.placementProfile = o.placementProfile;
+        options.redundant = o.redundant;
+        options.ranksPerNode = o.ranksPerNode;
+        buildDefaultPipeline(pm, options);
       });
 }
 

@@ -18,12 +18,17 @@ struct PipelineOptions {
   int64_t ep = 1; ///< > 1: that many ranks, experts partitioned (implies splitExperts)
   std::string precision = "keep"; ///< moe-assign-precision's policy
   std::vector<std::string> precisionOverrides; ///< and its component=precision overrides
+  /// With ep > 1: moe-place-experts from this routing profile instead of
+  /// moe-shard-experts, with these redundant slots and ranks per node.
+  std::string placementProfile;
+  int64_t redundant = 0, ranksPerNode = 0;
 };
 
 /// moe module -> planned plan module: moe-assign-precision (unless the
 /// policy is keep without overrides), moe-fuse-experts (unless off),
 /// moe-split-experts (if on, or ep > 1), moe-to-plan, with ep > 1
-/// moe-replicate-ranks and moe-shard-experts, moe-plan-memory,
+/// moe-replicate-ranks and moe-shard-experts (or, with a placement
+/// profile, moe-place-experts), moe-plan-memory,
 /// moe-verify-schedule.
 void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 /// The textual form of that pipeline (recorded in plan provenance).

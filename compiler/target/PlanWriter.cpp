@@ -29,6 +29,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <numeric>
 #include <sstream>
 
 namespace fb = ::moe::plan;
@@ -241,14 +242,17 @@ private:
     if (auto append = w.getAppend())
       for (mlir::Attribute a : *append)
         appended.push_back(cast<StringAttr>(a).getValue().str());
-    // Expert parallelism: experts first .. first + dim 0 - 1 of the stack.
+    // Expert parallelism: the listed experts of the stack, in that order.
     const int64_t held = perExpert ? type.getDimSize(0) : 1;
-    const int64_t first = w.getExperts() ? (*w.getExperts())[0] : 0;
-    const int64_t stacked = w.getExperts() ? (*w.getExperts())[1] : held;
+    std::vector<int64_t> experts(static_cast<size_t>(held));
+    std::iota(experts.begin(), experts.end(), 0);
+    if (auto list = w.getExperts())
+      experts.assign(list->begin(), list->end());
+    const int64_t stacked = w.getStacked() ? int64_t(*w.getStacked()) : held;
     const int64_t count = stacked - int64_t(appended.size() / names.size());
     const uint64_t partElements =
         uint64_t(type.getNumElements()) / uint64_t(held) / names.size();
-    for (int64_t ex = first; ex < first + held; ++ex)
+    for (int64_t ex : experts)
       for (size_t n = 0; n < names.size(); ++n) {
         std::string part = ex < count ? mlir::moe::WeightOp::expand(names[n], ex)
                                       : appended[size_t(ex - count) * names.size() + n];
@@ -358,14 +362,27 @@ private:
                   .Union()};
     }
     if (auto p = dyn_cast_or_null<pl::ExpertsParamsAttr>(a)) {
+      auto ints = [&](mlir::DenseI64ArrayAttr a) {
+        std::vector<int32_t> v;
+        if (a)
+          for (int64_t x : a.asArrayRef())
+            v.push_back(int32_t(x));
+        return v;
+      };
+      const std::vector<int32_t> held = ints(p.getHeld()), replicas = ints(p.getReplicas()),
+                                 replica = ints(p.getReplica());
       if (p.getStacked() && p.getLayer() >= 0)
-        cur_->held[int(p.getLayer())] = {int(p.getFirst()), int(p.getNumExperts())};
+        cur_->held[int(p.getLayer())] = held;
+      auto vec = [&](const std::vector<int32_t> &v) {
+        return v.empty() ? 0 : b_.CreateVector(v);
+      };
       return {fb::OpParams::ExpertsParams,
               fb::CreateExpertsParams(b_, int32_t(p.getNumExperts()),
                                       int32_t(p.getIntermediate()),
                                       p.getFusedGateUp().getValue(), int32_t(p.getNumShared()),
-                                      p.getGrouped().getValue(), int32_t(p.getFirst()),
-                                      int32_t(p.getStacked()), int32_t(p.getLayer()))
+                                      p.getGrouped().getValue(), 0, int32_t(p.getStacked()),
+                                      int32_t(p.getLayer()), vec(held), vec(replicas),
+                                      vec(replica))
                   .Union()};
     }
     if (auto p = dyn_cast_or_null<pl::DispatchParamsAttr>(a))
@@ -592,14 +609,14 @@ private:
     uint64_t arenaBytes = 0, weightBytes = 0, weightFileSize = 0;
     std::string weightFile;
     std::map<int, int> routers; ///< decoder layer -> its router's experts
-    /// decoder layer -> [first, count) of its stacked experts, when sharded
-    std::map<int, std::pair<int, int>> held;
+    /// decoder layer -> the stacked expert of each of its stacks, when sharded
+    std::map<int, std::vector<int32_t>> held;
   };
   uint32_t rankOf(const Program *p) const { return uint32_t(p - programs_.data()); }
 
   /// Each routed expert's slots: on every rank that routes its layer, slot
-  /// e, unless the rank's expert rows hold a slice of the stack (expert
-  /// parallelism), then on the rank whose slice has it, at e - first.
+  /// e, unless the rank's expert rows hold a share of the stack (expert
+  /// parallelism), then at each of its stacks that holds e, ranks in order.
   std::vector<flatbuffers::Offset<fb::LayerPlacement>> placementTable() {
     std::map<int, std::pair<int, std::vector<int32_t>>> layers; // experts, ranks
     for (size_t r = 0; r < programs_.size(); ++r)
@@ -622,8 +639,10 @@ private:
           auto slice = held.find(layer);
           if (slice == held.end())
             slots.emplace_back(rank, e);
-          else if (e >= slice->second.first && e < slice->second.first + slice->second.second)
-            slots.emplace_back(rank, e - slice->second.first);
+          else
+            for (size_t i = 0; i < slice->second.size(); ++i)
+              if (slice->second[i] == e)
+                slots.emplace_back(rank, int32_t(i));
         }
         experts.push_back(fb::CreateExpertSlotsDirect(b_, &slots));
       }

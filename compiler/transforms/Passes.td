@@ -180,15 +180,49 @@ def ShardExpertsPass : Pass<"moe-shard-experts", "mlir::ModuleOp"> {
     tokens, is the next step: docs/parallelism.md.)
 
     ```mlir
-    %gu = plan.weight "...experts.{e}.gate_proj.weight" concat [...] experts array<i64: 4, 8>
+    %gu = plan.weight "...experts.{e}.gate_proj.weight" concat [...] experts array<i64: 4, 5, 6, 7> of 8
             : memref<4x32x32xbf16>
     plan.launch expert_rows ins(%rows, %slots, %gu, %down : ...) outs(%y : memref<?x2x32xf32>)
-      params #plan.experts<num_experts = 4, ..., first = 4, stacked = 8, layer = 1>
+      params #plan.experts<num_experts = 4, ..., stacked = 8, held = array<i64: 4, 5, 6, 7>, layer = 1>
     plan.collective all_reduce ins(%y : memref<?x2x32xf32>) outs(%y : memref<?x2x32xf32>)
     ```
   }];
   let options = [
     Option<"ep", "ep", "int64_t", "1", "expert-parallel ranks: the module's rank programs">
+  ];
+}
+
+def PlaceExpertsPass : Pass<"moe-place-experts", "mlir::ModuleOp"> {
+  let summary = "Place each layer's experts on the ranks as planned from a routing profile";
+  let description = [{
+    As `moe-shard-experts` (after `moe-replicate-ranks`, before
+    `moe-plan-memory`), but each layer's routed experts go where
+    `compiler/placement` plans them from the routing profile's counts
+    (docs/parallelism.md): the `redundant` extra slots replicate the
+    hottest experts, and physical experts are packed onto nodes of
+    `ranks-per-node` ranks, then ranks, to even out the most loaded rank;
+    every rank holds (E + redundant) / ranks routed experts. The always-on
+    experts are on every rank. A replicated expert's rows are shared
+    round-robin among its replicas (`replicas` and `replica` in the
+    launch's params), so each row is still computed once, with the same
+    bits: the tokens are the single-rank plan's. The plan writer lists
+    every replica in the placement table.
+
+    ```mlir
+    plan.launch expert_rows ins(...) outs(%y : memref<?x3x32xf32>)
+      params #plan.experts<num_experts = 3, ..., stacked = 5, held = array<i64: 2, 0, 4>,
+                           replicas = array<i64: 2, 1, 2>, replica = array<i64: 0, 0, 0>, layer = 1>
+    plan.collective all_reduce ins(%y : memref<?x3x32xf32>) outs(%y : memref<?x3x32xf32>)
+    ```
+  }];
+  let options = [
+    Option<"profile", "profile", "std::string", "\"\"",
+           "the routing profile (moe-run --routing-profile) to plan from">,
+    Option<"ranks", "ranks", "int64_t", "1", "ranks: the module's rank programs">,
+    Option<"ranksPerNode", "ranks-per-node", "int64_t", "0",
+           "ranks per node (0: all on one node)">,
+    Option<"redundant", "redundant", "int64_t", "0",
+           "slots beyond one per routed expert, for replicas of the hottest">
   ];
 }
 

@@ -72,11 +72,21 @@ def Plan_DispatchParamsAttr : Plan_ParamsAttr<"DispatchParams", "dispatch"> {
 
 def Plan_ExpertsParamsAttr : Plan_ParamsAttr<"ExpertsParams", "experts"> {
   let summary = "parameters of experts";
+  let description = [{
+    expert_rows under expert parallelism (`stacked` > 0): the launch's
+    stacks hold num_experts + num_shared of the layer's `stacked` experts,
+    stack i holding expert `held[i]`, which has `replicas[i]` replicas of
+    which this is number `replica[i]` (absent: 1 and 0). Of expert e's
+    rows, in row order, the n-th is this launch's when n mod replicas
+    equals replica; the others' rows are left to other ranks (zeros).
+  }];
   let parameters = (ins "int64_t":$num_experts, "int64_t":$intermediate,
                         "::mlir::BoolAttr":$fused_gate_up, "int64_t":$num_shared,
                         "::mlir::BoolAttr":$grouped,
-                        DefaultValuedParameter<"int64_t", "0">:$first,
                         DefaultValuedParameter<"int64_t", "0">:$stacked,
+                        OptionalParameter<"::mlir::DenseI64ArrayAttr">:$held,
+                        OptionalParameter<"::mlir::DenseI64ArrayAttr">:$replicas,
+                        OptionalParameter<"::mlir::DenseI64ArrayAttr">:$replica,
                         DefaultValuedParameter<"int64_t", "-1">:$layer);
 }
 

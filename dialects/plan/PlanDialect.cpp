@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -98,11 +99,16 @@ LogicalResult WeightOp::verify() {
   auto type = cast<MemRefType>(getType());
   if (auto experts = getExperts()) {
     const bool stack = getName().contains("{e}") || getAppend();
-    if (experts->size() != 2 || !stack || type.getRank() < 1 || (*experts)[0] < 0 ||
-        (*experts)[0] + type.getDimSize(0) > (*experts)[1])
+    const int64_t stacked = getStacked() ? int64_t(*getStacked()) : 0;
+    llvm::SmallDenseSet<int64_t> seen;
+    bool valid = stack && type.getRank() >= 1 && type.getDimSize(0) == int64_t(experts->size());
+    for (int64_t e : *experts)
+      valid &= e >= 0 && e < stacked && seen.insert(e).second;
+    if (!valid)
       return emitOpError() << "weight '" << getName() << "' of " << type
-                           << " cannot hold experts [first, stacked] = " << getExpertsAttr()
-                           << " (a stack of experts, first + its experts <= stacked)";
+                           << " cannot hold experts " << getExpertsAttr() << " of " << stacked
+                           << " (a stack of experts: as many distinct experts as dim 0, each "
+                              "in [0, stacked))";
   }
   Type elem = type.getElementType();
   // fp8 from the checkpoint carries its own block scales ('scale').
@@ -203,10 +209,39 @@ LogicalResult LaunchOp::verify() {
       d << "none";
     return d;
   }
+  if (auto p = dyn_cast_or_null<ExpertsParamsAttr>(getParamsAttr()); p && failed(checkShare(p)))
+    return failure();
   for (Value out : getOuts())
     if (!out.getDefiningOp<AllocOp>())
       return emitOpError() << "writes a buffer that is not a plan.alloc";
   return checkStream(*this, getStream());
+}
+
+LogicalResult LaunchOp::checkShare(ExpertsParamsAttr p) {
+  const bool sharded = p.getStacked() != 0;
+  if (!sharded) {
+    if (p.getHeld() || p.getReplicas() || p.getReplica())
+      return emitOpError() << "names held experts or replicas without stacked experts";
+    return success();
+  }
+  const size_t stacks = size_t(p.getNumExperts() + p.getNumShared());
+  auto sized = [&](DenseI64ArrayAttr a) { return !a || a.size() == stacks; };
+  if (getKernel().getKernel() != Kernel::ExpertRows || p.getStacked() < 0 || !p.getHeld() ||
+      !sized(p.getHeld()) || !sized(p.getReplicas()) || !sized(p.getReplica()) ||
+      bool(p.getReplicas()) != bool(p.getReplica()))
+    return emitOpError() << "a sharded expert launch is an expert_rows with held = one stacked "
+                            "expert per stack (and replicas and replica, if any, as many)";
+  llvm::SmallDenseSet<int64_t> seen;
+  for (size_t i = 0; i < stacks; ++i) {
+    const int64_t e = p.getHeld()[i];
+    const int64_t n = p.getReplicas() ? p.getReplicas()[i] : 1;
+    const int64_t r = p.getReplica() ? p.getReplica()[i] : 0;
+    if (e < 0 || e >= p.getStacked() || !seen.insert(e).second || n < 1 || r < 0 || r >= n)
+      return emitOpError() << "stack " << i << " holds expert " << e << " as replica " << r
+                           << " of " << n << "; expected a distinct expert in [0, "
+                           << p.getStacked() << ") and a replica in [0, replicas)";
+  }
+  return success();
 }
 
 LogicalResult CollectiveOp::verify() {

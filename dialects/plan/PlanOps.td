@@ -17,8 +17,8 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
     the plan writer converts to from the checkpoint's; i8 and i4 are
     symmetric integers with one f32 scale per `group` elements of each row,
     f8E4M3FN without `scale` has one per `group` x `group` block.
-    `experts [first, stacked]` (expert parallelism): of the `stacked`
-    experts the names stack, only experts first .. first + dim 0 - 1.
+    `experts [e0, e1, ...] of S` (expert parallelism): of the S experts
+    the names stack, only e0, e1, ... in that order (dim 0 of the result).
 
     ```mlir
     %0 = plan.weight "model.embed_tokens.weight" : memref<96x32xbf16>
@@ -30,11 +30,12 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
                        OptionalAttr<DenseI64ArrayAttr>:$block,
                        OptionalAttr<I64Attr>:$group,
                        OptionalAttr<StrArrayAttr>:$append,
-                       OptionalAttr<DenseI64ArrayAttr>:$experts);
+                       OptionalAttr<DenseI64ArrayAttr>:$experts,
+                       OptionalAttr<I64Attr>:$stacked);
   let results = (outs AnyStaticShapeMemRef:$result);
   let assemblyFormat = [{
     $name (`concat` $concat^)? (`append` $append^)? (`scale` $scale^ `block` $block)?
-    (`group` $group^)? (`experts` $experts^)? attr-dict `:` type($result)
+    (`group` $group^)? (`experts` $experts^ `of` $stacked)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -116,6 +117,8 @@ def Plan_LaunchOp : Plan_Op<"launch", [AttrSizedOperandSegments]> {
   let extraClassDeclaration = [{
     /// The kernel's row of Kernels.def.
     const ::mlir::plan::KernelInfo &info() { return kernelInfo(getKernel().getKernel()); }
+    /// A sharded expert launch's held experts and replicas are consistent.
+    ::mlir::LogicalResult checkShare(::mlir::plan::ExpertsParamsAttr params);
   }];
 }
 

@@ -115,33 +115,43 @@ void expertGroups(const float *rows, const std::vector<int64_t> &start, int64_t 
 } // namespace
 
 void expertRows(const float *rows, const int32_t *slotOf, int64_t count, int64_t hidden,
-                int64_t inter, const ExpertWeights &w, int64_t first, int64_t numSlots,
-                float *y) {
-  // The stacks' index of each row's expert, or -1 for another rank's.
-  auto held = [&](int64_t r) {
-    const int64_t s = int64_t(slotOf[r]) - first;
-    return s >= 0 && s < numSlots ? s : -1;
-  };
-  std::vector<int64_t> start(size_t(numSlots + 1), 0);
-  bool allHeld = true;
+                int64_t inter, const ExpertWeights &w, int64_t numSlots,
+                const ExpertShare &share, float *y) {
+  // The stack index of each row's expert, or -1 for another rank's row.
+  std::vector<int64_t> own(static_cast<size_t>(count));
+  std::vector<int64_t> seen(share.stack.size(), 0); // rows of each expert so far
   for (int64_t r = 0; r < count; ++r) {
-    const int64_t s = held(r);
+    const size_t e = size_t(slotOf[r]);
+    if (share.stack.empty()) {
+      own[size_t(r)] = int64_t(e);
+      continue;
+    }
+    const int64_t n = seen[e]++;
+    own[size_t(r)] = share.stack[e] >= 0 && n % share.replicas[e] == share.replica[e]
+                         ? share.stack[e]
+                         : -1;
+  }
+  std::vector<int64_t> start(size_t(numSlots + 1), 0);
+  bool allHeld = true, ascending = true;
+  for (int64_t r = 0; r < count; ++r) {
+    const int64_t s = own[size_t(r)];
     allHeld &= s >= 0;
+    ascending &= r == 0 || s >= own[size_t(r - 1)];
     if (s >= 0)
       ++start[size_t(s + 1)];
   }
   std::partial_sum(start.begin(), start.end(), start.begin());
-  if (allHeld && std::is_sorted(slotOf, slotOf + count))
+  if (allHeld && ascending)
     return expertGroups(rows, start, hidden, inter, w, y);
   // Rows from several ranks (each rank's run ascends, the whole does not),
-  // or rows of experts other ranks hold: group this rank's (stably),
-  // compute, put each result back in its place, and zero the others.
+  // or rows other ranks compute: group this rank's (stably), compute, put
+  // each result back in its place, and zero the others.
   const int64_t mine = start.back();
   thread_local std::vector<float> groupedBuf, outBuf;
   float *grouped = scratch(groupedBuf, mine * hidden), *out = scratch(outBuf, mine * hidden);
   std::vector<int64_t> next(start.begin(), start.end() - 1), placeOf(static_cast<size_t>(count));
   for (int64_t r = 0; r < count; ++r) {
-    const int64_t s = held(r);
+    const int64_t s = own[size_t(r)];
     placeOf[size_t(r)] = s < 0 ? -1 : next[size_t(s)]++;
     if (s < 0)
       std::fill(y + r * hidden, y + (r + 1) * hidden, 0.0f);
@@ -185,7 +195,7 @@ void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
   float *rows = scratch(rowsBuf, slots * hidden), *y = scratch(yBuf, slots * hidden);
   int32_t *slotOf = scratch(slotBuf, slots), *rowOf = scratch(rowBuf, slots);
   dispatch(x, tokens, hidden, indices, topK, numExperts, w.shared, rows, slotOf, rowOf);
-  expertRows(rows, slotOf, slots, hidden, inter, w, 0, numExperts + w.shared, y);
+  expertRows(rows, slotOf, slots, hidden, inter, w, numExperts + w.shared, ExpertShare(), y);
   combine(y, rowOf, weights, indices, tokens, topK, w.shared, hidden, out);
 }
 

@@ -158,15 +158,24 @@ void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
 void dispatch(const float *x, int64_t tokens, int64_t hidden, const int32_t *indices,
               int64_t topK, int64_t numExperts, int64_t shared, float *rows, int32_t *slotOf,
               int32_t *rowOf);
+/// Which rows of a layer's experts one rank computes (expert parallelism,
+/// docs/parallelism.md), indexed by the expert a slot names: stack[e] is
+/// expert e's index in this rank's stacks, or -1 when other ranks hold it;
+/// of an expert's rows, in row order, the n-th is this rank's when n mod
+/// replicas[e] == replica[e] (its replicas share its rows round-robin).
+/// Empty: every expert at its own index, once.
+struct ExpertShare {
+  std::vector<int32_t> stack, replicas, replica;
+};
 /// y[r] = down_e(silu(gate_e rows[r]) * up_e rows[r]) for the `count` rows,
-/// in any order, whose expert slotOf[r] the stacks hold: experts first ..
-/// first + numSlots - 1, at index slotOf[r] - first (expert parallelism:
-/// the rows of experts held elsewhere become zeros). Grouped in place when
-/// every row is held and slotOf ascends, as dispatch leaves it; else
-/// permuted into groups and back. w.shared is not used here.
+/// in any order, of expert e = slotOf[r] that `share` gives this rank, with
+/// the stacks' expert share.stack[e] (of numSlots); the other rows become
+/// zeros. Grouped in place when every row is this rank's and their stacks
+/// ascend, as dispatch leaves them; else permuted into groups and back.
+/// w.shared is not used here.
 void expertRows(const float *rows, const int32_t *slotOf, int64_t count, int64_t hidden,
-                int64_t inter, const ExpertWeights &w, int64_t first, int64_t numSlots,
-                float *y);
+                int64_t inter, const ExpertWeights &w, int64_t numSlots,
+                const ExpertShare &share, float *y);
 /// The weighted sum: out[t] = sum of weights[t, j] * y[rowOf[slot of j]]
 /// over t's routed picks in ascending expert id, then its always-on picks
 /// with weight 1: one fixed order whatever the batch or the rows' layout.

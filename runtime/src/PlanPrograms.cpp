@@ -34,6 +34,69 @@ CollectiveArity arityOf(plan::CollectiveOp op) {
 }
 
 /// A kernel instruction's operand counts and parameters.
+/// An expert_rows' held experts and replicas: one per stack, each expert
+/// once, each replica number below its count.
+bool consistentShare(const plan::ExpertsParams &e) {
+  const auto *held = e.held(), *replicas = e.replicas(), *replica = e.replica();
+  if (!held)
+    return !replicas && !replica;
+  const int64_t stacks = int64_t(e.num_experts()) + e.num_shared();
+  if (!e.stacked() || int64_t(held->size()) != stacks || bool(replicas) != bool(replica) ||
+      (replicas && (int64_t(replicas->size()) != stacks || int64_t(replica->size()) != stacks)))
+    return false;
+  std::set<int32_t> seen;
+  for (uint32_t i = 0; i < held->size(); ++i) {
+    const int32_t n = replicas ? replicas->Get(i) : 1, r = replica ? replica->Get(i) : 0;
+    if (held->Get(i) < 0 || held->Get(i) >= e.stacked() || !seen.insert(held->Get(i)).second ||
+        n < 1 || r < 0 || r >= n)
+      return false;
+  }
+  return true;
+}
+
+/// Of each layer's sharded expert_rows over all ranks: every stacked expert
+/// has replicas 0 .. n - 1, each on one rank, so that each row is computed
+/// exactly once.
+Status checkShares(const plan::Plan &p) {
+  // layer -> stacked expert -> (replicas, the replica numbers seen)
+  std::map<int, std::map<int, std::pair<int, std::multiset<int>>>> layers;
+  std::map<int, int> stackedOf;
+  for (const plan::Program *prog : *p.programs())
+    for (const plan::Instruction *inst : *prog->instructions()) {
+      const auto *e = inst->params_as_ExpertsParams();
+      if (!e || !e->stacked())
+        continue;
+      const int layer = e->layer();
+      stackedOf[layer] = e->stacked();
+      const int stacks = e->num_experts() + e->num_shared();
+      for (int i = 0; i < stacks; ++i) {
+        const int ex = e->held()->Get(uint32_t(i)); // checkKernel: present
+        const int n = e->replicas() ? e->replicas()->Get(uint32_t(i)) : 1;
+        auto &entry = layers[layer][ex];
+        if (!entry.second.empty() && entry.first != n)
+          return Status::error("expert " + std::to_string(ex) + " of layer " +
+                               std::to_string(layer) + " is stated with " +
+                               std::to_string(entry.first) + " and with " + std::to_string(n) +
+                               " replicas");
+        entry.first = n;
+        entry.second.insert(e->replica() ? e->replica()->Get(uint32_t(i)) : 0);
+      }
+    }
+  for (const auto &[layer, experts] : layers)
+    for (int ex = 0; ex < stackedOf[layer]; ++ex) {
+      auto it = experts.find(ex);
+      std::multiset<int> want;
+      for (int r = 0; it != experts.end() && r < it->second.first; ++r)
+        want.insert(r);
+      if (it == experts.end() || it->second.second != want)
+        return Status::error("expert " + std::to_string(ex) + " of layer " +
+                             std::to_string(layer) +
+                             " is not held exactly once per replica over the ranks: some of "
+                             "its rows would be computed twice or never");
+    }
+  return Status::ok();
+}
+
 Status checkKernel(const plan::Plan &p, const plan::Instruction *inst, const std::string &where) {
   const plan::KvCacheSpec &kv = *p.kv_cache();
   const KernelInfo *k = kernelInfo(kernelOf(*inst));
@@ -74,12 +137,16 @@ Status checkKernel(const plan::Plan &p, const plan::Instruction *inst, const std
   // The expert stacks follow the activations: x, weights, indices for
   // experts; rows, slots for expert_rows.
   const size_t stacksAt = inst->op() == plan::OpCode::Experts ? 3 : 2;
+  if (auto *e = inst->params_as_ExpertsParams(); e && e->stacked() && !e->held())
+    return Status::error(where + " holds a format 2.1 slice of experts (first, stacked), which "
+                                 "this runtime no longer reads; recompile with moe-compile");
   if (auto *e = inst->params_as_ExpertsParams())
     if (e->num_experts() < 1 || e->intermediate() < 1 || e->num_shared() < 0 ||
         e->num_shared() > (1 << 20) || nin != stacksAt + (e->fused_gate_up() ? 2u : 3u) ||
         e->first() < 0 || e->stacked() < 0 || e->stacked() > (1 << 20) ||
         (e->stacked() && e->first() + e->num_experts() > e->stacked()) ||
-        ((e->first() || e->stacked()) && inst->op() != plan::OpCode::ExpertRows))
+        ((e->first() || e->stacked()) && inst->op() != plan::OpCode::ExpertRows) ||
+        !consistentShare(*e))
       return Status::error(where + " has inconsistent expert parameters");
   if (auto *d = inst->params_as_DispatchParams())
     if (d->num_experts() < 1 || d->num_shared() < 0 || d->num_shared() > (1 << 20))
@@ -234,6 +301,8 @@ Status checkRanks(const plan::Plan &p) {
                              ": the ranks would wait for each other forever");
     }
   }
+  if (Status st = checkShares(p); !st)
+    return st;
   // The placement: every routed layer's experts, each on at least one slot.
   std::map<int, int> experts; // layer -> its router's experts
   for (const plan::Program *prog : *p.programs())

@@ -60,10 +60,17 @@ KernelParams kernelParams(const plan::Instruction &inst) {
                         p->topk_group(),
                         p->routed_scaling_factor(),
                         p->layer()};
-  if (auto *p = inst.params_as_ExpertsParams())
-    return ExpertsParams{p->num_experts(), p->intermediate(), p->fused_gate_up(),
-                         p->num_shared(), p->grouped(),    p->first(),
-                         p->stacked()};
+  if (auto *p = inst.params_as_ExpertsParams()) {
+    ExpertsParams e{p->num_experts(), p->intermediate(), p->fused_gate_up(),
+                    p->num_shared(),  p->grouped(),      p->stacked()};
+    auto copy = [](const flatbuffers::Vector<int32_t> *v) {
+      return v ? std::vector<int32_t>(v->begin(), v->end()) : std::vector<int32_t>();
+    };
+    e.held = copy(p->held());
+    e.replicas = copy(p->replicas());
+    e.replica = copy(p->replica());
+    return e;
+  }
   if (auto *p = inst.params_as_DispatchParams())
     return DispatchParams{p->num_experts(), p->num_shared()};
   return std::monostate();

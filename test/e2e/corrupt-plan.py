@@ -7,6 +7,8 @@
   corrupt-plan.py PLAN_DIR version MAJOR MINOR  set format_major/minor (resealed)
   corrupt-plan.py PLAN_DIR drop-waits N         empty the waits of the N-th instruction
                                                 that has any (resealed): streams race
+  corrupt-plan.py PLAN_DIR set-replica I VALUE  rank 0's first expert_rows with replicas:
+                                                its stack I's replica number := VALUE (resealed)
   corrupt-plan.py PLAN_DIR weights-flip OFFSET  flip one byte of weights-0.bin
   corrupt-plan.py PLAN_DIR weights-truncate N   cut weights-0.bin to N bytes
 
@@ -57,14 +59,36 @@ def deref(buf, pos):
 
 
 # Field slots in plan.fbs (a union takes two: type and value).
-PLAN_PROGRAMS, PROGRAM_INSTRUCTIONS, INSTRUCTION_WAITS = 5, 1, 7
+PLAN_PROGRAMS, PROGRAM_INSTRUCTIONS, INSTRUCTION_PARAMS, INSTRUCTION_WAITS = 5, 1, 4, 7
+OPPARAMS_EXPERTS, EXPERTS_PARAMS_REPLICA = 5, 10  # the union's member; its field
 
 
-def drop_waits(body, n):
+def rank0_instructions(body):
+    """Position of rank 0's instruction vector."""
     plan = deref(body, 0)
     programs = deref(body, field(body, plan, PLAN_PROGRAMS))
     program = deref(body, programs + 4)
-    insts = deref(body, field(body, program, PROGRAM_INSTRUCTIONS))
+    return deref(body, field(body, program, PROGRAM_INSTRUCTIONS))
+
+
+def set_replica(body, index, value):
+    insts = rank0_instructions(body)
+    for i in range(struct.unpack_from("<I", body, insts)[0]):
+        inst = deref(body, insts + 4 + 4 * i)
+        kind = field(body, inst, INSTRUCTION_PARAMS - 1)
+        if kind is None or body[kind] != OPPARAMS_EXPERTS:
+            continue
+        pos = field(body, deref(body, field(body, inst, INSTRUCTION_PARAMS)),
+                    EXPERTS_PARAMS_REPLICA)
+        if pos:
+            replica = deref(body, pos)
+            struct.pack_into("<i", body, replica + 4 + 4 * index, value)
+            return
+    sys.exit("rank 0 has no expert_rows with replicas")
+
+
+def drop_waits(body, n):
+    insts = rank0_instructions(body)
     waiting = 0
     for i in range(struct.unpack_from("<I", body, insts)[0]):
         inst = deref(body, insts + 4 + 4 * i)
@@ -104,6 +128,9 @@ def main():
         data = reseal(bytes(body))
     elif cmd == "drop-waits":
         drop_waits(body, int(args[0]))
+        data = reseal(bytes(body))
+    elif cmd == "set-replica":
+        set_replica(body, int(args[0]), int(args[1]))
         data = reseal(bytes(body))
     elif cmd == "version":
         # Plan is the root table; format_major/minor are its fields 0 and 1.

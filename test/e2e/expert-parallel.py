@@ -10,7 +10,10 @@ holds about 1/N of the experts (the experts' bytes split, the rest
 replicated) and that the placement table puts every expert on exactly one
 rank; runs the N-rank plan under MPIRUN -np N and the usual plan alone on
 the same prompt with --dump-logits, and compares the logits byte for byte.
-Prints one line per plan; exits 1 on the first difference.
+Then the same with experts placed from the usual plan's routing profile
+(--placement-profile, --redundant R > 0): the hottest expert of every layer
+has replicas, every rank as many slots, and the logits are again the
+usual plan's. Prints one line per plan; exits 1 on the first difference.
 """
 import json
 import os
@@ -20,6 +23,7 @@ import sys
 from plan_checks import fail, logits, run
 
 PROMPT = "1,7,3,9,11,2"
+TRAFFIC = "5,17,2,40,8,1,23,11,3,30,9,14"  # routing profile for placement
 STEPS = 4
 
 
@@ -27,6 +31,9 @@ def check(mpirun, name, checkpoint, work):
     alone = os.path.join(work, name + "-1")
     run("moe-compile", checkpoint, "-o", alone, "--max-context", "64")
     want = logits(alone, PROMPT, STEPS)
+    profile = os.path.join(work, name + ".profile.json")
+    run("moe-run", alone, "--prompt-tokens", TRAFFIC, "--max-new-tokens", "8", "--ignore-eos",
+        "--routing-profile", profile)
     whole = json.loads(run("moe-plan", "json", alone))
     for ranks in (2, 4):
         plan = os.path.join(work, f"{name}-ep{ranks}")
@@ -48,6 +55,31 @@ def check(mpirun, name, checkpoint, work):
         share = max(files) / whole["weight_files"][0]["size"]
         print(f"{name} ep {ranks}: logits identical; each expert on one rank; largest rank "
               f"file {share:.2f} of the whole")
+        check_placed(mpirun, name, checkpoint, work, ranks, profile, want)
+
+
+def check_placed(mpirun, name, checkpoint, work, ranks, profile, want):
+    """--ep `ranks` placed from `profile` with replicas: the same bits."""
+    counts = {l["layer"]: l["counts"] for l in json.load(open(profile))["layers"]}
+    experts = len(next(iter(counts.values())))
+    redundant = ranks - experts % ranks if experts % ranks else ranks
+    plan = os.path.join(work, f"{name}-ep{ranks}-placed")
+    run("moe-compile", checkpoint, "-o", plan, "--max-context", "64", "--ep", str(ranks),
+        "--placement-profile", profile, "--redundant", str(redundant))
+    p = json.loads(run("moe-plan", "json", plan))
+    for layer in p["placement"]:
+        slots = [s["slots"] for s in layer["experts"]]
+        per_rank = [sum(1 for ss in slots for s in ss if s["rank"] == r) for r in range(ranks)]
+        hot = max(range(experts), key=lambda e: (counts[layer["layer"]][e], -e))
+        if len(set(per_rank)) != 1 or sum(per_rank) != experts + redundant or \
+                len(slots[hot]) < 2:
+            fail(f"{name} ep {ranks} placed: layer {layer['layer']} slots per rank "
+                 f"{per_rank}, hottest expert {hot} on {slots[hot]}")
+    got = logits(plan, PROMPT, STEPS, mpirun + ["-np", str(ranks)])
+    if got != want:
+        fail(f"{name} ep {ranks} placed: logits differ ({len(want)} and {len(got)} bytes)")
+    print(f"{name} ep {ranks} placed, {redundant} redundant: logits identical; the hottest "
+          f"expert of each layer replicated")
 
 
 def main():

@@ -56,7 +56,8 @@ struct Flags {
   bool fusion = true, splitExperts = false;
   double maxKl = 1e-3, minTop1 = 0.99;
   int threads = 0;
-  int64_t ep = 1;
+  int64_t ep = 1, redundant = 0, ranksPerNode = 0;
+  std::string placementProfile;
 };
 
 const std::vector<std::string> kPolicies = {"keep", "fp32", "bf16", "int8",
@@ -93,6 +94,21 @@ void addFlags(moe::tools::Cli &cli, Flags &f) {
                  "layer's experts (run with mpirun -np N; default 1)")
       ->check(integerIn(1, 4096))
       ->type_name("N");
+  app.add_option("--placement-profile", f.placementProfile,
+                 "with --ep: place each layer's experts as planned from this routing profile "
+                 "(moe-run --routing-profile): hot experts replicated into --redundant slots, "
+                 "the most loaded rank evened out (moe-place-experts)")
+      ->type_name("FILE");
+  app.add_option("--redundant", f.redundant,
+                 "with --placement-profile: expert slots beyond one per routed expert "
+                 "(default 0)")
+      ->check(integerIn(0, 65536))
+      ->type_name("R");
+  app.add_option("--ranks-per-node", f.ranksPerNode,
+                 "with --placement-profile: ranks per node, packed node first (default 0: one "
+                 "node)")
+      ->check(integerIn(0, 4096))
+      ->type_name("K");
   app.add_flag("--split-experts", f.splitExperts,
                "run moe-split-experts: each experts launch as dispatch, expert_rows and "
                "combine (what expert parallelism exchanges rows between; the same bits)");
@@ -147,6 +163,13 @@ int main(int argc, char **argv) {
   for (const char *flag : {"--max-kl", "--min-top1", "--calibration", "--calibration-tokens"})
     if (cli.app.count(flag) && f.precision != "auto")
       return fail(std::string(flag) + " is used only by --precision auto");
+  if (!f.placementProfile.empty() && f.ep < 2)
+    return fail("--placement-profile places experts over ranks: it needs --ep 2 or more");
+  for (const char *flag : {"--redundant", "--ranks-per-node"})
+    if (cli.app.count(flag) && f.placementProfile.empty())
+      return fail(std::string(flag) + " is used only with --placement-profile");
+  if (f.placementProfile.find('"') != std::string::npos)
+    return fail("--placement-profile: a path with '\"' cannot go into the pass pipeline");
   const moe::plan::DType kvType = *moe::rt::parseKvDtype(f.kvDtype);
   const bool autoPrecision = f.precision == "auto";
   if (autoPrecision && (f.emit != "plan" || !f.pipeline.empty()))
@@ -175,7 +198,8 @@ int main(int argc, char **argv) {
                      const std::string &dir, std::string &error) {
     moe::PipelineOptions options{f.maxBatchTokens, f.maxContext, f.fusion,
                                  f.splitExperts,   f.ep,          policy,
-                                 overrides};
+                                 overrides,        f.placementProfile, f.redundant,
+                                 f.ranksPerNode};
     std::string text = f.pipeline.empty() ? moe::defaultPipelineText(options) : f.pipeline;
     auto parsed = mlir::parsePassPipeline(text, llvm::errs());
     if (mlir::failed(parsed)) {

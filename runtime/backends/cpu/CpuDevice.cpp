@@ -84,6 +84,26 @@ k::ExpertWeights expertWeights(const ExpertsParams &p, const std::vector<TensorV
   return w;
 }
 
+/// Which rows an expert_rows computes, by expert (the loader checked the
+/// lists: one distinct expert per stack, replica below replicas).
+k::ExpertShare shareOf(const ExpertsParams &p) {
+  k::ExpertShare share;
+  if (!p.stacked)
+    return share;
+  share.stack.assign(size_t(p.stacked), -1);
+  share.replicas.assign(size_t(p.stacked), 1);
+  share.replica.assign(size_t(p.stacked), 0);
+  for (size_t i = 0; i < p.held.size(); ++i) {
+    const auto e = size_t(p.held[i]);
+    share.stack[e] = int32_t(i);
+    if (!p.replicas.empty()) {
+      share.replicas[e] = p.replicas[i];
+      share.replica[e] = p.replica[i];
+    }
+  }
+  return share;
+}
+
 /// Ids in [0, bound): a router or dispatch wrote them (or another rank sent
 /// them), but the loader cannot prove that nothing overwrote them since
 /// (arena buffers may share bytes), so each is checked before it indexes.
@@ -180,11 +200,11 @@ Status cpu_backend::runKernel(const KernelCall &call) {
     const ExpertsParams &p = std::get<ExpertsParams>(call.params);
     k::Weight gateUp;
     const k::ExpertWeights w = expertWeights(p, in, 2, gateUp);
-    const int64_t held = p.numExperts + p.numShared; // this launch's stacks
-    if (Status st = inRange(in[1], p.stacked ? p.stacked : held, "expert_rows", "slot"); !st)
+    const int64_t stacks = p.numExperts + p.numShared; // this launch's
+    if (Status st = inRange(in[1], p.stacked ? p.stacked : stacks, "expert_rows", "slot"); !st)
       return st;
     k::expertRows(f32(in[0]), i32(in[1]), in[1].rows() * in[1].cols(), in[0].cols(),
-                  p.intermediate, w, p.first, held, f32(out));
+                  p.intermediate, w, stacks, shareOf(p), f32(out));
     return Status::ok();
   }
   case Kernel::Combine: {

@@ -824,7 +824,7 @@ TEST(ExpertParts, DispatchGroupsRowsAndTheRestIgnoresTheirLayout) {
     EXPECT_EQ(slotOf[row], e) << "slot " << s;
     EXPECT_EQ(0, std::memcmp(&rows[row * hidden], &x[t * hidden], hidden * 4)) << "slot " << s;
   }
-  expertRows(rows.data(), slotOf.data(), slots, hidden, inter, w, 0, stacked, y.data());
+  expertRows(rows.data(), slotOf.data(), slots, hidden, inter, w, stacked, ExpertShare(), y.data());
   experts(x.data(), tokens, hidden, inter, numExperts, weights.data(), indices.data(), topK, w,
           whole.data());
   // The same rows and slots in reverse order: expertRows gives each row the
@@ -837,8 +837,8 @@ TEST(ExpertParts, DispatchGroupsRowsAndTheRestIgnoresTheirLayout) {
   }
   for (int64_t s = 0; s < slots; ++s)
     reversedRowOf[s] = int32_t(slots - 1 - rowOf[s]);
-  expertRows(reversedRows.data(), reversedSlots.data(), slots, hidden, inter, w, 0, stacked,
-             reversedY.data());
+  expertRows(reversedRows.data(), reversedSlots.data(), slots, hidden, inter, w, stacked,
+             ExpertShare(), reversedY.data());
   for (int64_t row = 0; row < slots; ++row)
     EXPECT_EQ(0, std::memcmp(&y[row * hidden], &reversedY[(slots - 1 - row) * hidden], hidden * 4))
         << "row " << row;
@@ -846,20 +846,60 @@ TEST(ExpertParts, DispatchGroupsRowsAndTheRestIgnoresTheirLayout) {
           shared, hidden, parts.data());
   EXPECT_EQ(0, std::memcmp(whole.data(), parts.data(), whole.size() * 4));
 
-  // Expert parallelism: three ranks hold experts [0, 2), [2, 4), [4, 6) of
-  // the stacks; each computes its experts' rows and zeros the others', so
-  // the sum over the ranks (an all-reduce) is every row's own bits.
+  // Expert parallelism: three ranks hold experts {h, a}, {b, h}, {c, d, 5}
+  // (h, the most picked, replicated: its rows alternate between ranks 0
+  // and 1), each rank's stacks packed in that order; each computes its rows
+  // and zeros the others', so the sum over the ranks (an all-reduce) is
+  // every row's own bits, and each replica of h takes half of its rows.
+  std::vector<int32_t> byLoad(numExperts);
+  std::iota(byLoad.begin(), byLoad.end(), 0);
+  std::stable_sort(byLoad.begin(), byLoad.end(), [&](int32_t a, int32_t b) {
+    return std::count(slotOf.begin(), slotOf.end(), a) > std::count(slotOf.begin(), slotOf.end(), b);
+  });
+  const int32_t hot = byLoad[0];
+  const std::vector<std::vector<int32_t>> heldBy = {
+      {hot, byLoad[1]}, {byLoad[2], hot}, {byLoad[3], byLoad[4], 5}};
   std::vector<float> summed(y.size(), 0.0f), slice(y.size());
-  for (int64_t first = 0; first < stacked; first += 2) {
-    const ExpertWeights held{gate.weight().offset(first * inter * hidden),
-                             up.weight().offset(first * inter * hidden),
-                             down.weight().offset(first * hidden * inter), nullptr, shared};
-    expertRows(reversedRows.data(), reversedSlots.data(), slots, hidden, inter, held, first, 2,
-               slice.data());
+  std::vector<int64_t> rowsOf3;
+  for (size_t rank = 0; rank < heldBy.size(); ++rank) {
+    ExpertShare share{std::vector<int32_t>(stacked, -1), std::vector<int32_t>(stacked, 1),
+                      std::vector<int32_t>(stacked, 0)};
+    std::vector<float> g, u, d;
+    for (size_t i = 0; i < heldBy[rank].size(); ++i) {
+      const int32_t e = heldBy[rank][i];
+      share.stack[size_t(e)] = int32_t(i);
+      if (e == hot) {
+        share.replicas[size_t(hot)] = 2;
+        share.replica[size_t(hot)] = rank == 0 ? 0 : 1;
+      }
+      const size_t n = size_t(inter * hidden);
+      g.insert(g.end(), gate.f32.begin() + e * n, gate.f32.begin() + (e + 1) * n);
+      u.insert(u.end(), up.f32.begin() + e * n, up.f32.begin() + (e + 1) * n);
+      d.insert(d.end(), down.f32.begin() + e * n, down.f32.begin() + (e + 1) * n);
+    }
+    Weight gw, uw, dw;
+    gw.data = g.data();
+    uw.data = u.data();
+    dw.data = d.data();
+    const ExpertWeights held{gw, uw, dw, nullptr, shared};
+    expertRows(reversedRows.data(), reversedSlots.data(), slots, hidden, inter, held,
+               int64_t(heldBy[rank].size()), share, slice.data());
+    int64_t mine3 = 0;
+    for (int64_t row = 0; row < slots; ++row) {
+      const bool zero = std::all_of(&slice[row * hidden], &slice[(row + 1) * hidden],
+                                    [](float v) { return v == 0.0f; });
+      mine3 += reversedSlots[row] == hot && !zero;
+    }
+    rowsOf3.push_back(mine3);
     for (size_t i = 0; i < slice.size(); ++i)
       summed[i] += slice[i];
   }
   EXPECT_EQ(0, std::memcmp(summed.data(), reversedY.data(), summed.size() * 4));
+  const int64_t all3 = std::count(slotOf.begin(), slotOf.end(), hot);
+  ASSERT_GE(all3, 2) << "the routing must give the hot expert rows to share";
+  EXPECT_EQ(rowsOf3[0], (all3 + 1) / 2);
+  EXPECT_EQ(rowsOf3[1], all3 / 2);
+  EXPECT_EQ(rowsOf3[2], 0);
 }
 
 // Results do not depend on the number of threads (sizes large enough for

@@ -77,9 +77,12 @@ struct ExpertsParams {
   bool fusedGateUp = false;
   int64_t numShared = 0; ///< always-on experts stacked after the routed ones
   bool grouped = true;   ///< permute + grouped GEMMs, else one expert after another
-  /// expert_rows: the stacks hold experts first .. first + numExperts - 1
-  /// of `stacked` (0: numExperts); other experts' rows become zeros.
-  int64_t first = 0, stacked = 0;
+  /// expert_rows under expert parallelism: of the layer's `stacked`
+  /// experts (0: all are here, one copy each), stack i holds held[i], as
+  /// replica replica[i] of replicas[i]; other rows become zeros
+  /// (plan.fbs's ExpertsParams).
+  int64_t stacked = 0;
+  std::vector<int32_t> held, replicas, replica;
 };
 
 struct DispatchParams {

@@ -26,9 +26,11 @@ inline constexpr const char *kWeightFilePrefix = "weights-";
 /// KV; 1.2 AddRmsNorm; 1.3 scaled I8/I4/F8E4M3 weights and shared experts;
 /// 1.4 ExpertsParams.grouped; 1.5 eos_token_ids; 1.6 RouterParams.layer;
 /// 1.7 Instruction.waits and records (events between streams). 2.1: the
-/// dispatch, expert_rows and combine kernels (DispatchParams).
+/// dispatch, expert_rows and combine kernels (DispatchParams). 2.2: an
+/// expert_rows' held experts and replicas (ExpertsParams.held, replicas,
+/// replica).
 inline constexpr uint16_t kFormatMajor = 2;
-inline constexpr uint16_t kFormatMinor = 1;
+inline constexpr uint16_t kFormatMinor = 2;
 
 /// plan.moeplan ends with this 8-byte tag and an 8-byte little-endian
 /// checksum64 of every byte before the tag, so that any flipped byte is
