@@ -238,8 +238,28 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
       auto ids = device.allocate(maxTokens * uint64_t(r->top_k()) * 4, MemoryKind::HostVisible);
       if (!ids)
         return ids.status();
-      s->routing_.push_back({ids.take(), size_t(r->top_k())});
+      s->routing_.push_back({ids.take(), size_t(r->top_k()),
+                             std::vector<int32_t>(size_t(r->num_experts()), 0),
+                             std::vector<int32_t>(size_t(r->num_experts()), 1)});
     }
+  // With expert parallelism, of each layer's routed experts only this
+  // rank's rows (ExpertsParams.held, replicas, replica).
+  for (const plan::Instruction *inst : *s->program_.instructions()) {
+    const auto *e = inst->params_as_ExpertsParams();
+    if (!e || !e->stacked())
+      continue;
+    for (size_t r = 0; r < s->load_.size(); ++r) {
+      if (s->load_[r].layer != e->layer())
+        continue;
+      RouterCounts &c = s->routing_[r];
+      std::fill(c.replica.begin(), c.replica.end(), -1);
+      for (uint32_t i = 0; i < e->held()->size(); ++i)
+        if (size_t ex = size_t(e->held()->Get(i)); ex < c.replica.size()) {
+          c.replica[ex] = e->replica() ? e->replica()->Get(i) : 0;
+          c.replicas[ex] = e->replicas() ? e->replicas()->Get(i) : 1;
+        }
+    }
+  }
   return std::move(s);
 }
 
@@ -384,7 +404,7 @@ Status Session::forward(const Batch &batch, float *logits) {
       // copied back on the router's stream, before anything it records
       // lets another stream reuse their bytes; counted after the step.
       const TensorView &ids = call.outputs[1];
-      st = stream.copy(*routing_[router++].first, 0, *arena_, arenaOffset(ids),
+      st = stream.copy(*routing_[router++].ids, 0, *arena_, arenaOffset(ids),
                        size_t(ids.rows() * ids.cols()) * sizeof(int32_t));
     }
     if (st && inst->records())
@@ -404,11 +424,17 @@ Status Session::forward(const Batch &batch, float *logits) {
   if (!st)
     return st;
   for (size_t r = 0; r < routing_.size(); ++r) {
-    const auto *ids = static_cast<const int32_t *>(routing_[r].first->host());
-    std::vector<uint64_t> &counts = load_[r].counts;
-    for (size_t i = 0; i < size_t(count) * routing_[r].second; ++i)
-      if (ids[i] >= 0 && size_t(ids[i]) < counts.size())
-        ++counts[size_t(ids[i])];
+    const RouterCounts &c = routing_[r];
+    const auto *ids = static_cast<const int32_t *>(c.ids->host());
+    std::vector<uint64_t> picks(load_[r].counts.size(), 0);
+    for (size_t i = 0; i < size_t(count) * c.topK; ++i)
+      if (ids[i] >= 0 && size_t(ids[i]) < picks.size())
+        ++picks[size_t(ids[i])];
+    // Replica q of n computes the rows numbered q, q + n, ... of this step.
+    for (size_t e = 0; e < picks.size(); ++e)
+      if (c.replica[e] >= 0 && picks[e] > uint64_t(c.replica[e]))
+        load_[r].counts[e] += (picks[e] - uint64_t(c.replica[e]) + uint64_t(c.replicas[e]) - 1) /
+                              uint64_t(c.replicas[e]);
   }
   // The logits come back through a copy into host-visible memory.
   const plan::Tensor *out = p.tensors()->Get(program_.outputs()->Get(0));

@@ -12,8 +12,9 @@ rank; runs the N-rank plan under MPIRUN -np N and the usual plan alone on
 the same prompt with --dump-logits, and compares the logits byte for byte.
 Then the same with experts placed from the usual plan's routing profile
 (--placement-profile, --redundant R > 0): the hottest expert of every layer
-has replicas, every rank as many slots, and the logits are again the
-usual plan's. Prints one line per plan; exits 1 on the first difference.
+has replicas, every rank as many slots, the logits are again the usual
+plan's, and the routing counts the ranks make (each the rows it computes)
+sum to the usual plan's. Prints one line per plan; exits 1 on the first difference.
 """
 import json
 import os
@@ -78,8 +79,16 @@ def check_placed(mpirun, name, checkpoint, work, ranks, profile, want):
     got = logits(plan, PROMPT, STEPS, mpirun + ["-np", str(ranks)])
     if got != want:
         fail(f"{name} ep {ranks} placed: logits differ ({len(want)} and {len(got)} bytes)")
+    # Each rank counts the rows it computes: summed, the single rank's counts.
+    summed = plan + ".profile.json"
+    run(*mpirun, "-np", str(ranks), "moe-run", plan, "--prompt-tokens", TRAFFIC,
+        "--max-new-tokens", "8", "--ignore-eos", "--routing-profile", summed)
+    got_counts = {l["layer"]: l["counts"] for l in json.load(open(summed))["layers"]}
+    if got_counts != counts:
+        fail(f"{name} ep {ranks} placed: the ranks' routing counts sum to {got_counts}, "
+             f"one rank counted {counts}")
     print(f"{name} ep {ranks} placed, {redundant} redundant: logits identical; the hottest "
-          f"expert of each layer replicated")
+          f"expert of each layer replicated; routing counts summed over the ranks as one rank's")
 
 
 def main():

@@ -12,6 +12,11 @@
 #include "moe/runtime/MpiCollective.h"
 #include "moe/runtime/Plan.h"
 
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <string>
+
 namespace moe::tools {
 
 /// The job's collective: MPI's under mpirun, else the local one.
@@ -25,6 +30,40 @@ inline rt::Expected<std::unique_ptr<rt::Collective>> joinJob(const std::string &
 inline rt::Status agreeOnPlan(rt::Collective &ranks, const rt::LoadedPlan &plan,
                               rt::Device &device) {
   return rt::agreeOnPlan(ranks, device, plan.checksum(), plan.ranks());
+}
+
+/// Every rank runs the same requests and rank 0 reports: the others' standard
+/// output goes to /dev/null (their errors still reach standard error).
+inline rt::Status quietUnlessRankZero(const rt::Collective &ranks) {
+  if (ranks.rank() != 0 && !std::freopen("/dev/null", "w", stdout))
+    return rt::Status::error("cannot silence the standard output of rank " +
+                             std::to_string(ranks.rank()));
+  return rt::Status::ok();
+}
+
+/// With several ranks, one line per rank (rank 0 gets them; every rank must
+/// call it): the weights and arena its program states, and its peak
+/// resident memory, so that a sharded plan's ranks can be seen to hold
+/// their shard and not the whole model.
+inline rt::Expected<std::string> rankMemory(rt::Collective &ranks, rt::Device &device,
+                                            const rt::LoadedPlan &plan) {
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto all = rt::gatherWords(ranks, device, {int32_t(usage.ru_maxrss)}); // KiB
+  if (!all)
+    return all.status();
+  std::string lines;
+  const auto *programs = plan.plan().programs();
+  for (int r = 0; r < ranks.size(); ++r) {
+    const auto *prog = programs->Get(uint32_t(r));
+    char line[160];
+    std::snprintf(line, sizeof line,
+                  "rank %d: weights %.1f MiB, arena %.1f MiB, peak resident %.1f MiB\n", r,
+                  double(prog->weight_bytes()) / 1048576.0,
+                  double(prog->arena_bytes()) / 1048576.0, (*all)[size_t(r)] / 1024.0);
+    lines += line;
+  }
+  return lines;
 }
 
 } // namespace moe::tools

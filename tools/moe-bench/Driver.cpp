@@ -1,5 +1,6 @@
 //===- Driver.cpp - feed a workload to an Engine and time it --------------===//
 #include "tools/moe-bench/Driver.h"
+#include "moe/runtime/Collective.h"
 
 #include <algorithm>
 #include <chrono>
@@ -27,8 +28,16 @@ rt::Expected<Outcome> drive(const rt::LoadedPlan &plan, rt::Device &device,
   double start = e.clock();
   while (settled() < requests.size()) {
     double t = e.clock() - start;
+    size_t arrived = size_t(std::upper_bound(load.arrivals.begin(), load.arrivals.end(), t) -
+                            load.arrivals.begin());
+    if (open && load.ranks && load.ranks->size() > 1) {
+      auto agreed = rt::gatherWords(*load.ranks, device, {int32_t(arrived)});
+      if (!agreed)
+        return agreed.status();
+      arrived = size_t((*agreed)[0]); // rank 0's
+    }
     while (next < requests.size() &&
-           (open ? load.arrivals[next] <= t : int64_t(next - settled()) < load.concurrency)) {
+           (open ? next < arrived : int64_t(next - settled()) < load.concurrency)) {
       auto id = e.submit(requests[next]);
       if (id)
         requestOf[*id] = next;

@@ -11,9 +11,13 @@ namespace moe::bench {
 
 /// Closed loop (keep `concurrency` requests in flight) when `arrivals` is
 /// empty; open loop otherwise (request i arrives at arrivals[i] seconds).
+/// With several `ranks` (a plan with collectives) every rank must submit the
+/// same requests at the same steps: closed loop does by itself (the engine
+/// is deterministic), open loop goes by rank 0's clock.
 struct Load {
   int64_t concurrency = 1;
   std::vector<double> arrivals;
+  rt::Collective *ranks = nullptr;
 };
 
 /// A request the engine refused for a reason other than a full queue.

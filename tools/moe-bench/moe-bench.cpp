@@ -5,7 +5,9 @@
 // or open loop (--rate: Poisson arrivals), and reports throughput, time to
 // first token and inter-token latency percentiles, KV use, preemptions and
 // host-swap traffic. --verify reruns every request alone and checks that the
-// batched output is token-identical. No MLIR, no LLVM.
+// batched output is token-identical. Under mpirun (a plan of several
+// ranks) every rank serves the same requests and rank 0 reports, with each
+// rank's memory. No MLIR, no LLVM.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/Hal.h"
@@ -15,6 +17,7 @@
 #include "moe/runtime/Stopping.h"
 #include "tools/common/Cli.h"
 #include "tools/common/Output.h"
+#include "tools/common/Ranks.h"
 #include "tools/common/RuntimeFlags.h"
 #include "tools/moe-bench/Driver.h"
 #include "tools/moe-bench/Report.h"
@@ -79,8 +82,21 @@ rt::Expected<int64_t> verify(const rt::LoadedPlan &plan, rt::Device &device,
   return identical;
 }
 
-int benchMain(const Flags &f, tools::Cli &cli) {
-  auto fail = [&](const std::string &m) { return cli.fail(m); };
+int benchMain(Flags f, tools::Cli &cli) {
+  auto job = tools::joinJob("moe-bench");
+  if (!job)
+    return cli.fail(job.status().message());
+  rt::Collective &ranks = **job;
+  // From here a failing rank leaves the job without waiting for the others.
+  auto fail = [&](const std::string &m) {
+    ranks.abandon();
+    return cli.fail(m);
+  };
+  if (rt::Status st = tools::quietUnlessRankZero(ranks); !st)
+    return fail(st.message());
+  const bool reports = ranks.rank() == 0;
+  if (!reports)
+    f.json.clear();
   tools::Output out(f.json);
   if (rt::Status st = out.open(); !st)
     return fail(st.message());
@@ -88,9 +104,13 @@ int benchMain(const Flags &f, tools::Cli &cli) {
   if (!created)
     return fail(created.status().message());
   std::unique_ptr<rt::Device> device = created.take();
-  auto plan = rt::LoadedPlan::open(f.planDir);
+  rt::LoadOptions loadOptions;
+  loadOptions.rank = ranks.rank();
+  auto plan = rt::LoadedPlan::open(f.planDir, loadOptions);
   if (!plan)
     return fail(plan.status().message());
+  if (rt::Status st = tools::agreeOnPlan(ranks, **plan, *device); !st)
+    return fail(st.message());
   const plan::Plan &p = (*plan)->plan();
   int64_t context = p.kv_cache()->max_context(), vocab = p.config()->vocab_size();
 
@@ -143,6 +163,7 @@ int benchMain(const Flags &f, tools::Cli &cli) {
   options.memoryLimit = tools::memoryLimitBytes(f.memoryLimit);
   if (f.hostPool > 0)
     options.hostPoolBytes = uint64_t(f.hostPool * 1048576.0);
+  options.ranks = &ranks;
 
   bool progress = ::isatty(2);
   nlohmann::json document = {{"plan", f.planDir},
@@ -156,13 +177,14 @@ int benchMain(const Flags &f, tools::Cli &cli) {
   std::vector<rt::ExpertLoad> traffic;
   for (const plan::LayerPlacement *l : *p.placement())
     traffic.push_back({l->layer(), std::vector<uint64_t>(size_t(p.config()->num_experts()))});
-  if (!f.routingProfile.empty())
-    if (auto profile = rt::addToProfileIn(f.routingProfile, rt::routingWindow(p, traffic, 1),
+  if (!f.routingProfile.empty() && reports)
+    if (auto profile = rt::addToProfileIn(f.routingProfile,
+                                          rt::routingWindow(p, traffic, ranks.size()),
                                           f.profileDecay);
         !profile)
       return fail(profile.status().message());
   for (double level : levels) {
-    Load load{int64_t(level), {}};
+    Load load{int64_t(level), {}, &ranks};
     std::vector<rt::GenerationRequest> requests = fromFile;
     if (fromFile.empty()) {
       spec.requests = f.requests > 0 ? f.requests : (open ? 64 : 4 * int64_t(level));
@@ -236,14 +258,26 @@ int benchMain(const Flags &f, tools::Cli &cli) {
       return fail("requests lost: " + std::to_string(requests.size() - o.results.size() -
                                                      o.queueFull - o.invalid.size()));
   }
+  if (ranks.size() > 1) {
+    auto memory = tools::rankMemory(ranks, *device, **plan);
+    if (!memory)
+      return fail(memory.status().message());
+    std::fputs(memory->c_str(), out.text());
+  }
   if (out.wantsJson())
     if (rt::Status st = out.writeJson(document); !st)
       return fail(st.message());
-  if (!f.routingProfile.empty())
-    if (rt::Status st = rt::updateRoutingProfile(f.routingProfile,
-                                                 rt::routingWindow(p, traffic, 1), f.profileDecay);
-        !st)
-      return fail(st.message());
+  if (!f.routingProfile.empty()) {
+    // Each rank counted the rows it computed: summed, and rank 0 writes.
+    auto sum = rt::sumOverRanks(ranks, *device, traffic);
+    if (!sum)
+      return fail(sum.status().message());
+    if (reports)
+      if (rt::Status st = rt::updateRoutingProfile(
+              f.routingProfile, rt::routingWindow(p, *sum, ranks.size()), f.profileDecay);
+          !st)
+        return fail(st.message());
+  }
   if (invalid)
     return fail(std::to_string(invalid) + " of " + std::to_string(submitted) +
                 " requests rejected as invalid (reasons above); the others were served");

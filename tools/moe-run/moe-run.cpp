@@ -79,6 +79,12 @@ struct Run {
             !st)
           return fail(st.message());
     }
+    if (ranks->size() > 1) {
+      auto memory = moe::tools::rankMemory(*ranks, *device, *plan);
+      if (!memory)
+        return fail(memory.status().message());
+      std::fputs(memory->c_str(), out.text());
+    }
     if (out.wantsJson())
       if (Status st = out.writeJson(document); !st)
         return fail(st.message());
@@ -371,10 +377,9 @@ int main(int argc, char **argv) {
     return cli.fail(message);
   };
   // Every rank runs the same requests; rank 0 reports (errors come from all).
+  if (Status st = moe::tools::quietUnlessRankZero(**ranks); !st)
+    return fail(st.message());
   if ((*ranks)->rank() != 0) {
-    if (!std::freopen("/dev/null", "w", stdout))
-      return fail("cannot silence the standard output of rank " +
-                  std::to_string((*ranks)->rank()));
     f.json.clear();
     f.dumpLogits.clear();
     f.expertHistogram = false;

@@ -43,6 +43,9 @@ struct EngineOptions {
   std::optional<uint64_t> hostPoolBytes;
   /// Device memory the engine may use (see SessionOptions); 0: the device's.
   uint64_t memoryLimit = 0;
+  /// The job's ranks, for a plan with collectives (see SessionOptions):
+  /// every rank must submit the same requests at the same steps.
+  Collective *ranks = nullptr;
 };
 
 struct GenerationRequest {

@@ -53,7 +53,11 @@ struct Batch {
   int64_t count = 0;
 };
 
-/// Tokens routed to each expert of one MoE layer, as counted at run time.
+/// Tokens routed to each expert of one MoE layer, as counted at run time
+/// by the rank that computes them: with expert parallelism a rank counts
+/// only the rows its expert_rows computes (none of an expert it does not
+/// hold, its replica's share of a replicated one), so that the counts
+/// summed over the ranks are every token's picks once.
 struct ExpertLoad {
   int layer = -1;                 ///< decoder layer (from the router's location)
   std::vector<uint64_t> counts;   ///< per expert: token selections
@@ -129,8 +133,15 @@ private:
   std::unique_ptr<Event> inputsReady_;  ///< streams 1.. wait for the inputs
   std::unique_ptr<Buffer> logits_;      ///< HostVisible: logits copied back
   /// Per router (in load_'s order): a HostVisible buffer its expert ids
-  /// are copied back into, and its top-k.
-  std::vector<std::pair<std::unique_ptr<Buffer>, size_t>> routing_;
+  /// are copied back into, its top-k, and this rank's share of each
+  /// expert's rows (replica number, -1 when another rank holds it; and
+  /// replicas) as the layer's expert_rows states it.
+  struct RouterCounts {
+    std::unique_ptr<Buffer> ids;
+    size_t topK = 0;
+    std::vector<int32_t> replica, replicas;
+  };
+  std::vector<RouterCounts> routing_;
   std::map<int64_t, std::vector<KernelCall>> bound_;
   std::vector<KvLayerView> kv_;
   /// Every KV array (data and scales, k and v, per layer): its buffer and
