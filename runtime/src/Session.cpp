@@ -543,6 +543,7 @@ Status Session::allReduce(Stream &stream, const TensorView &in, const TensorView
                                 count * dtypeSize(in.dtype));
         !st)
       return st;
+  collectiveBytes_ += count * dtypeSize(out.dtype);
   return ranks_->allReduce(stream, {out.data, out.dtype, count});
 }
 

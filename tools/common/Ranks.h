@@ -42,25 +42,34 @@ inline rt::Status quietUnlessRankZero(const rt::Collective &ranks) {
 }
 
 /// With several ranks, one line per rank (rank 0 gets them; every rank must
-/// call it): the weights and arena its program states, and its peak
-/// resident memory, so that a sharded plan's ranks can be seen to hold
-/// their shard and not the whole model.
-inline rt::Expected<std::string> rankMemory(rt::Collective &ranks, rt::Device &device,
-                                            const rt::LoadedPlan &plan) {
+/// call it): the weights and arena its program states, its peak resident
+/// memory, so that a sharded plan's ranks can be seen to hold their shard
+/// and not the whole model, and the bytes it handed to the plan's
+/// collectives (`collectiveBytes`, its own).
+inline rt::Expected<std::string> rankReport(rt::Collective &ranks, rt::Device &device,
+                                            const rt::LoadedPlan &plan,
+                                            uint64_t collectiveBytes) {
   struct rusage usage {};
   ::getrusage(RUSAGE_SELF, &usage);
-  auto all = rt::gatherWords(ranks, device, {int32_t(usage.ru_maxrss)}); // KiB
+  // KiB, then the bytes as two words (31 low bits, the rest).
+  auto all = rt::gatherWords(ranks, device,
+                             {int32_t(usage.ru_maxrss), int32_t(collectiveBytes & 0x7fffffffu),
+                              int32_t(collectiveBytes >> 31)});
   if (!all)
     return all.status();
   std::string lines;
   const auto *programs = plan.plan().programs();
   for (int r = 0; r < ranks.size(); ++r) {
     const auto *prog = programs->Get(uint32_t(r));
-    char line[160];
+    const int32_t *w = &(*all)[3 * size_t(r)];
+    const uint64_t bytes = uint64_t(uint32_t(w[1])) | uint64_t(uint32_t(w[2])) << 31;
+    char line[200];
     std::snprintf(line, sizeof line,
-                  "rank %d: weights %.1f MiB, arena %.1f MiB, peak resident %.1f MiB\n", r,
-                  double(prog->weight_bytes()) / 1048576.0,
-                  double(prog->arena_bytes()) / 1048576.0, (*all)[size_t(r)] / 1024.0);
+                  "rank %d: weights %.1f MiB, arena %.1f MiB, peak resident %.1f MiB, "
+                  "collectives %.2f MiB (%llu bytes)\n",
+                  r, double(prog->weight_bytes()) / 1048576.0,
+                  double(prog->arena_bytes()) / 1048576.0, w[0] / 1024.0,
+                  double(bytes) / 1048576.0, (unsigned long long)bytes);
     lines += line;
   }
   return lines;

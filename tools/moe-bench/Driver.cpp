@@ -70,6 +70,7 @@ rt::Expected<Outcome> drive(const rt::LoadedPlan &plan, rt::Device &device,
   out.seconds = e.clock() - start;
   out.stats = e.stats();
   out.expertLoad = e.session().expertLoad();
+  out.collectiveBytes = e.session().collectiveBytes();
   std::sort(out.results.begin(), out.results.end(),
             [](const auto &a, const auto &b) { return a.id < b.id; });
   return out;

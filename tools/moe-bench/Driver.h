@@ -34,6 +34,7 @@ struct Outcome {
   uint64_t queueFull = 0;
   rt::EngineStats stats;
   std::vector<rt::ExpertLoad> expertLoad; ///< tokens per (MoE layer, expert)
+  uint64_t collectiveBytes = 0;           ///< handed to the plan's collectives
   double seconds = 0;
   int64_t kvBytesPerBlock = 0, hostBlocks = 0;
 };

@@ -172,6 +172,7 @@ int benchMain(Flags f, tools::Cli &cli) {
                              {"host_pool_bytes", options.hostPoolBytes.value_or(0)},
                              {"levels", nlohmann::json::array()}};
   size_t invalid = 0, submitted = 0;
+  uint64_t collectiveBytes = 0; // of the measured runs
   // Tokens per (MoE layer, expert) of the measured runs of every level; a
   // profile file this run could not add to is refused before the work.
   std::vector<rt::ExpertLoad> traffic;
@@ -213,6 +214,7 @@ int benchMain(Flags f, tools::Cli &cli) {
       std::cerr << "moe-bench: ... and " << o.invalid.size() - 5 << " more rejected\n";
     invalid += o.invalid.size();
     submitted += requests.size();
+    collectiveBytes += o.collectiveBytes;
     for (size_t l = 0; l < traffic.size(); ++l) {
       if (o.expertLoad.size() != traffic.size() || o.expertLoad[l].layer != traffic[l].layer ||
           o.expertLoad[l].counts.size() != traffic[l].counts.size())
@@ -259,7 +261,7 @@ int benchMain(Flags f, tools::Cli &cli) {
                                                      o.queueFull - o.invalid.size()));
   }
   if (ranks.size() > 1) {
-    auto memory = tools::rankMemory(ranks, *device, **plan);
+    auto memory = tools::rankReport(ranks, *device, **plan, collectiveBytes);
     if (!memory)
       return fail(memory.status().message());
     std::fputs(memory->c_str(), out.text());

@@ -80,7 +80,7 @@ struct Run {
           return fail(st.message());
     }
     if (ranks->size() > 1) {
-      auto memory = moe::tools::rankMemory(*ranks, *device, *plan);
+      auto memory = moe::tools::rankReport(*ranks, *device, *plan, s.collectiveBytes());
       if (!memory)
         return fail(memory.status().message());
       std::fputs(memory->c_str(), out.text());

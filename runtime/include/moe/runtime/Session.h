@@ -100,6 +100,10 @@ public:
   Status swapIn(int32_t block, int32_t slot);
   /// Routing counts of every MoE layer since the session began.
   const std::vector<ExpertLoad> &expertLoad() const { return load_; }
+  /// The bytes this rank handed to the plan's collectives so far (the
+  /// payload: what the wire carries depends on the algorithm, e.g. a ring
+  /// all-reduce sends 2 (N - 1) / N of it).
+  uint64_t collectiveBytes() const { return collectiveBytes_; }
 
 private:
   Session(const LoadedPlan &plan, Device &device)
@@ -148,6 +152,7 @@ private:
   /// the bytes one block takes in it; blocks are contiguous in each.
   std::vector<std::pair<Buffer *, size_t>> kvArrays_;
   std::vector<ExpertLoad> load_;
+  uint64_t collectiveBytes_ = 0;
   /// Swapped-out KV blocks: slot s at s * kvBlockBytes(), every KV array's
   /// block in kvArrays_' order. Copies run on stream swapStream_ (after
   /// the plan's), swapped_ is recorded after each, and the next forward
