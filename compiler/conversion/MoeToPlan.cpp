@@ -286,7 +286,11 @@ private:
                 plan::RouterParamsAttr::get(ctx(), experts, r.getTopK(), r.getScoring(),
                                             r.getTopkMethod(), r.getNormTopkProbAttr(),
                                             r.getNGroup(), r.getTopkGroup(),
-                                            f32(r.getRoutedScalingFactor()), r.getLayer()));
+                                            f32(r.getRoutedScalingFactor()), r.getLayer(),
+                                            r.getPolicy(),
+                                            r.getPolicy() == mm::RoutingPolicy::token_choice
+                                                ? FloatAttr()
+                                                : f32(r.getCapacityFactor())));
   }
 
   ModuleOp module_;

@@ -477,7 +477,8 @@ private:
         TopkMethodAttr::get(ctx_, *symbolizeTopkMethod(c.topkMethod)),
         b_.getI64IntegerAttr(c.topK), b_.getBoolAttr(c.normTopkProb),
         b_.getI64IntegerAttr(c.nGroup), b_.getI64IntegerAttr(c.topkGroup),
-        b_.getF64FloatAttr(c.routedScalingFactor), b_.getI64IntegerAttr(index));
+        b_.getF64FloatAttr(c.routedScalingFactor), b_.getI64IntegerAttr(index),
+        RoutingPolicyAttr::get(ctx_, RoutingPolicy::token_choice), b_.getF64FloatAttr(1.0));
     Value out = b_.create<ExpertsOp>(loc_, x.getType(), x, router.getWeights(),
                                      router.getIndices(),
                                      expertWeights(names), IntegerAttr(), UnitAttr());

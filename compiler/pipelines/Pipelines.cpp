@@ -38,6 +38,12 @@ struct DefaultPipelineOptions
   Option<int64_t> ranksPerNode{*this, "ranks-per-node",
                                llvm::cl::desc("with placement-profile: ranks per node"),
                                llvm::cl::init(0)};
+  Option<std::string> routing{*this, "routing",
+                              llvm::cl::desc("moe-set-routing policy (as moe-compile --routing)"),
+                              llvm::cl::init("token_choice")};
+  Option<double> capacityFactor{*this, "capacity-factor",
+                                llvm::cl::desc("moe-set-routing capacity factor"),
+                                llvm::cl::init(1.0)};
 };
 } // namespace
 
@@ -63,6 +69,9 @@ std::string shardText(const PipelineOptions &o) {
 } // namespace
 
 void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &options) {
+  if (options.routing != "token_choice")
+    pm.addPass(createSetRoutingPass(SetRoutingPassOptions{options.routing,
+                                                          options.capacityFactor}));
   // Precision first: the components are told apart before fusion folds a
   // shared expert into the routed stacks (it folds only when both got the
   // same precision).
@@ -92,6 +101,10 @@ void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &option
 
 std::string defaultPipelineText(const PipelineOptions &options) {
   return std::string("builtin.module(") +
+         (options.routing != "token_choice"
+              ? "moe-set-routing{policy=" + options.routing +
+                    " capacity-factor=" + std::to_string(options.capacityFactor) + "}, "
+              : std::string()) +
          (assignsPrecision(options) ? assignPrecisionText(options) : std::string()) +
          (options.fusion ? "moe-fuse-experts, " : "") +
          (options.splitExperts || options.ep > 1 ? "moe-split-experts, " : "") +
@@ -106,7 +119,8 @@ std::string defaultPipelineText(const PipelineOptions &options) {
 void registerPipelines() {
   mlir::PassPipelineRegistration<DefaultPipelineOptions>(
       "moe-default-pipeline",
-      "moe module -> planned plan module (moe-assign-precision, moe-fuse-experts, "
+      "moe module -> planned plan module (moe-set-routing, moe-assign-precision, "
+      "moe-fuse-experts, "
       "moe-split-experts, moe-to-plan, moe-replicate-ranks, moe-shard-experts or "
       "moe-place-experts, moe-plan-memory, "
       "moe-verify-schedule)",
@@ -116,6 +130,8 @@ void registerPipelines() {
         options.placementProfile = o.placementProfile;
         options.redundant = o.redundant;
         options.ranksPerNode = o.ranksPerNode;
+        options.routing = o.routing;
+        options.capacityFactor = o.capacityFactor;
         buildDefaultPipeline(pm, options);
       });
 }

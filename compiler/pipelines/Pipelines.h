@@ -22,9 +22,13 @@ struct PipelineOptions {
   /// moe-shard-experts, with these redundant slots and ranks per node.
   std::string placementProfile;
   int64_t redundant = 0, ranksPerNode = 0;
+  /// moe-set-routing's policy (token_choice: the pass does not run).
+  std::string routing = "token_choice";
+  double capacityFactor = 1.0;
 };
 
-/// moe module -> planned plan module: moe-assign-precision (unless the
+/// moe module -> planned plan module: moe-set-routing (unless token
+/// choice), moe-assign-precision (unless the
 /// policy is keep without overrides), moe-fuse-experts (unless off),
 /// moe-split-experts (if on, or ep > 1), moe-to-plan, with ep > 1
 /// moe-replicate-ranks and moe-shard-experts (or, with a placement

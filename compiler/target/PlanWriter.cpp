@@ -326,6 +326,14 @@ private:
     }
     return fb::TopkMethod::Greedy;
   }
+  static fb::RoutingPolicy policyOf(mlir::moe::RoutingPolicy p) {
+    switch (p) {
+    case mlir::moe::RoutingPolicy::token_choice: return fb::RoutingPolicy::TokenChoice;
+    case mlir::moe::RoutingPolicy::capacity: return fb::RoutingPolicy::Capacity;
+    case mlir::moe::RoutingPolicy::expert_choice: return fb::RoutingPolicy::ExpertChoice;
+    }
+    return fb::RoutingPolicy::TokenChoice;
+  }
 
   /// The launch's typed parameters as their plan.fbs table (the verifier
   /// has checked the kind matches the kernel).
@@ -358,7 +366,9 @@ private:
                                      scoringOf(p.getScoring()), methodOf(p.getMethod()),
                                      p.getNormTopkProb().getValue(), int32_t(p.getNGroup()),
                                      int32_t(p.getTopkGroup()),
-                                     f32(p.getRoutedScalingFactor()), int32_t(p.getLayer()))
+                                     f32(p.getRoutedScalingFactor()), int32_t(p.getLayer()),
+                                     policyOf(p.getPolicy()),
+                                     p.getCapacityFactor() ? f32(p.getCapacityFactor()) : 1.0f)
                   .Union()};
     }
     if (auto p = dyn_cast_or_null<pl::ExpertsParamsAttr>(a)) {

@@ -163,6 +163,34 @@ def ReplicateRanksPass : Pass<"moe-replicate-ranks", "mlir::ModuleOp"> {
   ];
 }
 
+def SetRoutingPass : Pass<"moe-set-routing", "mlir::ModuleOp"> {
+  let summary = "Choose how each router assigns a step's tokens to experts";
+  let description = [{
+    On the `moe` dialect: sets `policy` and `capacity_factor` on every
+    `moe.router` (see its description). `token_choice` is the checkpoint's
+    own routing; `capacity` (token choice, each expert capped at
+    capacity-factor x its even share of the step's picks, overflow to the
+    token's next-best expert with room) and `expert_choice` (each expert
+    takes its capacity-factor x even share of the step's tokens) are the
+    alternatives the field uses to bound expert load. Both make a token's
+    routing depend on the other tokens of its step, so batched runs no longer
+    equal solo runs; docs/parallelism.md measures what they cost in quality.
+    Greedy routers only (Mixtral, Qwen); DeepSeek's group-limited routers
+    are refused.
+
+    ```mlir
+    %w, %i = moe.router %x, %gate softmax greedy top_k 2 norm true
+               {capacity_factor = 1.250000e+00 : f64, layer = 0 : i64, policy = 2 : i32} : ...
+    ```
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", "\"token_choice\"",
+           "token_choice, capacity or expert_choice">,
+    Option<"capacityFactor", "capacity-factor", "double", "1.0",
+           "each expert's capacity in even shares of the step's picks, in [1, 64]">
+  ];
+}
+
 def ShardExpertsPass : Pass<"moe-shard-experts", "mlir::ModuleOp"> {
   let summary = "Partition each layer's experts over the ranks (expert parallelism)";
   let description = [{

@@ -25,6 +25,20 @@ def Moe_TopkMethodAttr : I32EnumAttr<"TopkMethod", "router expert selection",
   let cppNamespace = "::mlir::moe";
 }
 
+// Which tokens each expert gets in a forward step (moe-set-routing):
+// token_choice, each token its top-k (the checkpoints' own routing);
+// capacity, token choice with each expert taking at most capacity_factor x
+// its even share of the step's picks, an overflowing pick going to the
+// token's next-best expert with room; expert_choice, each expert taking its
+// capacity_factor x even share of the step's tokens, best scores first.
+def Moe_RoutingTokenChoice : I32EnumAttrCase<"token_choice", 0>;
+def Moe_RoutingCapacity : I32EnumAttrCase<"capacity", 1>;
+def Moe_RoutingExpertChoice : I32EnumAttrCase<"expert_choice", 2>;
+def Moe_RoutingPolicyAttr : I32EnumAttr<"RoutingPolicy", "how a step's picks are assigned",
+    [Moe_RoutingTokenChoice, Moe_RoutingCapacity, Moe_RoutingExpertChoice]> {
+  let cppNamespace = "::mlir::moe";
+}
+
 // How the plan stores a weight (moe-assign-precision), most precise first:
 // a weight two components share takes the lesser of their choices.
 def Moe_PrecisionF32 : I32EnumAttrCase<"f32", 0>;

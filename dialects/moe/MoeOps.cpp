@@ -502,6 +502,14 @@ LogicalResult RouterOp::verify() {
   if (getRoutedScalingFactor().convertToDouble() <= 0)
     return emitOpError() << "routed_scaling_factor must be positive, got "
                          << getRoutedScalingFactor().convertToDouble();
+  if (getPolicy() != RoutingPolicy::token_choice && method != TopkMethod::greedy)
+    return emitOpError() << "routing policy " << stringifyRoutingPolicy(getPolicy())
+                         << " needs a greedy router, got " << stringifyTopkMethod(method);
+  if (!(getCapacityFactor().convertToDouble() >= 1 &&
+        getCapacityFactor().convertToDouble() <= 64))
+    return emitOpError() << "capacity_factor must lie in [1, 64] (below 1 some picks would "
+                            "find no expert with room), got "
+                         << getCapacityFactor().convertToDouble();
   bool needsBias = method == TopkMethod::noaux_tc;
   if (needsBias != static_cast<bool>(getBias()))
     return emitOpError() << (needsBias ? "topk_method noaux_tc needs a "

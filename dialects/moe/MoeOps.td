@@ -266,6 +266,13 @@ def Moe_RouterOp : Moe_Op<"router", [Pure]> {
     Results: weights `tensor<T x K x f32>`, expert ids `tensor<T x K x i32>`.
     `layer` is the decoder layer it routes for (-1: not known), carried into
     the plan so that the runtime's routing statistics name their layer.
+    `policy` (moe-set-routing) other than `token_choice` caps each expert's
+    picks in a step at C = ceil(capacity_factor x T x K / E): `capacity`
+    assigns pick ranks in turn (every token's first, then second, ...), a
+    pick whose expert is full taking the token's next-best expert with
+    room; `expert_choice` lets each expert take its C best-scoring tokens,
+    a token keeping its K best offers and filling the rest with weight 0.
+    Both depend on the step's tokens (greedy routers only).
   }];
   let arguments = (ins Moe_Tensor:$input, Moe_Tensor:$weight,
                        Optional<Moe_Tensor>:$bias,
@@ -274,7 +281,10 @@ def Moe_RouterOp : Moe_Op<"router", [Pure]> {
                        DefaultValuedAttr<I64Attr, "1">:$n_group,
                        DefaultValuedAttr<I64Attr, "1">:$topk_group,
                        DefaultValuedAttr<F64Attr, "1.0">:$routed_scaling_factor,
-                       DefaultValuedAttr<I64Attr, "-1">:$layer);
+                       DefaultValuedAttr<I64Attr, "-1">:$layer,
+                       DefaultValuedAttr<Moe_RoutingPolicyAttr,
+                                         "::mlir::moe::RoutingPolicy::token_choice">:$policy,
+                       DefaultValuedAttr<F64Attr, "1.0">:$capacity_factor);
   let results = (outs Moe_Tensor:$weights, Moe_Tensor:$indices);
   let assemblyFormat = [{
     $input `,` $weight (`bias` $bias^)? $scoring $topk_method `top_k` $top_k

@@ -62,7 +62,10 @@ def Plan_RouterParamsAttr : Plan_ParamsAttr<"RouterParams", "router"> {
                         EnumParameter<Moe_TopkMethodAttr>:$method,
                         "::mlir::BoolAttr":$norm_topk_prob, "int64_t":$n_group,
                         "int64_t":$topk_group, "::mlir::FloatAttr":$routed_scaling_factor,
-                        "int64_t":$layer);
+                        "int64_t":$layer,
+                        DefaultValuedParameter<"::mlir::moe::RoutingPolicy",
+                                               "::mlir::moe::RoutingPolicy::token_choice">:$policy,
+                        OptionalParameter<"::mlir::FloatAttr">:$capacity_factor);
 }
 
 def Plan_DispatchParamsAttr : Plan_ParamsAttr<"DispatchParams", "dispatch"> {

@@ -103,6 +103,7 @@ void sigmoidGate(const float *x, Weight g, const float *y, int64_t tokens,
 
 using Scoring = rt::Scoring;
 using TopkMethod = rt::TopkMethod;
+using RoutingPolicy = rt::RoutingPolicy;
 using RouterParams = rt::RouterParams;
 
 /// Routes each token (see moe.router in dialects/moe/MoeOps.td):
@@ -120,9 +121,17 @@ using RouterParams = rt::RouterParams;
 /// Ties go to the lower expert id. bias ([E], f32 or other) is used only by
 /// NoAuxTc and may be null otherwise. Outputs [tokens, topK] each, ordered by
 /// descending choice value.
+/// params.policy other than TokenChoice (greedy routers): picks are capped
+/// at routingCapacity() per expert over the call's tokens (moe.router's
+/// `policy`): Capacity in pick-rank rounds, overflow to the next-best expert
+/// with room; ExpertChoice by each expert's best tokens, a token keeping its
+/// k best offers (in descending choice) and padding with weight-0 picks.
+/// These depend on the batch: a token's picks are no longer its own.
 void router(const float *x, int64_t tokens, int64_t hidden, Weight w,
             const Weight *bias, const RouterParams &params, float *weights,
             int32_t *indices);
+/// ceil(capacityFactor x tokens x topK / numExperts), at least 1.
+int64_t routingCapacity(const RouterParams &params, int64_t tokens);
 
 /// Routed SwiGLU experts:
 ///   out[t] = sum_j weights[t, j] * down_e(silu(gate_e x[t]) * up_e x[t]),

@@ -71,7 +71,87 @@ void keepBestGroups(const RouterParams &p, float *choice,
       std::fill(choice + g * size, choice + (g + 1) * size, masked);
 }
 
+/// Capacity-limited token choice: pick ranks in turn (every token's first
+/// pick, then every token's second, ...), each going to the token's best
+/// expert it has not picked that has fewer than `capacity` picks; when every
+/// such expert is full (possible only near the end of a tight capacity) the
+/// best of them takes it over capacity.
+void capacityPicks(const float *choice, int64_t tokens, int64_t e, int64_t k, int64_t capacity,
+                   int32_t *picked) {
+  std::vector<int32_t> order(static_cast<size_t>(tokens * e));
+  std::vector<int32_t> ids(static_cast<size_t>(e));
+  for (int64_t t = 0; t < tokens; ++t) {
+    topIds(choice + t * e, ids, e);
+    std::copy(ids.begin(), ids.end(), order.begin() + t * e);
+  }
+  std::vector<int64_t> load(static_cast<size_t>(e), 0);
+  std::vector<char> taken(static_cast<size_t>(tokens * e), 0);
+  for (int64_t j = 0; j < k; ++j)
+    for (int64_t t = 0; t < tokens; ++t) {
+      const int32_t *mine = order.data() + t * e;
+      int32_t best = -1, overflow = -1;
+      for (int64_t i = 0; i < e && best < 0; ++i) {
+        const int32_t x = mine[i];
+        if (taken[size_t(t * e + x)])
+          continue;
+        if (overflow < 0)
+          overflow = x;
+        if (load[size_t(x)] < capacity)
+          best = x;
+      }
+      if (best < 0)
+        best = overflow;
+      taken[size_t(t * e + best)] = 1;
+      ++load[size_t(best)];
+      picked[t * k + j] = best;
+    }
+}
+
+/// Expert choice: each expert takes the `capacity` tokens that score it
+/// highest (ties to the lower token); a token keeps its k best offers,
+/// best first, and fills the rest with its best other experts, marked in
+/// `real` as padding (weight 0). Returns nothing: picked/real are [T, k].
+void expertChoicePicks(const float *choice, int64_t tokens, int64_t e, int64_t k,
+                       int64_t capacity, int32_t *picked, std::vector<char> &real) {
+  std::vector<std::vector<int32_t>> offers(static_cast<size_t>(tokens));
+  std::vector<float> column(static_cast<size_t>(tokens));
+  std::vector<int32_t> byToken(static_cast<size_t>(tokens));
+  const int64_t take = std::min(capacity, tokens);
+  for (int64_t x = 0; x < e; ++x) {
+    for (int64_t t = 0; t < tokens; ++t)
+      column[size_t(t)] = choice[t * e + x];
+    topIds(column.data(), byToken, take);
+    for (int64_t i = 0; i < take; ++i)
+      offers[size_t(byToken[size_t(i)])].push_back(int32_t(x));
+  }
+  std::vector<int32_t> ids(static_cast<size_t>(e));
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float *c = choice + t * e;
+    std::vector<int32_t> &mine = offers[size_t(t)];
+    std::sort(mine.begin(), mine.end(), ByValue{c});
+    const int64_t kept = std::min<int64_t>(k, int64_t(mine.size()));
+    std::vector<char> used(static_cast<size_t>(e), 0);
+    for (int64_t j = 0; j < kept; ++j) {
+      picked[t * k + j] = mine[size_t(j)];
+      real[size_t(t * k + j)] = 1;
+      used[size_t(mine[size_t(j)])] = 1;
+    }
+    topIds(c, ids, e);
+    for (int64_t j = kept, i = 0; j < k; ++i)
+      if (!used[size_t(ids[size_t(i)])]) {
+        picked[t * k + j] = ids[size_t(i)];
+        real[size_t(t * k + j++)] = 0;
+      }
+  }
+}
+
 } // namespace
+
+int64_t routingCapacity(const RouterParams &p, int64_t tokens) {
+  return std::max<int64_t>(
+      1, int64_t(std::ceil(double(p.capacityFactor) * double(tokens) * double(p.topK) /
+                           double(p.numExperts))));
+}
 
 void router(const float *x, int64_t tokens, int64_t hidden, Weight w,
             const Weight *bias, const RouterParams &p, float *weights,
@@ -86,24 +166,41 @@ void router(const float *x, int64_t tokens, int64_t hidden, Weight w,
     for (int64_t i = 0; i < e; ++i)
       correction[i] = bias->at(i);
 
-  std::vector<float> scores(e), choice(e), groupScore(p.nGroup);
+  // Per token: its scores, and what it chooses on (biased, group-masked).
+  std::vector<float> scores(tokens * e), choice(tokens * e), groupScore(p.nGroup);
   std::vector<int32_t> ids(e), groupIds(p.nGroup);
   for (int64_t t = 0; t < tokens; ++t) {
-    score(logits.data() + t * e, e, p.scoring, scores.data());
+    float *s = scores.data() + t * e, *c = choice.data() + t * e;
+    score(logits.data() + t * e, e, p.scoring, s);
     for (int64_t i = 0; i < e; ++i)
-      choice[i] = scores[i] + correction[i];
+      c[i] = s[i] + correction[i];
     if (p.method != TopkMethod::Greedy)
-      keepBestGroups(p, choice.data(), groupScore, groupIds);
-    topIds(choice.data(), ids, k);
+      keepBestGroups(p, c, groupScore, groupIds);
+  }
+  // The picks of the step (padding, weight 0, only from expert choice).
+  std::vector<char> real(static_cast<size_t>(tokens * k), 1);
+  switch (p.policy) {
+  case RoutingPolicy::TokenChoice:
+    for (int64_t t = 0; t < tokens; ++t) {
+      topIds(choice.data() + t * e, ids, k);
+      std::copy_n(ids.begin(), k, indices + t * k);
+    }
+    break;
+  case RoutingPolicy::Capacity:
+    capacityPicks(choice.data(), tokens, e, k, routingCapacity(p, tokens), indices);
+    break;
+  case RoutingPolicy::ExpertChoice:
+    expertChoicePicks(choice.data(), tokens, e, k, routingCapacity(p, tokens), indices, real);
+    break;
+  }
 
+  for (int64_t t = 0; t < tokens; ++t) {
     // Greedy and V2 weigh by the (masked) choice; V3 by the unbiased score.
-    const float *from = noAux ? scores.data() : choice.data();
+    const float *from = (noAux ? scores.data() : choice.data()) + t * e;
     float *wt = weights + t * k;
     float sum = 0.0f;
-    for (int64_t j = 0; j < k; ++j) {
-      indices[t * k + j] = ids[j];
-      sum += wt[j] = from[ids[j]];
-    }
+    for (int64_t j = 0; j < k; ++j)
+      sum += wt[j] = real[size_t(t * k + j)] ? from[indices[t * k + j]] : 0.0f;
     for (int64_t j = 0; j < k; ++j) {
       if (p.normTopkProb)
         wt[j] /= sum + 1e-20f;

@@ -42,6 +42,9 @@ MOE_SAME(Scoring, Sigmoid);
 MOE_SAME(TopkMethod, Greedy);
 MOE_SAME(TopkMethod, GroupLimitedGreedy);
 MOE_SAME(TopkMethod, NoAuxTc);
+MOE_SAME(RoutingPolicy, TokenChoice);
+MOE_SAME(RoutingPolicy, Capacity);
+MOE_SAME(RoutingPolicy, ExpertChoice);
 #undef MOE_SAME
 #define MOE_KERNEL(Name, spelling, minIns, maxIns, outs, kv, Params)                         \
   static_assert(int(Kernel::Name) == int(plan::OpCode::Name), #Name " op code differs");

@@ -132,7 +132,10 @@ Status checkKernel(const plan::Plan &p, const plan::Instruction *inst, const std
     if (r->num_experts() < 1 || r->top_k() < 1 || r->top_k() > r->num_experts() ||
         r->n_group() < 1 || r->num_experts() % r->n_group() != 0 || r->topk_group() < 1 ||
         r->topk_group() > r->n_group() || r->scoring() > plan::Scoring::MAX ||
-        r->method() > plan::TopkMethod::MAX)
+        r->method() > plan::TopkMethod::MAX || r->policy() > plan::RoutingPolicy::MAX ||
+        (r->policy() != plan::RoutingPolicy::TokenChoice &&
+         r->method() != plan::TopkMethod::Greedy) ||
+        !(r->capacity_factor() >= 1 && r->capacity_factor() <= 64))
       return Status::error(where + " has inconsistent router parameters");
   // The expert stacks follow the activations: x, weights, indices for
   // experts; rows, slots for expert_rows.

@@ -59,7 +59,9 @@ KernelParams kernelParams(const plan::Instruction &inst) {
                         p->n_group(),
                         p->topk_group(),
                         p->routed_scaling_factor(),
-                        p->layer()};
+                        p->layer(),
+                        RoutingPolicy(p->policy()), // same numbers (Plan.cpp)
+                        p->capacity_factor()};
   if (auto *p = inst.params_as_ExpertsParams()) {
     ExpertsParams e{p->num_experts(), p->intermediate(), p->fused_gate_up(),
                     p->num_shared(),  p->grouped(),      p->stacked()};

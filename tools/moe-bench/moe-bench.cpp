@@ -113,6 +113,14 @@ int benchMain(Flags f, tools::Cli &cli) {
     return fail(st.message());
   const plan::Plan &p = (*plan)->plan();
   int64_t context = p.kv_cache()->max_context(), vocab = p.config()->vocab_size();
+  if (f.verify)
+    for (const plan::Instruction *inst : *p.programs()->Get(uint32_t(ranks.rank()))->instructions())
+      if (auto *r = inst->params_as_RouterParams();
+          r && r->policy() != plan::RoutingPolicy::TokenChoice)
+        return fail(std::string("--verify: the plan routes by ") +
+                    plan::EnumNameRoutingPolicy(r->policy()) +
+                    ", which depends on the other tokens of a step, so batched outputs need "
+                    "not equal solo runs; drop --verify or compile with --routing token_choice");
 
   const bool open = !f.rate.empty();
   std::vector<double> levels = f.rate;

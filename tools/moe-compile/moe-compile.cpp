@@ -57,7 +57,8 @@ struct Flags {
   double maxKl = 1e-3, minTop1 = 0.99;
   int threads = 0;
   int64_t ep = 1, redundant = 0, ranksPerNode = 0;
-  std::string placementProfile;
+  std::string placementProfile, routing = "token_choice";
+  double capacityFactor = 1.0;
 };
 
 const std::vector<std::string> kPolicies = {"keep", "fp32", "bf16", "int8",
@@ -109,6 +110,19 @@ void addFlags(moe::tools::Cli &cli, Flags &f) {
                  "node)")
       ->check(integerIn(0, 4096))
       ->type_name("K");
+  app.add_option("--routing", f.routing,
+                 "how a step's tokens go to experts: token_choice (each token its top-k, the "
+                 "checkpoint's own, default), capacity (token choice, each expert capped at "
+                 "--capacity-factor x its even share, overflow to the next-best expert), "
+                 "expert_choice (each expert takes its --capacity-factor x even share of the "
+                 "step's tokens); the last two depend on the batch (moe-set-routing)")
+      ->check(moe::tools::oneOf({"token_choice", "capacity", "expert_choice"}))
+      ->type_name("POLICY");
+  app.add_option("--capacity-factor", f.capacityFactor,
+                 "with --routing capacity or expert_choice: each expert's capacity in even "
+                 "shares of the step's picks (default 1)")
+      ->check(finiteIn(1, 64))
+      ->type_name("F");
   app.add_flag("--split-experts", f.splitExperts,
                "run moe-split-experts: each experts launch as dispatch, expert_rows and "
                "combine (what expert parallelism exchanges rows between; the same bits)");
@@ -163,6 +177,8 @@ int main(int argc, char **argv) {
   for (const char *flag : {"--max-kl", "--min-top1", "--calibration", "--calibration-tokens"})
     if (cli.app.count(flag) && f.precision != "auto")
       return fail(std::string(flag) + " is used only by --precision auto");
+  if (cli.app.count("--capacity-factor") && f.routing == "token_choice")
+    return fail("--capacity-factor is used only with --routing capacity or expert_choice");
   if (!f.placementProfile.empty() && f.ep < 2)
     return fail("--placement-profile places experts over ranks: it needs --ep 2 or more");
   for (const char *flag : {"--redundant", "--ranks-per-node"})
@@ -199,7 +215,7 @@ int main(int argc, char **argv) {
     moe::PipelineOptions options{f.maxBatchTokens, f.maxContext, f.fusion,
                                  f.splitExperts,   f.ep,          policy,
                                  overrides,        f.placementProfile, f.redundant,
-                                 f.ranksPerNode};
+                                 f.ranksPerNode,   f.routing,          f.capacityFactor};
     std::string text = f.pipeline.empty() ? moe::defaultPipelineText(options) : f.pipeline;
     auto parsed = mlir::parsePassPipeline(text, llvm::errs());
     if (mlir::failed(parsed)) {

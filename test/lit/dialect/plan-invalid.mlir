@@ -141,7 +141,7 @@ func.func @params_mistyped_field() {
 // -----
 
 func.func @params_missing_field() {
-  // expected-error @+1 {{expected ','}}
+  // expected-error @+1 {{struct is missing required parameter: scoring}}
   "test.op"() {p = #plan.router<num_experts = 8, top_k = 2>} : () -> ()
   return
 }

@@ -18,6 +18,7 @@
 #include <iterator>
 #include <numeric>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -713,6 +714,172 @@ TEST(Router, NoAuxTcGroupOfTwoBestExcludesBestExpert) {
   EXPECT_EQ(r.indices, (std::vector<int32_t>{2, 3}));
   const double sum = sigmoid(1.0) + sigmoid(0.5);
   EXPECT_NEAR(r.weights[0], sigmoid(1.0) / sum * 2.5, 1e-6);
+}
+
+/// Routes `logits` ([tokens, experts], x = logits, w = I) under `p`.
+void routeExact(const std::vector<float> &logits, int64_t tokens, RouterParams &p,
+                std::vector<float> &weights, std::vector<int32_t> &indices) {
+  const int64_t e = int64_t(logits.size()) / tokens;
+  std::vector<float> identity(size_t(e * e), 0.0f);
+  for (int64_t i = 0; i < e; ++i)
+    identity[size_t(i * e + i)] = 1.0f;
+  p.numExperts = e;
+  weights.assign(size_t(tokens * p.topK), -1.0f);
+  indices.assign(size_t(tokens * p.topK), -1);
+  router(logits.data(), tokens, e, {identity.data(), WeightType::F32}, nullptr, p,
+         weights.data(), indices.data());
+}
+
+double softmaxOf(std::vector<double> logits, size_t i) {
+  double sum = 0;
+  for (double l : logits)
+    sum += std::exp(l);
+  return std::exp(logits[i]) / sum;
+}
+
+// Capacity, worked by hand: 3 experts, top-2, 3 tokens: capacity
+// ceil(3 x 2 / 3) = 2. Tokens 0 and 1 prefer 0 > 1 > 2, token 2 prefers
+// 2 > 1 > 0. First picks: 0 -> e0, 1 -> e0 (now full), 2 -> e2. Second
+// picks: 0 -> e1, 1 -> e1 (full), 2: e1 and e0 full, its only untaken
+// expert with room would be none, so its best untaken one, e1, over capacity.
+TEST(Router, CapacityOverflowsToTheNextBestExpertWithRoom) {
+  RouterParams p;
+  p.topK = 2;
+  p.policy = RoutingPolicy::Capacity;
+  std::vector<float> weights;
+  std::vector<int32_t> indices;
+  routeExact({3, 2, 0, 3, 2, 0, 0, 1, 3}, 3, p, weights, indices);
+  EXPECT_EQ(indices, (std::vector<int32_t>{0, 1, 0, 1, 2, 1}));
+  EXPECT_NEAR(weights[0], softmaxOf({3, 2, 0}, 0), 1e-6);
+  EXPECT_NEAR(weights[5], softmaxOf({0, 1, 3}, 1), 1e-6);
+  // A capacity of 2 x the even share leaves every token its own top-2.
+  p.capacityFactor = 2;
+  routeExact({3, 2, 0, 3, 2, 0, 0, 1, 3}, 3, p, weights, indices);
+  EXPECT_EQ(indices, (std::vector<int32_t>{0, 1, 0, 1, 2, 1}));
+  routeExact({3, 2, 0, 2, 3, 0, 0, 1, 3}, 3, p, weights, indices);
+  EXPECT_EQ(indices, (std::vector<int32_t>{0, 1, 1, 0, 2, 1}));
+}
+
+// Expert choice, worked by hand with sigmoid scores (columns independent):
+// 2 experts, top-1, 3 tokens: capacity ceil(3 x 1 / 2) = 2. Both experts
+// take tokens 0 and 1 (logits 2 and 1 beat -1); tokens 0 and 1 keep their
+// best offer (a tie: the lower id, e0); token 2 gets no offer and is padded
+// with its best expert at weight 0.
+TEST(Router, ExpertChoiceTakesEachExpertsBestTokensAndPadsTheRest) {
+  RouterParams p;
+  p.topK = 1;
+  p.scoring = Scoring::Sigmoid;
+  p.policy = RoutingPolicy::ExpertChoice;
+  std::vector<float> weights;
+  std::vector<int32_t> indices;
+  routeExact({2, 2, 1, 1, -1, -1}, 3, p, weights, indices);
+  EXPECT_EQ(indices, (std::vector<int32_t>{0, 0, 0}));
+  EXPECT_NEAR(weights[0], sigmoid(2.0), 1e-6);
+  EXPECT_NEAR(weights[1], sigmoid(1.0), 1e-6);
+  EXPECT_EQ(weights[2], 0.0f);
+  // Softmax, 3 experts, top-2, capacity 2: expert 0 takes tokens 1 and 0
+  // (0.766, 0.705), expert 1 tokens 0 and 2 (0.260, 0.114), expert 2
+  // tokens 2 and 1 (0.844, 0.171); each token keeps its two, best first.
+  p.topK = 2;
+  p.scoring = Scoring::Softmax;
+  routeExact({3, 2, 0, 2.5, 0, 1, 0, 1, 3}, 3, p, weights, indices);
+  EXPECT_EQ(indices, (std::vector<int32_t>{0, 1, 0, 2, 2, 1}));
+  EXPECT_NEAR(weights[3], softmaxOf({2.5, 0, 1}, 2), 1e-6);
+}
+
+// One token (a decode step): every policy is token choice.
+TEST(Router, PoliciesAgreeOnOneToken) {
+  std::mt19937 rng(11);
+  const std::vector<float> logits = randomFloats(rng, 8, 3.0f);
+  std::vector<float> want, got;
+  std::vector<int32_t> wantIds, gotIds;
+  RouterParams p;
+  p.topK = 3;
+  p.normTopkProb = true;
+  routeExact(logits, 1, p, want, wantIds);
+  for (RoutingPolicy policy : {RoutingPolicy::Capacity, RoutingPolicy::ExpertChoice})
+    for (float factor : {1.0f, 1.5f}) {
+      p.policy = policy;
+      p.capacityFactor = factor;
+      routeExact(logits, 1, p, got, gotIds);
+      EXPECT_EQ(gotIds, wantIds);
+      EXPECT_EQ(got, want);
+    }
+}
+
+// Over random steps: every token has top-k distinct experts; capacity
+// routing equals a naive simulation of its rule in double precision (rounds
+// of pick ranks; the best untaken expert with room, else the best untaken);
+// with expert choice no expert computes more real picks than its capacity,
+// and each real pick is among the expert's best `capacity` tokens.
+TEST(Router, PolicyInvariantsOnRandomSteps) {
+  std::mt19937 rng(12);
+  for (int trial = 0; trial < 20; ++trial) {
+    const int64_t e = 2 + rng() % 9, k = 1 + rng() % e, tokens = 1 + rng() % 40;
+    const std::vector<float> logits = randomFloats(rng, size_t(tokens * e), 4.0f);
+    for (RoutingPolicy policy : {RoutingPolicy::Capacity, RoutingPolicy::ExpertChoice}) {
+      RouterParams p;
+      p.topK = k;
+      p.policy = policy;
+      p.capacityFactor = 1.0f + float(rng() % 3) * 0.25f;
+      std::vector<float> weights;
+      std::vector<int32_t> indices;
+      routeExact(logits, tokens, p, weights, indices);
+      const int64_t capacity = routingCapacity(p, tokens);
+      EXPECT_EQ(capacity, int64_t(std::ceil(double(p.capacityFactor) * tokens * k / e)));
+      std::vector<int64_t> load(size_t(e), 0);
+      for (int64_t t = 0; t < tokens; ++t) {
+        std::set<int32_t> mine(indices.begin() + t * k, indices.begin() + (t + 1) * k);
+        ASSERT_EQ(int64_t(mine.size()), k) << "token " << t << " has repeated experts";
+        for (int64_t j = 0; j < k; ++j)
+          if (policy == RoutingPolicy::Capacity || weights[size_t(t * k + j)] > 0)
+            ++load[size_t(indices[size_t(t * k + j)])];
+      }
+      if (policy == RoutingPolicy::Capacity) {
+        std::vector<int64_t> used(size_t(e), 0);
+        std::vector<std::set<int64_t>> taken(static_cast<size_t>(tokens));
+        for (int64_t j = 0; j < k; ++j)
+          for (int64_t t = 0; t < tokens; ++t) {
+            std::vector<double> row(logits.begin() + t * e, logits.begin() + (t + 1) * e);
+            int64_t withRoom = -1, untaken = -1;
+            for (int64_t x = 0; x < e; ++x) {
+              if (taken[size_t(t)].count(x))
+                continue;
+              auto better = [&](int64_t a, int64_t b) {
+                return b < 0 || row[size_t(a)] > row[size_t(b)];
+              };
+              if (better(x, untaken))
+                untaken = x;
+              if (used[size_t(x)] < capacity && better(x, withRoom))
+                withRoom = x;
+            }
+            const int64_t x = withRoom >= 0 ? withRoom : untaken;
+            taken[size_t(t)].insert(x);
+            ++used[size_t(x)];
+            EXPECT_EQ(indices[size_t(t * k + j)], x) << "token " << t << " pick " << j;
+          }
+        EXPECT_EQ(used, load);
+      }
+      for (int64_t x = 0; x < e; ++x) {
+        if (policy == RoutingPolicy::ExpertChoice) {
+          EXPECT_LE(load[size_t(x)], capacity);
+          // Its real picks score at least its capacity-th best token.
+          std::vector<float> column;
+          for (int64_t t = 0; t < tokens; ++t)
+            column.push_back(float(softmaxOf(
+                std::vector<double>(logits.begin() + t * e, logits.begin() + (t + 1) * e),
+                size_t(x))));
+          std::vector<float> sorted = column;
+          std::sort(sorted.rbegin(), sorted.rend());
+          const float bar = sorted[size_t(std::min(capacity, tokens) - 1)];
+          for (int64_t t = 0; t < tokens; ++t)
+            for (int64_t j = 0; j < k; ++j)
+              if (indices[size_t(t * k + j)] == x && weights[size_t(t * k + j)] > 0)
+                EXPECT_GE(column[size_t(t)], bar - 1e-6f);
+        }
+      }
+    }
+  }
 }
 
 // --- Experts ---

@@ -61,6 +61,8 @@ struct MlaParams {
 
 enum class Scoring : uint8_t { Softmax, Sigmoid };
 enum class TopkMethod : uint8_t { Greedy, GroupLimitedGreedy, NoAuxTc };
+/// plan.fbs's RoutingPolicy: which tokens each expert gets in a step.
+enum class RoutingPolicy : uint8_t { TokenChoice, Capacity, ExpertChoice };
 
 struct RouterParams {
   int64_t numExperts = 0, topK = 0;
@@ -70,6 +72,8 @@ struct RouterParams {
   int64_t nGroup = 1, topkGroup = 1;
   float routedScalingFactor = 1.0f;
   int64_t layer = -1; ///< decoder layer, for routing statistics
+  RoutingPolicy policy = RoutingPolicy::TokenChoice;
+  float capacityFactor = 1.0f; ///< capacity = ceil(factor x tokens x topK / numExperts)
 };
 
 struct ExpertsParams {

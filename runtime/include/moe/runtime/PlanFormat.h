@@ -28,9 +28,9 @@ inline constexpr const char *kWeightFilePrefix = "weights-";
 /// 1.7 Instruction.waits and records (events between streams). 2.1: the
 /// dispatch, expert_rows and combine kernels (DispatchParams). 2.2: an
 /// expert_rows' held experts and replicas (ExpertsParams.held, replicas,
-/// replica).
+/// replica). 2.3: routing policies (RouterParams.policy, capacity_factor).
 inline constexpr uint16_t kFormatMajor = 2;
-inline constexpr uint16_t kFormatMinor = 2;
+inline constexpr uint16_t kFormatMinor = 3;
 
 /// plan.moeplan ends with this 8-byte tag and an 8-byte little-endian
 /// checksum64 of every byte before the tag, so that any flipped byte is
