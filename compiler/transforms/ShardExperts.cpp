@@ -195,6 +195,13 @@ struct PlaceExpertsPass : ::moe::impl::PlaceExpertsPassBase<PlaceExpertsPass> {
       module.emitError() << "moe-place-experts: " << profile << ": " << parsed.status().message();
       return failure();
     }
+    auto type = module->getAttrOfType<StringAttr>("moe.model_type");
+    if (type && type.getValue() != parsed->modelType) {
+      module.emitError() << "moe-place-experts: " << profile << " profiles a "
+                         << parsed->modelType << " model; this plan is " << type.getValue()
+                         << " (profile it with this model's plan)";
+      return failure();
+    }
     return parsed.take();
   }
 
