@@ -5,6 +5,8 @@
 
 #include "mlir/Pass/PassRegistry.h"
 
+#include <cstdio>
+
 namespace moe {
 
 namespace {
@@ -58,6 +60,13 @@ std::string assignPrecisionText(const PipelineOptions &o) {
     text += (i ? "," : " overrides=") + o.precisionOverrides[i];
   return text + "}, ";
 }
+/// `v` in as many digits as it takes to read back the same double.
+std::string exactText(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", v);
+  return text;
+}
+
 /// How the experts go onto the ranks (ep > 1).
 std::string shardText(const PipelineOptions &o) {
   if (o.placementProfile.empty())
@@ -103,7 +112,7 @@ std::string defaultPipelineText(const PipelineOptions &options) {
   return std::string("builtin.module(") +
          (options.routing != "token_choice"
               ? "moe-set-routing{policy=" + options.routing +
-                    " capacity-factor=" + std::to_string(options.capacityFactor) + "}, "
+                    " capacity-factor=" + exactText(options.capacityFactor) + "}, "
               : std::string()) +
          (assignsPrecision(options) ? assignPrecisionText(options) : std::string()) +
          (options.fusion ? "moe-fuse-experts, " : "") +

@@ -119,18 +119,24 @@ void expertRows(const float *rows, const int32_t *slotOf, int64_t count, int64_t
                 const ExpertShare &share, float *y) {
   // The stack index of each row's expert, or -1 for another rank's row.
   std::vector<int64_t> own(static_cast<size_t>(count));
-  std::vector<int64_t> seen(share.stack.size(), 0); // rows of each expert so far
+  // Rows of each expert so far, earlier calls' included.
+  std::vector<uint64_t> seen(share.stack.size(), 0);
+  if (share.seen)
+    seen = *share.seen;
   for (int64_t r = 0; r < count; ++r) {
     const size_t e = size_t(slotOf[r]);
     if (share.stack.empty()) {
       own[size_t(r)] = int64_t(e);
       continue;
     }
-    const int64_t n = seen[e]++;
-    own[size_t(r)] = share.stack[e] >= 0 && n % share.replicas[e] == share.replica[e]
-                         ? share.stack[e]
-                         : -1;
+    const uint64_t n = seen[e]++;
+    own[size_t(r)] =
+        share.stack[e] >= 0 && n % uint64_t(share.replicas[e]) == uint64_t(share.replica[e])
+            ? share.stack[e]
+            : -1;
   }
+  if (share.seen)
+    *share.seen = std::move(seen);
   std::vector<int64_t> start(size_t(numSlots + 1), 0);
   bool allHeld = true, ascending = true;
   for (int64_t r = 0; r < count; ++r) {

@@ -121,11 +121,13 @@ using RouterParams = rt::RouterParams;
 /// Ties go to the lower expert id. bias ([E], f32 or other) is used only by
 /// NoAuxTc and may be null otherwise. Outputs [tokens, topK] each, ordered by
 /// descending choice value.
-/// params.policy other than TokenChoice (greedy routers): picks are capped
-/// at routingCapacity() per expert over the call's tokens (moe.router's
+/// params.policy other than TokenChoice (greedy routers): each expert's
+/// picks over the call's tokens are bounded by routingCapacity() (moe.router's
 /// `policy`): Capacity in pick-rank rounds, overflow to the next-best expert
-/// with room; ExpertChoice by each expert's best tokens, a token keeping its
-/// k best offers (in descending choice) and padding with weight-0 picks.
+/// with room (over capacity only when every expert the token has not
+/// picked is full); ExpertChoice by each expert's best tokens, a token
+/// keeping its k best offers (in descending choice) and padding with
+/// weight-0 picks.
 /// These depend on the batch: a token's picks are no longer its own.
 void router(const float *x, int64_t tokens, int64_t hidden, Weight w,
             const Weight *bias, const RouterParams &params, float *weights,
@@ -170,11 +172,14 @@ void dispatch(const float *x, int64_t tokens, int64_t hidden, const int32_t *ind
 /// Which rows of a layer's experts one rank computes (expert parallelism,
 /// docs/parallelism.md), indexed by the expert a slot names: stack[e] is
 /// expert e's index in this rank's stacks, or -1 when other ranks hold it;
-/// of an expert's rows, in row order, the n-th is this rank's when n mod
-/// replicas[e] == replica[e] (its replicas share its rows round-robin).
-/// Empty: every expert at its own index, once.
+/// of an expert's rows, in row order and numbered on from seen[e] (the rows
+/// of earlier calls; none when `seen` is null), the n-th is this rank's
+/// when n mod replicas[e] == replica[e] (its replicas share its rows
+/// round-robin). The call adds its rows of each expert to `seen`. Empty:
+/// every expert at its own index, once.
 struct ExpertShare {
   std::vector<int32_t> stack, replicas, replica;
+  std::vector<uint64_t> *seen = nullptr;
 };
 /// y[r] = down_e(silu(gate_e rows[r]) * up_e rows[r]) for the `count` rows,
 /// in any order, of expert e = slotOf[r] that `share` gives this rank, with

@@ -10,11 +10,14 @@
 namespace moe::cpu {
 namespace {
 
-// Orders ids by descending value, ties to the lower id.
+// Orders ids by descending value, ties to the lower id; NaN (from inf
+// logits) orders as -inf, so that the order stays strict and weak.
 struct ByValue {
   const float *value;
+  static float key(float v) { return std::isnan(v) ? -INFINITY : v; }
   bool operator()(int32_t a, int32_t b) const {
-    return value[a] > value[b] || (value[a] == value[b] && a < b);
+    const float x = key(value[a]), y = key(value[b]);
+    return x > y || (x == y && a < b);
   }
 };
 

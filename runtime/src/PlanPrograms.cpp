@@ -61,12 +61,22 @@ Status checkShares(const plan::Plan &p) {
   // layer -> stacked expert -> (replicas, the replica numbers seen)
   std::map<int, std::map<int, std::pair<int, std::multiset<int>>>> layers;
   std::map<int, int> stackedOf;
-  for (const plan::Program *prog : *p.programs())
+  for (const plan::Program *prog : *p.programs()) {
+    std::set<int> layersHere;
     for (const plan::Instruction *inst : *prog->instructions()) {
       const auto *e = inst->params_as_ExpertsParams();
       if (!e || !e->stacked())
         continue;
       const int layer = e->layer();
+      if (!layersHere.insert(layer).second)
+        return Status::error("rank " + std::to_string(prog->rank()) +
+                             " has two sharded expert_rows of layer " + std::to_string(layer) +
+                             ": each layer's shares must be one launch per rank");
+      if (auto seen = stackedOf.find(layer); seen != stackedOf.end() && seen->second != e->stacked())
+        return Status::error("layer " + std::to_string(layer) + " stacks " +
+                             std::to_string(seen->second) + " experts on one rank and " +
+                             std::to_string(e->stacked()) + " on rank " +
+                             std::to_string(prog->rank()));
       stackedOf[layer] = e->stacked();
       const int stacks = e->num_experts() + e->num_shared();
       for (int i = 0; i < stacks; ++i) {
@@ -82,6 +92,7 @@ Status checkShares(const plan::Plan &p) {
         entry.second.insert(e->replica() ? e->replica()->Get(uint32_t(i)) : 0);
       }
     }
+  }
   for (const auto &[layer, experts] : layers)
     for (int ex = 0; ex < stackedOf[layer]; ++ex) {
       auto it = experts.find(ex);

@@ -246,14 +246,18 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
     }
   // With expert parallelism, of each layer's routed experts only this
   // rank's rows (ExpertsParams.held, replicas, replica).
-  for (const plan::Instruction *inst : *s->program_.instructions()) {
-    const auto *e = inst->params_as_ExpertsParams();
+  for (uint32_t i = 0; i < s->program_.instructions()->size(); ++i) {
+    const auto *e = s->program_.instructions()->Get(i)->params_as_ExpertsParams();
     if (!e || !e->stacked())
       continue;
+    std::shared_ptr<std::vector<uint64_t>> seen;
+    if (e->replicas())
+      seen = s->rowsSeen_[i] = std::make_shared<std::vector<uint64_t>>(size_t(e->stacked()), 0);
     for (size_t r = 0; r < s->load_.size(); ++r) {
       if (s->load_[r].layer != e->layer())
         continue;
       RouterCounts &c = s->routing_[r];
+      c.seen = seen;
       std::fill(c.replica.begin(), c.replica.end(), -1);
       for (uint32_t i = 0; i < e->held()->size(); ++i)
         if (size_t ex = size_t(e->held()->Get(i)); ex < c.replica.size()) {
@@ -432,11 +436,17 @@ Status Session::forward(const Batch &batch, float *logits) {
     for (size_t i = 0; i < size_t(count) * c.topK; ++i)
       if (ids[i] >= 0 && size_t(ids[i]) < picks.size())
         ++picks[size_t(ids[i])];
-    // Replica q of n computes the rows numbered q, q + n, ... of this step.
-    for (size_t e = 0; e < picks.size(); ++e)
-      if (c.replica[e] >= 0 && picks[e] > uint64_t(c.replica[e]))
-        load_[r].counts[e] += (picks[e] - uint64_t(c.replica[e]) + uint64_t(c.replicas[e]) - 1) /
-                              uint64_t(c.replicas[e]);
+    // Replica q of n computes an expert's rows numbered q, q + n, ...,
+    // numbered on from the earlier steps' (the kernel has counted this
+    // step's in): of rows [before, after), those of its number.
+    for (size_t e = 0; e < picks.size(); ++e) {
+      if (c.replica[e] < 0)
+        continue;
+      const uint64_t q = uint64_t(c.replica[e]), n = uint64_t(c.replicas[e]);
+      const uint64_t after = c.seen ? (*c.seen)[e] : picks[e], before = after - picks[e];
+      auto upTo = [&](uint64_t x) { return x > q ? (x - q + n - 1) / n : 0; };
+      load_[r].counts[e] += upTo(after) - upTo(before);
+    }
   }
   // The logits come back through a copy into host-visible memory.
   const plan::Tensor *out = p.tensors()->Get(program_.outputs()->Get(0));
@@ -511,10 +521,13 @@ const std::vector<KernelCall> &Session::bind(int64_t count) {
     }
     return v;
   };
-  for (const plan::Instruction *inst : *program_.instructions()) {
+  for (uint32_t i = 0; i < program_.instructions()->size(); ++i) {
+    const plan::Instruction *inst = program_.instructions()->Get(i);
     KernelCall call;
     call.kernel = kernelOf(*inst);
     call.params = kernelParams(*inst);
+    if (auto seen = rowsSeen_.find(i); seen != rowsSeen_.end())
+      std::get<ExpertsParams>(call.params).rowsSeen = seen->second;
     for (uint32_t id : *inst->inputs())
       call.inputs.push_back(view(id));
     for (uint32_t id : *inst->outputs())

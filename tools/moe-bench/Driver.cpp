@@ -25,6 +25,11 @@ rt::Expected<Outcome> drive(const rt::LoadedPlan &plan, rt::Device &device,
   size_t next = 0;
   std::map<int64_t, size_t> requestOf; // engine id -> index in `requests`
   auto settled = [&] { return out.results.size() + out.invalid.size() + out.queueFull; };
+  // Several ranks in open loop: start the clocks together (rank 0's
+  // decides the arrivals; a rank that started later would sleep longer).
+  if (open && load.ranks && load.ranks->size() > 1)
+    if (auto together = rt::gatherWords(*load.ranks, device, {0}); !together)
+      return together.status();
   double start = e.clock();
   while (settled() < requests.size()) {
     double t = e.clock() - start;

@@ -65,14 +65,15 @@ struct Run {
   /// The routing statistics the flags ask for, after the work.
   int finish(json document) {
     Session &s = *session;
-    if (flags.expertHistogram)
-      std::fputs(expertLoadHistogram(s.expertLoad()).c_str(), out.text());
-    if (!flags.routingProfile.empty()) {
-      // Summed over the ranks (all of them take part); rank 0 writes.
+    if (flags.expertHistogram || !flags.routingProfile.empty()) {
+      // Each rank counted the rows it computed: summed over the ranks (all
+      // of them take part, every rank asks for the same); rank 0 reports.
       auto sum = sumOverRanks(*ranks, *device, s.expertLoad());
       if (!sum)
         return fail(sum.status().message());
-      if (ranks->rank() == 0)
+      if (flags.expertHistogram)
+        std::fputs(expertLoadHistogram(*sum).c_str(), out.text());
+      if (!flags.routingProfile.empty() && ranks->rank() == 0)
         if (Status st = updateRoutingProfile(flags.routingProfile,
                                              routingWindow(plan->plan(), *sum, ranks->size()),
                                              flags.profileDecay);
@@ -382,7 +383,6 @@ int main(int argc, char **argv) {
   if ((*ranks)->rank() != 0) {
     f.json.clear();
     f.dumpLogits.clear();
-    f.expertHistogram = false;
   }
   Run run{f, cli, moe::tools::Output(f.json), {}, {}, {}, {}, 0, ranks->get()};
   if (Status st = run.out.open(); !st)

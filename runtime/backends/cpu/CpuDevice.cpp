@@ -93,6 +93,8 @@ k::ExpertShare shareOf(const ExpertsParams &p) {
   share.stack.assign(size_t(p.stacked), -1);
   share.replicas.assign(size_t(p.stacked), 1);
   share.replica.assign(size_t(p.stacked), 0);
+  if (p.rowsSeen && p.rowsSeen->size() == size_t(p.stacked))
+    share.seen = p.rowsSeen.get();
   for (size_t i = 0; i < p.held.size(); ++i) {
     const auto e = size_t(p.held[i]);
     share.stack[e] = int32_t(i);

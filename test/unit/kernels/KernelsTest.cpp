@@ -1069,6 +1069,34 @@ TEST(ExpertParts, DispatchGroupsRowsAndTheRestIgnoresTheirLayout) {
   EXPECT_EQ(rowsOf3[2], 0);
 }
 
+// Across calls (decode steps of one row each), a replicated expert's rows
+// keep their round-robin when the launch keeps the count (`seen`): the two
+// replicas alternate instead of the first taking every one-row step.
+TEST(ExpertParts, ReplicasAlternateAcrossOneRowSteps) {
+  std::mt19937 rng(6);
+  const int64_t hidden = 8, inter = 4, stacked = 2;
+  const TestWeight gate = randomWeight(WeightType::F32, stacked * inter * hidden, rng);
+  const TestWeight up = randomWeight(WeightType::F32, stacked * inter * hidden, rng);
+  const TestWeight down = randomWeight(WeightType::F32, stacked * hidden * inter, rng);
+  const ExpertWeights w{gate.weight(), up.weight(), down.weight(), nullptr, 0};
+  const std::vector<float> row = randomFloats(rng, hidden);
+  const int32_t expert = 1;
+  std::vector<uint64_t> seen0(stacked, 0), seen1(stacked, 0);
+  for (int step = 0; step < 5; ++step) {
+    std::vector<int> computedBy;
+    for (int rank = 0; rank < 2; ++rank) {
+      ExpertShare share{{0, 1}, {1, 2}, {0, rank}, rank == 0 ? &seen0 : &seen1};
+      std::vector<float> y(hidden, -1.0f);
+      expertRows(row.data(), &expert, 1, hidden, inter, w, stacked, share, y.data());
+      if (std::any_of(y.begin(), y.end(), [](float v) { return v != 0.0f; }))
+        computedBy.push_back(rank);
+    }
+    EXPECT_EQ(computedBy, std::vector<int>{step % 2}) << "step " << step;
+  }
+  EXPECT_EQ(seen0[1], 5u);
+  EXPECT_EQ(seen1[1], 5u);
+}
+
 // Results do not depend on the number of threads (sizes large enough for
 // linear() to use them).
 TEST(Determinism, SameBitsForAnyThreadCount) {

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <variant>
 #include <vector>
 
@@ -87,6 +88,11 @@ struct ExpertsParams {
   /// (plan.fbs's ExpertsParams).
   int64_t stacked = 0;
   std::vector<int32_t> held, replicas, replica;
+  /// With replicas: per stacked expert, the rows its replicas computed in
+  /// the session's earlier steps (state of the launch, which every rank
+  /// keeps alike: the round-robin over replicas continues across steps, so
+  /// a decode step's one row does not always fall to replica 0).
+  std::shared_ptr<std::vector<uint64_t>> rowsSeen;
 };
 
 struct DispatchParams {

@@ -144,8 +144,13 @@ private:
     std::unique_ptr<Buffer> ids;
     size_t topK = 0;
     std::vector<int32_t> replica, replicas;
+    /// The layer's expert_rows' rows so far (ExpertsParams::rowsSeen), when
+    /// it has replicas.
+    std::shared_ptr<std::vector<uint64_t>> seen;
   };
   std::vector<RouterCounts> routing_;
+  /// Per instruction index of an expert_rows with replicas: its rows so far.
+  std::map<uint32_t, std::shared_ptr<std::vector<uint64_t>>> rowsSeen_;
   std::map<int64_t, std::vector<KernelCall>> bound_;
   std::vector<KvLayerView> kv_;
   /// Every KV array (data and scales, k and v, per layer): its buffer and
