@@ -9,6 +9,8 @@
                                                 that has any (resealed): streams race
   corrupt-plan.py PLAN_DIR set-replica I VALUE  rank 0's first expert_rows with replicas:
                                                 its stack I's replica number := VALUE (resealed)
+  corrupt-plan.py PLAN_DIR set-experts FIELD V  rank 0's first expert_rows: its ExpertsParams
+                                                field `layer` or `stacked` := V (resealed)
   corrupt-plan.py PLAN_DIR weights-flip OFFSET  flip one byte of weights-0.bin
   corrupt-plan.py PLAN_DIR weights-truncate N   cut weights-0.bin to N bytes
 
@@ -61,6 +63,7 @@ def deref(buf, pos):
 # Field slots in plan.fbs (a union takes two: type and value).
 PLAN_PROGRAMS, PROGRAM_INSTRUCTIONS, INSTRUCTION_PARAMS, INSTRUCTION_WAITS = 5, 1, 4, 7
 OPPARAMS_EXPERTS, EXPERTS_PARAMS_REPLICA = 5, 10  # the union's member; its field
+EXPERTS_PARAMS_FIELDS = {"stacked": 6, "layer": 7}
 
 
 def rank0_instructions(body):
@@ -71,20 +74,29 @@ def rank0_instructions(body):
     return deref(body, field(body, program, PROGRAM_INSTRUCTIONS))
 
 
-def set_replica(body, index, value):
+def rank0_experts_params(body, needs):
+    """Rank 0's first ExpertsParams table that has field `needs`."""
     insts = rank0_instructions(body)
     for i in range(struct.unpack_from("<I", body, insts)[0]):
         inst = deref(body, insts + 4 + 4 * i)
         kind = field(body, inst, INSTRUCTION_PARAMS - 1)
         if kind is None or body[kind] != OPPARAMS_EXPERTS:
             continue
-        pos = field(body, deref(body, field(body, inst, INSTRUCTION_PARAMS)),
-                    EXPERTS_PARAMS_REPLICA)
-        if pos:
-            replica = deref(body, pos)
-            struct.pack_into("<i", body, replica + 4 + 4 * index, value)
-            return
-    sys.exit("rank 0 has no expert_rows with replicas")
+        params = deref(body, field(body, inst, INSTRUCTION_PARAMS))
+        if field(body, params, needs):
+            return params
+    sys.exit(f"rank 0 has no expert_rows with ExpertsParams field {needs}")
+
+
+def set_replica(body, index, value):
+    params = rank0_experts_params(body, EXPERTS_PARAMS_REPLICA)
+    replica = deref(body, field(body, params, EXPERTS_PARAMS_REPLICA))
+    struct.pack_into("<i", body, replica + 4 + 4 * index, value)
+
+
+def set_experts(body, name, value):
+    params = rank0_experts_params(body, EXPERTS_PARAMS_FIELDS[name])
+    struct.pack_into("<i", body, field(body, params, EXPERTS_PARAMS_FIELDS[name]), value)
 
 
 def drop_waits(body, n):
@@ -131,6 +143,9 @@ def main():
         data = reseal(bytes(body))
     elif cmd == "set-replica":
         set_replica(body, int(args[0]), int(args[1]))
+        data = reseal(bytes(body))
+    elif cmd == "set-experts":
+        set_experts(body, args[0], int(args[1]))
         data = reseal(bytes(body))
     elif cmd == "version":
         # Plan is the root table; format_major/minor are its fields 0 and 1.
