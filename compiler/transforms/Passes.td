@@ -208,10 +208,10 @@ def ShardExpertsPass : Pass<"moe-shard-experts", "mlir::ModuleOp"> {
     tokens, is the next step: docs/parallelism.md.)
 
     ```mlir
-    %gu = plan.weight "...experts.{e}.gate_proj.weight" concat [...] experts array<i64: 4, 5, 6, 7> of 8
+    %gu = plan.weight "...experts.{e}.gate_proj.weight" concat [...] experts [4, 5, 6, 7] of 8
             : memref<4x32x32xbf16>
     plan.launch expert_rows ins(%rows, %slots, %gu, %down : ...) outs(%y : memref<?x2x32xf32>)
-      params #plan.experts<num_experts = 4, ..., stacked = 8, held = array<i64: 4, 5, 6, 7>, layer = 1>
+      params #plan.experts<num_experts = 4, ..., stacked = 8, held = [4, 5, 6, 7], layer = 1>
     plan.collective all_reduce ins(%y : memref<?x2x32xf32>) outs(%y : memref<?x2x32xf32>)
     ```
   }];
@@ -238,8 +238,8 @@ def PlaceExpertsPass : Pass<"moe-place-experts", "mlir::ModuleOp"> {
 
     ```mlir
     plan.launch expert_rows ins(...) outs(%y : memref<?x3x32xf32>)
-      params #plan.experts<num_experts = 3, ..., stacked = 5, held = array<i64: 2, 0, 4>,
-                           replicas = array<i64: 2, 1, 2>, replica = array<i64: 0, 0, 0>, layer = 1>
+      params #plan.experts<num_experts = 3, ..., stacked = 5, held = [2, 0, 4],
+                           replicas = [2, 1, 2], replica = [0, 0, 0], layer = 1>
     plan.collective all_reduce ins(%y : memref<?x3x32xf32>) outs(%y : memref<?x3x32xf32>)
     ```
   }];

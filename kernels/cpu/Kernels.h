@@ -169,18 +169,8 @@ void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
 void dispatch(const float *x, int64_t tokens, int64_t hidden, const int32_t *indices,
               int64_t topK, int64_t numExperts, int64_t shared, float *rows, int32_t *slotOf,
               int32_t *rowOf);
-/// Which rows of a layer's experts one rank computes (expert parallelism,
-/// docs/parallelism.md), indexed by the expert a slot names: stack[e] is
-/// expert e's index in this rank's stacks, or -1 when other ranks hold it;
-/// of an expert's rows, in row order and numbered on from seen[e] (the rows
-/// of earlier calls; none when `seen` is null), the n-th is this rank's
-/// when n mod replicas[e] == replica[e] (its replicas share its rows
-/// round-robin). The call adds its rows of each expert to `seen`. Empty:
-/// every expert at its own index, once.
-struct ExpertShare {
-  std::vector<int32_t> stack, replicas, replica;
-  std::vector<uint64_t> *seen = nullptr;
-};
+/// Which rows of a layer's experts a call computes (moe/runtime/KernelCall.h).
+using ExpertShare = rt::ExpertShare;
 /// y[r] = down_e(silu(gate_e rows[r]) * up_e rows[r]) for the `count` rows,
 /// in any order, of expert e = slotOf[r] that `share` gives this rank, with
 /// the stacks' expert share.stack[e] (of numSlots); the other rows become

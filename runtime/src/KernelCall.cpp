@@ -1,4 +1,4 @@
-//===- KernelCall.cpp - element types -------------------------------------===//
+//===- KernelCall.cpp - element types, expert shares ----------------------===//
 #include "moe/runtime/KernelCall.h"
 
 namespace moe::rt {
@@ -23,6 +23,26 @@ const char *dtypeName(DType dtype) {
   case DType::I4: return "I4";
   }
   return "?";
+}
+
+ExpertShare expertShare(const ExpertsParams &p) {
+  ExpertShare share;
+  if (!p.stacked)
+    return share;
+  share.stack.assign(size_t(p.stacked), -1);
+  share.replicas.assign(size_t(p.stacked), 1);
+  share.replica.assign(size_t(p.stacked), 0);
+  if (p.rowsSeen && p.rowsSeen->size() == size_t(p.stacked))
+    share.seen = p.rowsSeen.get();
+  for (size_t i = 0; i < p.held.size(); ++i) {
+    const auto e = size_t(p.held[i]);
+    share.stack[e] = int32_t(i);
+    if (!p.replicas.empty()) {
+      share.replicas[e] = p.replicas[i];
+      share.replica[e] = p.replica[i];
+    }
+  }
+  return share;
 }
 
 } // namespace moe::rt

@@ -240,31 +240,22 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
       auto ids = device.allocate(maxTokens * uint64_t(r->top_k()) * 4, MemoryKind::HostVisible);
       if (!ids)
         return ids.status();
-      s->routing_.push_back({ids.take(), size_t(r->top_k()),
-                             std::vector<int32_t>(size_t(r->num_experts()), 0),
-                             std::vector<int32_t>(size_t(r->num_experts()), 1)});
+      s->routing_.push_back({ids.take(), size_t(r->top_k()), {}});
     }
   // With expert parallelism, of each layer's routed experts only this
   // rank's rows (ExpertsParams.held, replicas, replica).
   for (uint32_t i = 0; i < s->program_.instructions()->size(); ++i) {
-    const auto *e = s->program_.instructions()->Get(i)->params_as_ExpertsParams();
+    const plan::Instruction &inst = *s->program_.instructions()->Get(i);
+    const auto *e = inst.params_as_ExpertsParams();
     if (!e || !e->stacked())
       continue;
-    std::shared_ptr<std::vector<uint64_t>> seen;
+    ExpertsParams params = std::get<ExpertsParams>(kernelParams(inst));
     if (e->replicas())
-      seen = s->rowsSeen_[i] = std::make_shared<std::vector<uint64_t>>(size_t(e->stacked()), 0);
-    for (size_t r = 0; r < s->load_.size(); ++r) {
-      if (s->load_[r].layer != e->layer())
-        continue;
-      RouterCounts &c = s->routing_[r];
-      c.seen = seen;
-      std::fill(c.replica.begin(), c.replica.end(), -1);
-      for (uint32_t i = 0; i < e->held()->size(); ++i)
-        if (size_t ex = size_t(e->held()->Get(i)); ex < c.replica.size()) {
-          c.replica[ex] = e->replica() ? e->replica()->Get(i) : 0;
-          c.replicas[ex] = e->replicas() ? e->replicas()->Get(i) : 1;
-        }
-    }
+      params.rowsSeen = s->rowsSeen_[i] =
+          std::make_shared<std::vector<uint64_t>>(size_t(e->stacked()), 0);
+    for (size_t r = 0; r < s->load_.size(); ++r)
+      if (s->load_[r].layer == e->layer())
+        s->routing_[r].share = expertShare(params);
   }
   return std::move(s);
 }
@@ -439,11 +430,16 @@ Status Session::forward(const Batch &batch, float *logits) {
     // Replica q of n computes an expert's rows numbered q, q + n, ...,
     // numbered on from the earlier steps' (the kernel has counted this
     // step's in): of rows [before, after), those of its number.
+    const ExpertShare &share = c.share;
     for (size_t e = 0; e < picks.size(); ++e) {
-      if (c.replica[e] < 0)
+      if (share.stack.empty()) {
+        load_[r].counts[e] += picks[e];
         continue;
-      const uint64_t q = uint64_t(c.replica[e]), n = uint64_t(c.replicas[e]);
-      const uint64_t after = c.seen ? (*c.seen)[e] : picks[e], before = after - picks[e];
+      }
+      if (share.stack[e] < 0)
+        continue;
+      const uint64_t q = uint64_t(share.replica[e]), n = uint64_t(share.replicas[e]);
+      const uint64_t after = share.seen ? (*share.seen)[e] : picks[e], before = after - picks[e];
       auto upTo = [&](uint64_t x) { return x > q ? (x - q + n - 1) / n : 0; };
       load_[r].counts[e] += upTo(after) - upTo(before);
     }

@@ -84,28 +84,6 @@ k::ExpertWeights expertWeights(const ExpertsParams &p, const std::vector<TensorV
   return w;
 }
 
-/// Which rows an expert_rows computes, by expert (the loader checked the
-/// lists: one distinct expert per stack, replica below replicas).
-k::ExpertShare shareOf(const ExpertsParams &p) {
-  k::ExpertShare share;
-  if (!p.stacked)
-    return share;
-  share.stack.assign(size_t(p.stacked), -1);
-  share.replicas.assign(size_t(p.stacked), 1);
-  share.replica.assign(size_t(p.stacked), 0);
-  if (p.rowsSeen && p.rowsSeen->size() == size_t(p.stacked))
-    share.seen = p.rowsSeen.get();
-  for (size_t i = 0; i < p.held.size(); ++i) {
-    const auto e = size_t(p.held[i]);
-    share.stack[e] = int32_t(i);
-    if (!p.replicas.empty()) {
-      share.replicas[e] = p.replicas[i];
-      share.replica[e] = p.replica[i];
-    }
-  }
-  return share;
-}
-
 /// Ids in [0, bound): a router or dispatch wrote them (or another rank sent
 /// them), but the loader cannot prove that nothing overwrote them since
 /// (arena buffers may share bytes), so each is checked before it indexes.
@@ -206,7 +184,7 @@ Status cpu_backend::runKernel(const KernelCall &call) {
     if (Status st = inRange(in[1], p.stacked ? p.stacked : stacks, "expert_rows", "slot"); !st)
       return st;
     k::expertRows(f32(in[0]), i32(in[1]), in[1].rows() * in[1].cols(), in[0].cols(),
-                  p.intermediate, w, stacks, shareOf(p), f32(out));
+                  p.intermediate, w, stacks, expertShare(p), f32(out));
     return Status::ok();
   }
   case Kernel::Combine: {

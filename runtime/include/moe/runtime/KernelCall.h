@@ -95,6 +95,24 @@ struct ExpertsParams {
   std::shared_ptr<std::vector<uint64_t>> rowsSeen;
 };
 
+/// Which rows of a layer's experts an expert_rows computes (expert
+/// parallelism, docs/parallelism.md), indexed by the expert a slot names:
+/// stack[e] is expert e's index in the launch's stacks, or -1 when other
+/// ranks hold it; of an expert's rows, in row order and numbered on from
+/// seen[e] (the rows of earlier calls; none when `seen` is null), the n-th
+/// is this launch's when n mod replicas[e] == replica[e] (its replicas
+/// share its rows round-robin). A call adds its rows of each expert to
+/// `seen`. Empty: every expert at its own index, once.
+struct ExpertShare {
+  std::vector<int32_t> stack, replicas, replica;
+  std::vector<uint64_t> *seen = nullptr;
+};
+
+/// The share `p` states (empty when it is not sharded); `seen` is
+/// p.rowsSeen's. The loader checked the lists (one distinct expert per
+/// stack, a replica below its count).
+ExpertShare expertShare(const ExpertsParams &p);
+
 struct DispatchParams {
   int64_t numExperts = 0; ///< routed experts (the router's)
   int64_t numShared = 0;  ///< always-on experts, ids numExperts .. numExperts + numShared - 1

@@ -138,15 +138,11 @@ private:
   std::unique_ptr<Buffer> logits_;      ///< HostVisible: logits copied back
   /// Per router (in load_'s order): a HostVisible buffer its expert ids
   /// are copied back into, its top-k, and this rank's share of each
-  /// expert's rows (replica number, -1 when another rank holds it; and
-  /// replicas) as the layer's expert_rows states it.
+  /// expert's rows as the layer's expert_rows states it (empty: all).
   struct RouterCounts {
     std::unique_ptr<Buffer> ids;
     size_t topK = 0;
-    std::vector<int32_t> replica, replicas;
-    /// The layer's expert_rows' rows so far (ExpertsParams::rowsSeen), when
-    /// it has replicas.
-    std::shared_ptr<std::vector<uint64_t>> seen;
+    ExpertShare share;
   };
   std::vector<RouterCounts> routing_;
   /// Per instruction index of an expert_rows with replicas: its rows so far.
