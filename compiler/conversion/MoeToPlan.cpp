@@ -77,7 +77,8 @@ private:
                    b_.create<plan::WeightOp>(loc_, storageOf(w), w.getNameAttr(),
                                              w.getConcatAttr(), w.getScaleAttr(),
                                              w.getBlockAttr(), w.getGroupAttr(),
-                                             w.getAppendAttr(), DenseI64ArrayAttr(), IntegerAttr()));
+                                             w.getAppendAttr(), DenseI64ArrayAttr(), IntegerAttr(),
+                                             DenseI64ArrayAttr(), DenseI64ArrayAttr()));
           return success();
         })
         .Case([&](mm::EmbeddingOp e) {

@@ -29,6 +29,10 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   uint64_t offset = 0;        ///< absolute byte offset of the data in `file`
   uint64_t size = 0;          ///< bytes
+  /// A view of some columns of a matrix (a tensor-parallel slice): bytes
+  /// from one row's start to the next's in `file`; 0: the rows are
+  /// contiguous. Each of shape[0] rows is size / shape[0] bytes.
+  uint64_t rowPitch = 0;
 };
 
 /// Bytes per element of a safetensors dtype, or 0 when the dtype is unknown.

@@ -28,6 +28,9 @@ struct DefaultPipelineOptions
   Option<int64_t> ep{*this, "ep",
                      llvm::cl::desc("expert-parallel ranks (as moe-compile --ep)"),
                      llvm::cl::init(1)};
+  Option<int64_t> tp{*this, "tp",
+                     llvm::cl::desc("tensor-parallel ranks (as moe-compile --tp)"),
+                     llvm::cl::init(1)};
   Option<std::string> precision{*this, "precision",
                                 llvm::cl::desc("moe-assign-precision policy"),
                                 llvm::cl::init("keep")};
@@ -95,14 +98,17 @@ void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &option
   if (options.splitExperts || options.ep > 1)
     pm.addPass(createSplitExpertsPass());
   pm.addPass(createMoeToPlanPass(MoeToPlanPassOptions{options.maxContext}));
+  if (options.ranks() > 1)
+    pm.addPass(createReplicateRanksPass(ReplicateRanksPassOptions{options.ranks()}));
   if (options.ep > 1) {
-    pm.addPass(createReplicateRanksPass(ReplicateRanksPassOptions{options.ep}));
     if (options.placementProfile.empty())
       pm.addPass(createShardExpertsPass(ShardExpertsPassOptions{options.ep}));
     else
       pm.addPass(createPlaceExpertsPass(PlaceExpertsPassOptions{
           options.placementProfile, options.ep, options.ranksPerNode, options.redundant}));
   }
+  if (options.tp > 1)
+    pm.addPass(createShardTensorsPass(ShardTensorsPassOptions{options.tp}));
   pm.addPass(createPlanMemoryPass(PlanMemoryPassOptions{options.maxBatchTokens}));
   // Last: streams must not race on the buffers as placed.
   pm.addPass(createVerifySchedulePass());
@@ -118,8 +124,11 @@ std::string defaultPipelineText(const PipelineOptions &options) {
          (options.fusion ? "moe-fuse-experts, " : "") +
          (options.splitExperts || options.ep > 1 ? "moe-split-experts, " : "") +
          "moe-to-plan{max-context=" + std::to_string(options.maxContext) + "}, " +
-         (options.ep > 1 ? "moe-replicate-ranks{ranks=" + std::to_string(options.ep) + "}, " +
-                               shardText(options)
+         (options.ranks() > 1
+              ? "moe-replicate-ranks{ranks=" + std::to_string(options.ranks()) + "}, "
+              : std::string()) +
+         (options.ep > 1 ? shardText(options) : std::string()) +
+         (options.tp > 1 ? "moe-shard-tensors{tp=" + std::to_string(options.tp) + "}, "
                          : std::string()) +
          "moe-plan-memory{max-batch-tokens=" + std::to_string(options.maxBatchTokens) +
          "}, moe-verify-schedule)";
@@ -131,7 +140,7 @@ void registerPipelines() {
       "moe module -> planned plan module (moe-set-routing, moe-assign-precision, "
       "moe-fuse-experts, "
       "moe-split-experts, moe-to-plan, moe-replicate-ranks, moe-shard-experts or "
-      "moe-place-experts, moe-plan-memory, "
+      "moe-place-experts, moe-shard-tensors, moe-plan-memory, "
       "moe-verify-schedule)",
       [](mlir::OpPassManager &pm, const DefaultPipelineOptions &o) {
         PipelineOptions options{o.maxBatchTokens, o.maxContext, o.fusion, o.splitExperts,
@@ -141,6 +150,7 @@ void registerPipelines() {
         options.ranksPerNode = o.ranksPerNode;
         options.routing = o.routing;
         options.capacityFactor = o.capacityFactor;
+        options.tp = o.tp;
         buildDefaultPipeline(pm, options);
       });
 }

@@ -25,14 +25,20 @@ struct PipelineOptions {
   /// moe-set-routing's policy (token_choice: the pass does not run).
   std::string routing = "token_choice";
   double capacityFactor = 1.0;
+  /// > 1: that many ranks, attention heads and MLP columns split
+  /// (moe-shard-tensors); with ep > 1 as well, both are the rank count.
+  int64_t tp = 1;
+  /// The rank programs the plan has.
+  int64_t ranks() const { return ep > tp ? ep : tp; }
 };
 
 /// moe module -> planned plan module: moe-set-routing (unless token
 /// choice), moe-assign-precision (unless the
 /// policy is keep without overrides), moe-fuse-experts (unless off),
-/// moe-split-experts (if on, or ep > 1), moe-to-plan, with ep > 1
-/// moe-replicate-ranks and moe-shard-experts (or, with a placement
-/// profile, moe-place-experts), moe-plan-memory,
+/// moe-split-experts (if on, or ep > 1), moe-to-plan, with ep or tp > 1
+/// moe-replicate-ranks, then moe-shard-experts (or, with a placement
+/// profile, moe-place-experts) if ep > 1 and moe-shard-tensors if tp > 1,
+/// moe-plan-memory,
 /// moe-verify-schedule.
 void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 /// The textual form of that pipeline (recorded in plan provenance).

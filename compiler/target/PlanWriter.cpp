@@ -27,6 +27,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <numeric>
@@ -259,6 +260,8 @@ private:
         const TensorInfo *info = catalog_.find(part);
         if (!info)
           fail(w, catalog_.source() + ": tensor '" + part + "' is missing");
+        if (w.getRows() || w.getCols())
+          info = slice(w, *info);
         uint64_t numel = 1;
         for (int64_t d : info->shape)
           numel *= uint64_t(d);
@@ -567,6 +570,7 @@ private:
   const PlanWriteOptions &options_;
   std::string dir_; ///< where the files go: the staging directory
   TensorCatalog catalog_;
+  std::deque<TensorInfo> slices_; ///< views of checkpoint tensors the plan slices
   flatbuffers::FlatBufferBuilder b_;
   int64_t maxTokens_ = 0;
   llvm::DenseMap<Value, uint32_t> ids_;
@@ -589,6 +593,36 @@ private:
     /// fp8 checkpoint weights: each part's block scale tensor, in order.
     std::vector<const TensorInfo *> checkpointScales;
   };
+
+  /// The rows and columns of checkpoint tensor `t` that `w` keeps (tensor
+  /// parallelism), as a view the packer reads.
+  const TensorInfo *slice(pl::WeightOp w, const TensorInfo &t) {
+    const size_t rank = t.shape.size();
+    const unsigned elem = dtypeSize(t.dtype);
+    if ((rank != 1 && rank != 2) || (w.getCols() && rank != 2) || !elem)
+      fail(w, t.file + ": tensor of " + shapeString(t.shape) + " " + t.dtype +
+                  ": only matrices and vectors are sliced");
+    const int64_t rows = t.shape[0], cols = rank == 2 ? t.shape[1] : 1;
+    int64_t r0 = 0, nr = rows, c0 = 0, nc = cols;
+    if (auto r = w.getRows())
+      r0 = (*r)[0], nr = (*r)[1];
+    if (auto c = w.getCols())
+      c0 = (*c)[0], nc = (*c)[1];
+    if (r0 + nr > rows || c0 + nc > cols)
+      fail(w, t.file + ": tensor of " + shapeString(t.shape) + " has no rows [" +
+                  std::to_string(r0) + ", " + std::to_string(r0 + nr) + ") and columns [" +
+                  std::to_string(c0) + ", " + std::to_string(c0 + nc) + ")");
+    if (t.size != uint64_t(rows) * uint64_t(cols) * elem)
+      fail(w, t.file + ": tensor of " + shapeString(t.shape) + " " + t.dtype + " holds " +
+                  std::to_string(t.size) + " bytes");
+    TensorInfo v = t;
+    v.shape = rank == 2 ? std::vector<int64_t>{nr, nc} : std::vector<int64_t>{nr};
+    v.offset = t.offset + (uint64_t(r0) * uint64_t(cols) + uint64_t(c0)) * elem;
+    v.size = uint64_t(nr) * uint64_t(nc) * elem;
+    v.rowPitch = nc == cols ? 0 : uint64_t(cols) * elem;
+    slices_.push_back(std::move(v));
+    return &slices_.back();
+  }
 
   /// The block-scale tensor of part `expert` (`data`) of an fp8 checkpoint
   /// weight: a grid of blocks per matrix (the last two dimensions).

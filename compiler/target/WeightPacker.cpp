@@ -68,6 +68,28 @@ void WeightPacker::read(const TensorInfo &part, size_t unit, Consume consume) {
   const size_t piece = std::max(unit, buffer_.size() / unit * unit);
   if (buffer_.size() < piece)
     buffer_.resize(piece);
+  if (part.rowPitch) {
+    // Some columns of each row: whole rows are read in one piece (one
+    // read, not one per row), then each row's columns moved to the front.
+    const size_t rowBytes = size_t(part.size / uint64_t(part.shape.at(0)));
+    const size_t pitch = size_t(part.rowPitch);
+    const size_t perPiece = std::max<size_t>(1, buffer_.size() / pitch);
+    if (buffer_.size() < pitch)
+      buffer_.resize(pitch);
+    for (int64_t row = 0; row < part.shape[0];) {
+      const int64_t n = std::min<int64_t>(int64_t(perPiece), part.shape[0] - row);
+      if (rt::Status st = in->readAt(part.offset + uint64_t(row) * pitch, buffer_.data(),
+                                     size_t(n - 1) * pitch + rowBytes);
+          !st)
+        throw InputError(st.message());
+      for (int64_t i = 1; i < n; ++i)
+        std::memmove(buffer_.data() + size_t(i) * rowBytes, buffer_.data() + size_t(i) * pitch,
+                     rowBytes);
+      consume(buffer_.data(), size_t(n) * rowBytes);
+      row += n;
+    }
+    return;
+  }
   for (uint64_t done = 0; done < part.size;) {
     size_t want = size_t(std::min<uint64_t>(piece, part.size - done));
     if (rt::Status st = in->readAt(part.offset + done, buffer_.data(), want); !st)

@@ -254,6 +254,48 @@ def PlaceExpertsPass : Pass<"moe-place-experts", "mlir::ModuleOp"> {
   ];
 }
 
+def ShardTensorsPass : Pass<"moe-shard-tensors", "mlir::ModuleOp"> {
+  let summary = "Split attention heads, dense MLPs and experts' columns over the ranks (tensor parallelism)";
+  let description = [{
+    On the `plan` dialect, after `moe-replicate-ranks` (every rank runs the
+    same tokens) and any expert sharding, before `moe-plan-memory`. Rank r
+    of `tp` keeps:
+
+    - **attention** (`attention`, `mla_attention`): heads
+      [H r / tp, H (r + 1) / tp). The q projection (and k, v: the key-value
+      heads those query heads read, shared by two ranks when there are
+      fewer key-value heads than ranks) keeps its heads' rows, MLA's
+      `kv_b_proj` its heads' rows, the KV cache its key-value heads; the
+      output projection keeps the matching columns;
+    - **dense and shared MLPs** (`linear`, `linear`, `silu_mul`, `linear`):
+      intermediate columns [I r / tp, I (r + 1) / tp) of gate and up (rows)
+      and of down (columns);
+    - **experts** not sharded by expert parallelism (`experts`,
+      `expert_rows`): the same share of every expert's intermediate.
+
+    Each output projection then holds a partial sum, completed by a
+    `plan.collective all_reduce`; a bias of such a projection stays on rank
+    0 only. Embeddings, norms, routers and the LM head stay whole on every
+    rank. The weights are `plan.weight ... rows [start, count]` / `cols
+    [start, count]` slices, so each rank's weight file holds its share.
+    The all-reduces add in another order than one rank does: the logits
+    agree to rounding, not bit for bit.
+
+    ```mlir
+    %q = plan.weight "model.layers.0.self_attn.q_proj.weight" rows [32, 32] : memref<32x64xf32>
+    ...
+    plan.launch attention ins(%qb, %kb, %vb, %pos : ...) outs(%a : memref<?x32xf32>) kv %kv
+      params #plan.attention<layer = 0, num_heads = 2, num_kv_heads = 1, head_dim = 16, ...>
+    %o = plan.weight "model.layers.0.self_attn.o_proj.weight" cols [32, 32] : memref<64x32xf32>
+    plan.launch linear ins(%a, %o : ...) outs(%y : memref<?x64xf32>)
+    plan.collective all_reduce ins(%y : memref<?x64xf32>) outs(%y : memref<?x64xf32>)
+    ```
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", "1", "tensor-parallel ranks: the module's rank programs">
+  ];
+}
+
 def VerifySchedulePass : Pass<"moe-verify-schedule", "mlir::ModuleOp"> {
   let summary = "Refuse plans in which two streams race on a buffer";
   let description = [{

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/placement/ExpertPlacement.h"
 #include "compiler/transforms/Passes.h"
+#include "compiler/transforms/RankPrograms.h"
 #include "dialects/plan/PlanOps.h"
 #include "moe/runtime/RoutingProfile.h"
 
@@ -35,27 +36,6 @@ namespace {
 struct Held {
   int64_t expert = 0, replica = 0, replicas = 1;
 };
-
-/// The module's rank programs, in rank order; an error naming `pass` when
-/// there are not `ranks` of them.
-FailureOr<SmallVector<func::FuncOp>> rankPrograms(ModuleOp module, StringRef pass,
-                                                  StringRef option, int64_t ranks) {
-  SmallVector<func::FuncOp> programs;
-  for (auto f : module.getOps<func::FuncOp>())
-    if (f->hasAttr("plan.rank"))
-      programs.push_back(f);
-  if (ranks < 1 || int64_t(programs.size()) != ranks) {
-    module.emitError() << pass << ": " << option << "=" << ranks
-                       << " needs as many rank programs, got " << programs.size()
-                       << " (run moe-replicate-ranks{ranks=" << ranks << "} first)";
-    return failure();
-  }
-  llvm::sort(programs, [](func::FuncOp a, func::FuncOp b) {
-    return cast<IntegerAttr>(a->getAttr("plan.rank")).getInt() <
-           cast<IntegerAttr>(b->getAttr("plan.rank")).getInt();
-  });
-  return programs;
-}
 
 SmallVector<plan::LaunchOp> expertRowsOf(func::FuncOp f) {
   SmallVector<plan::LaunchOp> rows;
@@ -111,11 +91,7 @@ LogicalResult shard(plan::LaunchOp l, ArrayRef<Held> held) {
       p.getLayer()));
   if (failed(l.verify()))
     return failure();
-  b.setInsertionPointAfter(l);
-  Value y = l.getOuts()[0];
-  b.create<plan::CollectiveOp>(
-      l.getLoc(), plan::CollectiveKindAttr::get(l.getContext(), plan::CollectiveKind::all_reduce),
-      ValueRange{y}, ValueRange{y}, b.getI64IntegerAttr(l.getStream()));
+  ::moe::allReduceAfter(l);
   return success();
 }
 
@@ -123,7 +99,7 @@ struct ShardExpertsPass : ::moe::impl::ShardExpertsPassBase<ShardExpertsPass> {
   using ShardExpertsPassBase::ShardExpertsPassBase;
 
   void runOnOperation() override {
-    auto programs = rankPrograms(getOperation(), "moe-shard-experts", "ep", ep);
+    auto programs = ::moe::rankPrograms(getOperation(), "moe-shard-experts", "ep", ep);
     if (failed(programs))
       return signalPassFailure();
     for (auto [rank, f] : llvm::enumerate(*programs))
@@ -149,7 +125,7 @@ struct PlaceExpertsPass : ::moe::impl::PlaceExpertsPassBase<PlaceExpertsPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto programs = rankPrograms(module, "moe-place-experts", "ranks", ranks);
+    auto programs = ::moe::rankPrograms(module, "moe-place-experts", "ranks", ranks);
     if (failed(programs))
       return signalPassFailure();
     FailureOr<::moe::rt::RoutingProfile> profile = readProfile(module);

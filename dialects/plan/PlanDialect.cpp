@@ -110,6 +110,29 @@ LogicalResult WeightOp::verify() {
                            << " (a stack of experts: as many distinct experts as dim 0, each "
                               "in [0, stacked))";
   }
+  for (auto [what, slice] : {std::pair("rows", getRows()), std::pair("cols", getCols())}) {
+    if (!slice)
+      continue;
+    if (slice->size() != 2 || (*slice)[0] < 0 || (*slice)[1] < 1)
+      return emitOpError() << what << " of weight '" << getName()
+                           << "' must be [start, count] with start >= 0 and count >= 1";
+    if (getScale())
+      return emitOpError() << "weight '" << getName()
+                           << "' carries the checkpoint's block scales and cannot be sliced";
+  }
+  // The sliced dimensions: each named matrix's rows (all parts stacked
+  // along them) and its columns.
+  const int64_t parts = 1 + (getConcat() ? int64_t(getConcat()->size()) : 0);
+  if (auto rows = getRows()) {
+    const int64_t dim = type.getRank() >= 2 ? type.getRank() - 2 : 0;
+    if (type.getRank() < 1 || type.getDimSize(dim) != (*rows)[1] * parts)
+      return emitOpError() << "weight '" << getName() << "' of " << type << " cannot hold "
+                           << (*rows)[1] << " rows of each of its " << parts << " tensors";
+  }
+  if (auto cols = getCols())
+    if (type.getRank() < 2 || type.getShape().back() != (*cols)[1])
+      return emitOpError() << "weight '" << getName() << "' of " << type << " cannot hold "
+                           << (*cols)[1] << " columns";
   Type elem = type.getElementType();
   // fp8 from the checkpoint carries its own block scales ('scale').
   bool quantized = elem.isInteger(8) || elem.isInteger(4) ||

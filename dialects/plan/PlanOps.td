@@ -19,10 +19,15 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
     f8E4M3FN without `scale` has one per `group` x `group` block.
     `experts [e0, e1, ...] of S` (expert parallelism): of the S experts
     the names stack, only e0, e1, ... in that order (dim 0 of the result).
+    `rows [start, count]` and `cols [start, count]` (tensor parallelism):
+    of each named matrix (per expert), only those rows and columns; of a
+    vector, `rows` are its elements. A quantized slice is encoded as a
+    matrix of its own (its scales are the slice's).
 
     ```mlir
     %0 = plan.weight "model.embed_tokens.weight" : memref<96x32xbf16>
     %1 = plan.weight "model.layers.0.self_attn.q_proj.weight" group 32 : memref<32x32xi8>
+    %2 = plan.weight "model.layers.0.self_attn.o_proj.weight" cols [16, 16] : memref<32x16xf32>
     ```
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$concat,
@@ -31,11 +36,14 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
                        OptionalAttr<I64Attr>:$group,
                        OptionalAttr<StrArrayAttr>:$append,
                        OptionalAttr<DenseI64ArrayAttr>:$experts,
-                       OptionalAttr<I64Attr>:$stacked);
+                       OptionalAttr<I64Attr>:$stacked,
+                       OptionalAttr<DenseI64ArrayAttr>:$rows,
+                       OptionalAttr<DenseI64ArrayAttr>:$cols);
   let results = (outs AnyStaticShapeMemRef:$result);
   let assemblyFormat = [{
     $name (`concat` $concat^)? (`append` $append^)? (`scale` $scale^ `block` $block)?
-    (`group` $group^)? (`experts` $experts^ `of` $stacked)? attr-dict `:` type($result)
+    (`group` $group^)? (`experts` $experts^ `of` $stacked)? (`rows` $rows^)? (`cols` $cols^)?
+    attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -430,10 +430,13 @@ Status Session::forward(const Batch &batch, float *logits) {
     // Replica q of n computes an expert's rows numbered q, q + n, ...,
     // numbered on from the earlier steps' (the kernel has counted this
     // step's in): of rows [before, after), those of its number.
+    // Experts the plan does not place (one rank, or tensor parallelism:
+    // every rank computes a part of every row): rank 0 counts them.
     const ExpertShare &share = c.share;
     for (size_t e = 0; e < picks.size(); ++e) {
       if (share.stack.empty()) {
-        load_[r].counts[e] += picks[e];
+        if (ranks_->rank() == 0)
+          load_[r].counts[e] += picks[e];
         continue;
       }
       if (share.stack[e] < 0)

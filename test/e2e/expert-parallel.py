@@ -18,10 +18,8 @@ sum to the usual plan's. Prints one line per plan; exits 1 on the first differen
 """
 import json
 import os
-import shlex
-import sys
 
-from plan_checks import fail, logits, run
+from plan_checks import check_ranked_models, fail, logits, run
 
 PROMPT = "1,7,3,9,11,2"
 TRAFFIC = "5,17,2,40,8,1,23,11,3,30,9,14"  # routing profile for placement
@@ -91,13 +89,5 @@ def check_placed(mpirun, name, checkpoint, work, ranks, profile, want):
           f"expert of each layer replicated; routing counts summed over the ranks as one rank's")
 
 
-def main():
-    mpirun = shlex.split(sys.argv[1])
-    goldens, example, work = sys.argv[2:5]
-    for model in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"):
-        check(mpirun, model, os.path.join(goldens, model), work)
-    check(mpirun, "kjv-moe", example, work)
-
-
 if __name__ == "__main__":
-    main()
+    check_ranked_models(check)

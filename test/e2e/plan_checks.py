@@ -1,6 +1,8 @@
 """What the end-to-end scripts share (standard library only; the tools on
 PATH): run a tool, stop at the first failure with one FAIL line, and read
 the logits a plan computes for a prompt."""
+import os
+import shlex
 import subprocess
 import sys
 
@@ -27,3 +29,17 @@ def logits(plan, prompt, steps, launcher=()):
         "--ignore-eos", "--dump-logits", out)
     with open(out, "rb") as f:
         return f.read()
+
+
+GOLDEN_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3")
+
+
+def check_ranked_models(check):
+    """For a multi-rank script run as `SCRIPT MPIRUN GOLDENS EXAMPLE WORK`:
+    check(mpirun, name, checkpoint, work) for each golden model type, then
+    for the trained example."""
+    mpirun = shlex.split(sys.argv[1])
+    goldens, example, work = sys.argv[2:5]
+    for model in GOLDEN_TYPES:
+        check(mpirun, model, os.path.join(goldens, model), work)
+    check(mpirun, "kjv-moe", example, work)

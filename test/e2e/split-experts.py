@@ -15,7 +15,7 @@ import os
 import re
 import sys
 
-from plan_checks import fail, logits, run
+from plan_checks import GOLDEN_TYPES, fail, logits, run
 
 PROMPT = "1,7,3,9,11,2"
 STEPS = 4
@@ -46,7 +46,7 @@ def compare(name, checkpoint, work, flags):
 
 def main():
     goldens, example, work = sys.argv[1:4]
-    for model in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"):
+    for model in GOLDEN_TYPES:
         compare(model, os.path.join(goldens, model), work, [])
     compare("kjv-moe", example, work, [])
     compare("kjv-moe --precision int8", example, work, ["--precision", "int8"])

@@ -56,7 +56,7 @@ struct Flags {
   bool fusion = true, splitExperts = false;
   double maxKl = 1e-3, minTop1 = 0.99;
   int threads = 0;
-  int64_t ep = 1, redundant = 0, ranksPerNode = 0;
+  int64_t ep = 1, tp = 1, redundant = 0, ranksPerNode = 0;
   std::string placementProfile, routing = "token_choice";
   double capacityFactor = 1.0;
 };
@@ -93,6 +93,13 @@ void addFlags(moe::tools::Cli &cli, Flags &f) {
   app.add_option("--ep", f.ep,
                  "expert-parallel ranks: one program per rank, each holding 1/N of every "
                  "layer's experts (run with mpirun -np N; default 1)")
+      ->check(integerIn(1, 4096))
+      ->type_name("N");
+  app.add_option("--tp", f.tp,
+                 "tensor-parallel ranks: one program per rank, each holding 1/N of every "
+                 "layer's attention heads, MLP columns and (without --ep) experts' columns, "
+                 "an all-reduce after each split projection (mpirun -np N; with --ep, the "
+                 "same N: attention split, experts placed; default 1)")
       ->check(integerIn(1, 4096))
       ->type_name("N");
   app.add_option("--placement-profile", f.placementProfile,
@@ -179,6 +186,10 @@ int main(int argc, char **argv) {
       return fail(std::string(flag) + " is used only by --precision auto");
   if (cli.app.count("--capacity-factor") && f.routing == "token_choice")
     return fail("--capacity-factor is used only with --routing capacity or expert_choice");
+  if (f.ep > 1 && f.tp > 1 && f.ep != f.tp)
+    return fail("--ep " + std::to_string(f.ep) + " and --tp " + std::to_string(f.tp) +
+                " differ: with both, each is the rank count (attention split over all ranks, "
+                "experts placed over all ranks)");
   if (!f.placementProfile.empty() && f.ep < 2)
     return fail("--placement-profile places experts over ranks: it needs --ep 2 or more");
   for (const char *flag : {"--redundant", "--ranks-per-node"})
@@ -215,7 +226,8 @@ int main(int argc, char **argv) {
     moe::PipelineOptions options{f.maxBatchTokens, f.maxContext, f.fusion,
                                  f.splitExperts,   f.ep,          policy,
                                  overrides,        f.placementProfile, f.redundant,
-                                 f.ranksPerNode,   f.routing,          f.capacityFactor};
+                                 f.ranksPerNode,   f.routing,          f.capacityFactor,
+                                 f.tp};
     std::string text = f.pipeline.empty() ? moe::defaultPipelineText(options) : f.pipeline;
     auto parsed = mlir::parsePassPipeline(text, llvm::errs());
     if (mlir::failed(parsed)) {

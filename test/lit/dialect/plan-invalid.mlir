@@ -4,7 +4,7 @@
 // name (Kernels.def), arity, KV-cache presence, parameters (missing, of
 // another kernel, on a kernel without, misspelled, mistyped or missing
 // field, unknown enum), stream and output buffers, plan.record and
-// plan.wait streams and events. Each message quotes the
+// plan.wait streams and events, plan.weight slices. Each message quotes the
 // offending value or type.
 // RUN: moe-opt %s -split-input-file -verify-diagnostics -allow-unregistered-dialect
 
@@ -358,5 +358,38 @@ func.func @combine_three_inputs() {
   %o = plan.alloc : memref<?x4xf32>
   // expected-error @+1 {{'plan.launch' op kernel 'combine' takes 4-4 inputs and 1 outputs, got 3 and 1}}
   plan.launch combine ins(%y, %m, %w : memref<?x2x4xf32>, memref<?x2xi32>, memref<?x2xf32>) outs(%o : memref<?x4xf32>)
+  return
+}
+
+// -----
+
+func.func @weight_slice_not_a_span() {
+  // expected-error @+1 {{'plan.weight' op rows of weight 'w' must be [start, count] with start >= 0 and count >= 1}}
+  %w = plan.weight "w" rows [0, 0] : memref<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @weight_slice_rows_of_concat() {
+  // Two concatenated tensors of 2 rows each make 4 rows, not 2.
+  // expected-error @+1 {{'plan.weight' op weight 'gate' of 'memref<2x4xf32>' cannot hold 2 rows of each of its 2 tensors}}
+  %w = plan.weight "gate" concat ["up"] rows [2, 2] : memref<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @weight_slice_cols_of_vector() {
+  // expected-error @+1 {{'plan.weight' op weight 'b' of 'memref<4xf32>' cannot hold 4 columns}}
+  %w = plan.weight "b" cols [0, 4] : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @weight_slice_with_checkpoint_scales() {
+  // expected-error @+1 {{'plan.weight' op weight 'w' carries the checkpoint's block scales and cannot be sliced}}
+  %w = plan.weight "w" scale "w_scale" block [16, 16] cols [0, 16] : memref<32x16xf8E4M3FN>
   return
 }

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Tensor parallelism, alone and with expert parallelism, gives the
+single-rank plan's tokens (standard library only; the tools on PATH).
+
+  tensor-parallel.py MPIRUN GOLDENS EXAMPLE WORK
+
+For each golden model type and for EXAMPLE, compiles the usual plan and,
+for N in 2 and 4, plans with --tp N (attention heads, MLP and experts'
+columns split) and with --ep N --tp N (attention split, experts placed);
+runs each under MPIRUN -np N and the usual plan alone on the same prompt:
+the greedy tokens must be the same and every logit within 1e-5 (the
+all-reduces add the ranks' parts in another order than one rank adds
+them). Each rank's weight file must be smaller than the whole plan's; the
+routing counts of a --tp N run must be the single rank's. Prints one line
+per plan with the largest difference and the largest rank file as a
+fraction of the whole; exits 1 on the first failure.
+"""
+import json
+import os
+import struct
+
+from plan_checks import check_ranked_models, fail, run
+
+PROMPT = "1,7,3,9,11,2"
+STEPS = 4
+TOLERANCE = 1e-5
+
+
+def generate(plan, profile, launcher=()):
+    """The greedy tokens and every logits row of a run, and the routing
+    counts per layer."""
+    out = plan + ".logits"
+    text = run(*launcher, "moe-run", plan, "--prompt-tokens", PROMPT, "--max-new-tokens",
+               str(STEPS), "--ignore-eos", "--dump-logits", out, "--routing-profile", profile)
+    tokens = next(l for l in text.splitlines() if l.startswith("generated:"))
+    with open(out, "rb") as f:
+        data = f.read()
+    counts = {l["layer"]: l["counts"] for l in json.load(open(profile))["layers"]}
+    return tokens, struct.unpack(f"<{len(data) // 4}f", data), counts
+
+
+def check(mpirun, name, checkpoint, work):
+    alone = os.path.join(work, name + "-1")
+    run("moe-compile", checkpoint, "-o", alone, "--max-context", "64")
+    whole = json.loads(run("moe-plan", "json", alone))["weight_files"][0]["size"]
+    tokens, want, counts = generate(alone, alone + ".profile.json")
+    for ranks in (2, 4):
+        for label, flags in ((f"tp {ranks}", ["--tp", str(ranks)]),
+                             (f"ep {ranks} + tp {ranks}", ["--ep", str(ranks), "--tp", str(ranks)])):
+            plan = os.path.join(work, f"{name}-{label.replace(' ', '')}")
+            run("moe-compile", checkpoint, "-o", plan, "--max-context", "64", *flags)
+            files = [f["size"] for f in json.loads(run("moe-plan", "json", plan))["weight_files"]]
+            if len(files) != ranks or max(files) >= whole:
+                fail(f"{name} {label}: weight files {files}, one rank's alone {whole}")
+            got_tokens, got, got_counts = generate(plan, plan + ".profile.json",
+                                                   mpirun + ["-np", str(ranks)])
+            if got_tokens != tokens:
+                fail(f"{name} {label}: {got_tokens}, one rank {tokens}")
+            if len(got) != len(want):
+                fail(f"{name} {label}: {len(got)} logits, one rank {len(want)}")
+            err = max(abs(a - b) for a, b in zip(got, want))
+            if err > TOLERANCE:
+                fail(f"{name} {label}: logits differ by up to {err:.3g}")
+            if got_counts != counts:
+                fail(f"{name} {label}: routing counts {got_counts}, one rank {counts}")
+            print(f"{name} {label}: same tokens; logits within {err:.1g}; routing counts as one "
+                  f"rank's; largest rank file {max(files) / whole:.2f} of the whole")
+
+
+if __name__ == "__main__":
+    check_ranked_models(check)
