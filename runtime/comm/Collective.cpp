@@ -52,10 +52,6 @@ Status Collective::allToAllV(Stream &stream, DeviceArray send,
   if (sendCounts.size() != size_t(size()))
     return Status::error("all_to_all_v: " + std::to_string(sendCounts.size()) +
                          " send counts for " + std::to_string(size()) + " ranks");
-  size_t total = std::accumulate(sendCounts.begin(), sendCounts.end(), size_t(0));
-  if (total > send.count)
-    return Status::error("all_to_all_v: the send counts add up to " + std::to_string(total) +
-                         " elements; the send buffer holds " + std::to_string(send.count));
   return doAllToAllV(stream, send, sendCounts, recv, recvCounts);
 }
 
@@ -115,6 +111,18 @@ Status agreeOnPlan(Collective &ranks, Device &device, uint64_t planChecksum, int
                          " (mpirun -np " + std::to_string(planRanks) +
                          ") or recompile the plan for " + std::to_string(ranks.size()));
   return Status::ok();
+}
+
+} // namespace moe::rt
+
+namespace moe::rt {
+
+std::string Collective::sendOverflow(const std::vector<size_t> &sendCounts, const DeviceArray &send) {
+  const size_t total = std::accumulate(sendCounts.begin(), sendCounts.end(), size_t(0));
+  if (total <= send.count)
+    return "";
+  return "all_to_all_v: the send counts add up to " + std::to_string(total) +
+         " elements; the send buffer holds " + std::to_string(send.count);
 }
 
 } // namespace moe::rt

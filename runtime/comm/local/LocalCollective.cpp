@@ -29,12 +29,14 @@ protected:
   }
   Status doAllToAllV(Stream &stream, DeviceArray send, const std::vector<size_t> &sendCounts,
                      DeviceArray recv, std::vector<size_t> &recvCounts) override {
-    if (sendCounts[0] > recv.count)
-      return Status::error("all_to_all_v: " + std::to_string(sendCounts[0]) +
-                           " elements arrive; the receive buffer holds " +
-                           std::to_string(recv.count));
-    recvCounts = sendCounts;
-    return stream.enqueueHost([=] {
+    return stream.enqueueHost([=, &sendCounts, &recvCounts] {
+      if (std::string why = sendOverflow(sendCounts, send); !why.empty())
+        return Status::error(why);
+      if (sendCounts[0] > recv.count)
+        return Status::error("all_to_all_v: " + std::to_string(sendCounts[0]) +
+                             " elements arrive; the receive buffer holds " +
+                             std::to_string(recv.count));
+      recvCounts = sendCounts;
       if (sendCounts[0])
         std::memmove(recv.data, send.data, sendCounts[0] * dtypeSize(send.dtype));
       return Status::ok();

@@ -129,7 +129,7 @@ protected:
 
   Status doAllToAllV(Stream &stream, DeviceArray send, const std::vector<size_t> &sendCounts,
                      DeviceArray recv, std::vector<size_t> &recvCounts) override {
-    return stream.enqueueHost([this, send, sendCounts, recv, &recvCounts]() -> Status {
+    return stream.enqueueHost([this, send, &sendCounts, recv, &recvCounts]() -> Status {
       const size_t n = size_t(size_);
       std::vector<uint64_t> out(sendCounts.begin(), sendCounts.end()), in(n);
       if (Status st = check("MPI_Alltoall", MPI_Alltoall(out.data(), 1, MPI_UINT64_T, in.data(),
@@ -147,13 +147,20 @@ protected:
         sent += out[r];
         received += in[r];
       }
-      // 1: too much arrives here; 2: more than an int counts or addresses.
-      int verdict = received > recv.count ? 1 : (sent > INT_MAX || received > INT_MAX) ? 2 : 0;
+      // 1: too much arrives here; 2: more than an int counts or addresses;
+      // 3: more is sent than the send buffer holds.
+      const std::string overflow = sendOverflow(sendCounts, send);
+      int verdict = received > recv.count                 ? 1
+                    : (sent > INT_MAX || received > INT_MAX) ? 2
+                    : !overflow.empty()                      ? 3
+                                                             : 0;
       int worst = 0;
       if (Status st = check("MPI_Allreduce",
                             MPI_Allreduce(&verdict, &worst, 1, MPI_INT, MPI_MAX, comm_));
           !st)
         return st;
+      if (verdict == 3)
+        return Status::error(overflow);
       if (worst)
         return Status::error(
             "all_to_all_v: " +
@@ -162,7 +169,8 @@ protected:
                                            "; its receive buffer holds " +
                                            std::to_string(recv.count)
                         : worst == 1 ? "a receive buffer on another rank is too small"
-                                     : "more than 2^31 elements in one exchange"));
+                        : worst == 2 ? "more than 2^31 elements in one exchange"
+                                     : "another rank sends more than its send buffer holds"));
       recvCounts.assign(in.begin(), in.end());
       return check("MPI_Alltoallv",
                    MPI_Alltoallv(send.data, sc.data(), sd.data(), mpiType(send.dtype), recv.data,

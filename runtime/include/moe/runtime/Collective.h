@@ -52,12 +52,16 @@ public:
   /// what each rank sends to this one, and recvCounts[r] how many elements
   /// came from rank r. The counts are exchanged at run time (dispatch and
   /// combine know them only from the routing); more than recv.count
-  /// arriving fails on every rank. recvCounts is filled when the stream
-  /// reaches this point: it must live until then.
+  /// arriving, or counts adding up to more than send.count, fails on every
+  /// rank. sendCounts (sized size() when enqueued) is read and recvCounts
+  /// filled when the stream reaches this point, so that earlier work on
+  /// the stream may compute the counts: both must live until then.
   Status allToAllV(Stream &stream, DeviceArray send, const std::vector<size_t> &sendCounts,
                    DeviceArray recv, std::vector<size_t> &recvCounts);
 
 protected:
+  /// The error when sendCounts add up to more than `send` holds, else "".
+  static std::string sendOverflow(const std::vector<size_t> &sendCounts, const DeviceArray &send);
   virtual Status doAllReduce(Stream &stream, DeviceArray data) = 0;
   virtual Status doAllGather(Stream &stream, DeviceArray in, DeviceArray out) = 0;
   virtual Status doAllToAllV(Stream &stream, DeviceArray send,
