@@ -31,6 +31,10 @@ struct DefaultPipelineOptions
   Option<int64_t> tp{*this, "tp",
                      llvm::cl::desc("tensor-parallel ranks (as moe-compile --tp)"),
                      llvm::cl::init(1)};
+  Option<bool> dpAttention{*this, "dp-attention",
+                           llvm::cl::desc("with ep: data-parallel attention (as moe-compile "
+                                          "--dp-attention)"),
+                           llvm::cl::init(false)};
   Option<std::string> precision{*this, "precision",
                                 llvm::cl::desc("moe-assign-precision policy"),
                                 llvm::cl::init("keep")};
@@ -73,7 +77,8 @@ std::string exactText(double v) {
 /// How the experts go onto the ranks (ep > 1).
 std::string shardText(const PipelineOptions &o) {
   if (o.placementProfile.empty())
-    return "moe-shard-experts{ep=" + std::to_string(o.ep) + "}, ";
+    return "moe-shard-experts{ep=" + std::to_string(o.ep) +
+           (o.dpAttention ? " dp-attention=true" : "") + "}, ";
   return "moe-place-experts{profile=\"" + o.placementProfile + "\" ranks=" +
          std::to_string(o.ep) + " ranks-per-node=" + std::to_string(o.ranksPerNode) +
          " redundant=" + std::to_string(o.redundant) + "}, ";
@@ -102,7 +107,7 @@ void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     pm.addPass(createReplicateRanksPass(ReplicateRanksPassOptions{options.ranks()}));
   if (options.ep > 1) {
     if (options.placementProfile.empty())
-      pm.addPass(createShardExpertsPass(ShardExpertsPassOptions{options.ep}));
+      pm.addPass(createShardExpertsPass(ShardExpertsPassOptions{options.ep, options.dpAttention}));
     else
       pm.addPass(createPlaceExpertsPass(PlaceExpertsPassOptions{
           options.placementProfile, options.ep, options.ranksPerNode, options.redundant}));
@@ -151,6 +156,7 @@ void registerPipelines() {
         options.routing = o.routing;
         options.capacityFactor = o.capacityFactor;
         options.tp = o.tp;
+        options.dpAttention = o.dpAttention;
         buildDefaultPipeline(pm, options);
       });
 }

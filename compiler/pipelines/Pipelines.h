@@ -28,6 +28,9 @@ struct PipelineOptions {
   /// > 1: that many ranks, attention heads and MLP columns split
   /// (moe-shard-tensors); with ep > 1 as well, both are the rank count.
   int64_t tp = 1;
+  /// With ep > 1: the ranks hold different tokens (data-parallel attention)
+  /// and exchange expert rows (moe-shard-experts{dp-attention}).
+  bool dpAttention = false;
   /// The rank programs the plan has.
   int64_t ranks() const { return ep > tp ? ep : tp; }
 };

@@ -431,11 +431,20 @@ private:
 
   void visitCollective(pl::CollectiveOp c) {
     const auto ranks = int64_t(programs_.size());
-    if (c.getKind() != pl::CollectiveKind::all_reduce &&
-        cast<MemRefType>(c.getOuts()[0].getType()).getDimSize(0) != ranks)
-      fail(c, "'" + pl::stringifyCollectiveKind(c.getKind()).str() + "' gives [ranks, ...]: "
-              "its output's dimension 0 must be the module's " + std::to_string(ranks) +
-              " rank(s)");
+    auto in = cast<MemRefType>(c.getIns()[0].getType()),
+         out = cast<MemRefType>(c.getOuts()[0].getType());
+    if (c.getKind() == pl::CollectiveKind::all_gather && out.getDimSize(0) != ranks)
+      fail(c, "'all_gather' gives [ranks, ...]: its output's dimension 0 must be the module's " +
+                  std::to_string(ranks) + " rank(s)");
+    if (c.getKind() == pl::CollectiveKind::all_to_all_v) {
+      const bool sends = c.getIns().size() == 2;
+      const int64_t local = (sends ? in : out).getDimSize(1),
+                    all = (sends ? out : in).getDimSize(1);
+      if (all != ranks * local)
+        fail(c, "'all_to_all_v' exchanges rows [T, P, H] as [T, ranks x P, H]: " +
+                    std::to_string(all) + " is not the module's " + std::to_string(ranks) +
+                    " rank(s) x " + std::to_string(local));
+    }
     Instruction &inst = addInstruction(c, c.getIns(), c.getOuts(), c.getStream());
     inst.collective = fb::CollectiveOp(c.getKind()); // the same numbers (checked below)
   }

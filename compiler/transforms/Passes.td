@@ -203,9 +203,15 @@ def ShardExpertsPass : Pass<"moe-shard-experts", "mlir::ModuleOp"> {
     others, and an `all_reduce` of the rows gives every rank every row
     before `combine`. Each row comes from exactly one rank and the others
     add exact zeros, so the tokens are the single-rank plan's, bit for bit.
-    The plan's placement table lists each expert on its rank. (Exchanging
-    the rows with all-to-alls instead, when the ranks hold different
-    tokens, is the next step: docs/parallelism.md.)
+    The plan's placement table lists each expert on its rank.
+
+    With `dp-attention` the ranks hold different tokens (data-parallel
+    attention, as DeepSeek deploys V3): instead of the all_reduce, an
+    `all_to_all_v` sends each dispatched row and its slot to the rank that
+    holds its expert, `expert_rows` computes the rows it received, and a
+    second `all_to_all_v` returns them to their places before `combine`.
+    Each row is still computed once, by the same kernel, and combined in
+    the same order: the tokens are again the single-rank plan's.
 
     ```mlir
     %gu = plan.weight "...experts.{e}.gate_proj.weight" concat [...] experts [4, 5, 6, 7] of 8
@@ -214,9 +220,21 @@ def ShardExpertsPass : Pass<"moe-shard-experts", "mlir::ModuleOp"> {
       params #plan.experts<num_experts = 4, ..., stacked = 8, held = [4, 5, 6, 7], layer = 1>
     plan.collective all_reduce ins(%y : memref<?x2x32xf32>) outs(%y : memref<?x2x32xf32>)
     ```
+
+    With `dp-attention` (2 ranks):
+
+    ```mlir
+    plan.collective all_to_all_v ins(%rows, %slots : memref<?x2x32xf32>, memref<?x2xi32>)
+        outs(%in, %inSlots : memref<?x4x32xf32>, memref<?x4xi32>)
+    plan.launch expert_rows ins(%in, %inSlots, %gu, %down : ...) outs(%out : memref<?x4x32xf32>) ...
+    plan.collective all_to_all_v ins(%out : memref<?x4x32xf32>) outs(%y : memref<?x2x32xf32>)
+    ```
   }];
   let options = [
-    Option<"ep", "ep", "int64_t", "1", "expert-parallel ranks: the module's rank programs">
+    Option<"ep", "ep", "int64_t", "1", "expert-parallel ranks: the module's rank programs">,
+    Option<"dpAttention", "dp-attention", "bool", "false",
+           "the ranks hold different tokens: exchange rows with all_to_all_v instead of "
+           "completing them with an all_reduce">
   ];
 }
 

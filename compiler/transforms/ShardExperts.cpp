@@ -46,10 +46,37 @@ SmallVector<plan::LaunchOp> expertRowsOf(func::FuncOp f) {
   return rows;
 }
 
+/// Sends expert_rows `l`'s rows to the ranks that hold their experts and
+/// returns the results: all_to_all_v before and after it, `l` reading and
+/// writing buffers of every rank's rows ([T, ranks x P, H]).
+void exchangeAround(plan::LaunchOp l, int64_t ranks) {
+  OpBuilder b(l);
+  auto received = [&](Value v) {
+    auto t = cast<MemRefType>(v.getType());
+    SmallVector<int64_t> shape(t.getShape());
+    shape[1] *= ranks;
+    return b.create<plan::AllocOp>(l.getLoc(), MemRefType::get(shape, t.getElementType()),
+                                   IntegerAttr(), IntegerAttr())
+        .getResult();
+  };
+  auto kind = plan::CollectiveKindAttr::get(l.getContext(), plan::CollectiveKind::all_to_all_v);
+  auto stream = b.getI64IntegerAttr(l.getStream());
+  Value rows = l.getIns()[0], slots = l.getIns()[1], y = l.getOuts()[0];
+  Value inRows = received(rows), inSlots = received(slots), out = received(y);
+  b.create<plan::CollectiveOp>(l.getLoc(), kind, ValueRange{rows, slots},
+                               ValueRange{inRows, inSlots}, stream);
+  l.getInsMutable()[0].set(inRows);
+  l.getInsMutable()[1].set(inSlots);
+  l.getOutsMutable()[0].set(out);
+  b.setInsertionPointAfter(l);
+  b.create<plan::CollectiveOp>(l.getLoc(), kind, ValueRange{out}, ValueRange{y}, stream);
+}
+
 /// Rewrites one rank's expert_rows launch to hold `held` of its stacked
 /// experts: slices of the stacks, its params, and the all-reduce that
-/// completes the rows.
-LogicalResult shard(plan::LaunchOp l, ArrayRef<Held> held) {
+/// completes the rows (or, with `exchangeRanks`, the exchange of rows with
+/// that many ranks).
+LogicalResult shard(plan::LaunchOp l, ArrayRef<Held> held, int64_t exchangeRanks = 0) {
   auto p = cast<plan::ExpertsParamsAttr>(l.getParamsAttr());
   if (p.getStacked() != 0)
     return l.emitOpError() << "is already sharded";
@@ -91,7 +118,10 @@ LogicalResult shard(plan::LaunchOp l, ArrayRef<Held> held) {
       p.getLayer()));
   if (failed(l.verify()))
     return failure();
-  ::moe::allReduceAfter(l);
+  if (exchangeRanks)
+    exchangeAround(l, exchangeRanks);
+  else
+    ::moe::allReduceAfter(l);
   return success();
 }
 
@@ -114,7 +144,7 @@ struct ShardExpertsPass : ::moe::impl::ShardExpertsPassBase<ShardExpertsPass> {
                           << static_cast<int64_t>(ep) << " expert-parallel ranks";
           return signalPassFailure();
         }
-        if (failed(shard(l, held)))
+        if (failed(shard(l, held, dpAttention ? int64_t(ep) : 0)))
           return signalPassFailure();
       }
   }

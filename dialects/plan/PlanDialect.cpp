@@ -269,11 +269,14 @@ LogicalResult LaunchOp::checkShare(ExpertsParamsAttr p) {
 
 LogicalResult CollectiveOp::verify() {
   const bool exchange = getKind() == CollectiveKind::all_to_all_v;
-  const unsigned want = exchange ? 2 : 1;
+  // all_to_all_v sends rows with their slots (2 and 2) or returns them (1 and 1).
+  const unsigned want = exchange && getIns().size() == 2 ? 2 : 1;
   if (getIns().size() != want || getOuts().size() != want)
-    return emitOpError() << "'" << stringifyCollectiveKind(getKind()) << "' takes " << want
-                         << " input(s) and " << want << " output(s), got " << getIns().size()
-                         << " and " << getOuts().size();
+    return emitOpError() << "'" << stringifyCollectiveKind(getKind()) << "' takes "
+                         << (exchange ? "2 inputs and 2 outputs (rows and slots out) or 1 and 1 "
+                                        "(rows back)"
+                                      : "1 input(s) and 1 output(s)")
+                         << ", got " << getIns().size() << " and " << getOuts().size();
   auto in = cast<MemRefType>(getIns()[0].getType());
   auto out = cast<MemRefType>(getOuts()[0].getType());
   if (!(in.getElementType().isF32() || in.getElementType().isBF16()) ||
@@ -283,20 +286,30 @@ LogicalResult CollectiveOp::verify() {
   if (getKind() == CollectiveKind::all_reduce) {
     if (in.getShape() != out.getShape())
       return emitOpError() << "'all_reduce' keeps the shape; got " << in << " and " << out;
-  } else if (out.getRank() != in.getRank() + 1 || out.isDynamicDim(0) ||
-             out.getShape().drop_front() != in.getShape()) {
-    return emitOpError() << "'" << stringifyCollectiveKind(getKind())
-                         << "' gives [ranks] + the input's shape; got " << in << " and " << out;
-  }
-  if (exchange) {
-    if (in.getRank() != 2 || !in.isDynamicDim(0))
-      return emitOpError() << "'all_to_all_v' sends rows [T, C]; got " << in;
-    for (Value counts : {getIns()[1], getOuts()[1]}) {
-      auto c = cast<MemRefType>(counts.getType());
-      if (c.getRank() != 1 || !c.getElementType().isInteger(32) ||
-          c.getDimSize(0) != out.getDimSize(0))
-        return emitOpError() << "'all_to_all_v' counts are i32 [ranks] = memref<"
-                             << out.getDimSize(0) << "xi32>; got " << c;
+  } else if (getKind() == CollectiveKind::all_gather) {
+    if (out.getRank() != in.getRank() + 1 || out.isDynamicDim(0) ||
+        out.getShape().drop_front() != in.getShape())
+      return emitOpError() << "'all_gather' gives [ranks] + the input's shape; got " << in
+                           << " and " << out;
+  } else {
+    // Rows [T, P, H] go out as [T, ranks x P, H] (received, packed from
+    // the front) and come back the other way.
+    MemRefType local = want == 2 ? in : out, received = want == 2 ? out : in;
+    if (local.getRank() != 3 || !local.isDynamicDim(0) || received.getRank() != 3 ||
+        !received.isDynamicDim(0) || local.isDynamicDim(1) || received.isDynamicDim(1) ||
+        received.getDimSize(1) % local.getDimSize(1) || received.getDimSize(2) != local.getDimSize(2))
+      return emitOpError() << "'all_to_all_v' " << (want == 2 ? "sends" : "returns")
+                           << " rows [T, P, H] as [T, ranks x P, H]; got " << in << " and "
+                           << out;
+    if (want == 2) {
+      auto slots = cast<MemRefType>(getIns()[1].getType());
+      auto got = cast<MemRefType>(getOuts()[1].getType());
+      if (!slots.getElementType().isInteger(32) || !got.getElementType().isInteger(32) ||
+          slots.getShape() != in.getShape().drop_back() ||
+          got.getShape() != out.getShape().drop_back())
+        return emitOpError() << "'all_to_all_v' slots are i32 [T, P] out and [T, ranks x P] "
+                                "in; got "
+                             << slots << " and " << got;
     }
   }
   for (Value o : getOuts())

@@ -136,10 +136,17 @@ def Plan_CollectiveOp : Plan_Op<"collective", [AttrSizedOperandSegments]> {
     Every rank's program runs the same collectives in the same order (the
     loader checks it). `all_reduce`: out = the sum over ranks of in (out may
     alias nothing but must have in's shape). `all_gather`: out = [ranks] +
-    in's shape, rank r's input at out[r]. `all_to_all_v`: ins(rows,
-    send_counts) outs(received, recv_counts); send_counts[r] rows go to rank
-    r, recv_counts[r] arrive from it, in rank order; counts are i32 [ranks].
-    Data is f32 or bf16. Collectives also use the ranks' communicator: two
+    in's shape, rank r's input at out[r]. `all_to_all_v` moves expert rows
+    between ranks holding different tokens (data-parallel attention):
+    `ins(rows [T, P, H], slots [T, P]) outs(received [T, ranks x P, H],
+    received slots [T, ranks x P])` sends each row to the rank whose
+    `expert_rows` (the one that reads `received`) holds its slot's expert;
+    what arrives is packed from the front in rank order, the slots of the
+    rows left over are -1 (no row). `ins(y [T, ranks x P, H]) outs(rows
+    [T, P, H])` returns the rows of the last exchange to the ranks that
+    sent them, each to the place it came from. Both are sized for the
+    worst case (every rank's T x P rows arriving at one); the counts are
+    exchanged at run time. Data is f32 or bf16, slots i32. Collectives also use the ranks' communicator: two
     of them on different streams need an event between them (else the
     ranks could run them in different orders), which moe-verify-schedule
     checks as for a buffer.
@@ -147,6 +154,9 @@ def Plan_CollectiveOp : Plan_Op<"collective", [AttrSizedOperandSegments]> {
     ```mlir
     plan.collective all_reduce ins(%x : memref<?x32xf32>) outs(%y : memref<?x32xf32>)
     plan.collective all_gather ins(%x : memref<?x32xf32>) outs(%g : memref<2x?x32xf32>)
+    plan.collective all_to_all_v ins(%rows, %slots : memref<?x3x32xf32>, memref<?x3xi32>)
+                                 outs(%in, %inSlots : memref<?x6x32xf32>, memref<?x6xi32>)
+    plan.collective all_to_all_v ins(%y : memref<?x6x32xf32>) outs(%back : memref<?x3x32xf32>)
     ```
   }];
   let arguments = (ins Plan_CollectiveKindAttr:$kind,

@@ -29,8 +29,10 @@ std::string str(uint64_t v) { return std::to_string(v); }
 struct CollectiveArity {
   size_t ins, outs;
 };
-CollectiveArity arityOf(plan::CollectiveOp op) {
-  return op == plan::CollectiveOp::AllToAllV ? CollectiveArity{2, 2} : CollectiveArity{1, 1};
+/// all_to_all_v sends rows and slots (2 and 2) or returns rows (1 and 1).
+CollectiveArity arityOf(plan::CollectiveOp op, size_t ins) {
+  return op == plan::CollectiveOp::AllToAllV && ins == 2 ? CollectiveArity{2, 2}
+                                                         : CollectiveArity{1, 1};
 }
 
 /// A kernel instruction's operand counts and parameters.
@@ -169,8 +171,8 @@ Status checkKernel(const plan::Plan &p, const plan::Instruction *inst, const std
 }
 
 Status checkCollective(const plan::Instruction *inst, const std::string &where) {
-  CollectiveArity want = arityOf(inst->collective());
   size_t nin = inst->inputs() ? inst->inputs()->size() : 0;
+  CollectiveArity want = arityOf(inst->collective(), nin);
   size_t nout = inst->outputs() ? inst->outputs()->size() : 0;
   if (nin != want.ins || nout != want.outs)
     return Status::error(where + " has " + str(nin) + " inputs and " + str(nout) +

@@ -157,8 +157,9 @@ private:
                     std::to_string(v));
   }
 
-  /// A collective's data is an F32 or BF16 activation; a gathered or
-  /// exchanged result has a leading rank dimension; counts are I32 [ranks].
+  /// A collective's data is an F32 or BF16 activation; a gathered result
+  /// has a leading rank dimension; exchanged rows keep the token dimension
+  /// and have ranks x P picks per token when received, with I32 slots.
   Status collective() const {
     const plan::Tensor &x = tensor(in(0));
     const plan::DType dtype = x.dtype();
@@ -168,7 +169,6 @@ private:
       return bad(in(0), "input", "an F32 or BF16 activation in Arena");
     std::vector<int64_t> ranked = dims;
     ranked.insert(ranked.begin(), int64_t(p_.programs()->size()));
-    const std::vector<int64_t> counts = {int64_t(p_.programs()->size())};
     switch (inst_->collective()) {
     case plan::CollectiveOp::AllReduce:
       return act(out(0), "output", dims, dtype);
@@ -176,12 +176,20 @@ private:
       if (dims.size() > 3)
         return bad(in(0), "input", "at most 3 dimensions");
       return act(out(0), "output", ranked, dtype);
-    case plan::CollectiveOp::AllToAllV:
-      if (dims.size() != 2 || dims[0] != kTokens)
-        return bad(in(0), "input", "rows [T, C]");
-      return all({act(in(1), "send counts", counts, plan::DType::I32),
-                  act(out(0), "output", ranked, dtype),
-                  act(out(1), "receive counts", counts, plan::DType::I32)});
+    case plan::CollectiveOp::AllToAllV: {
+      // Rows [T, P, H] out as [T, ranks x P, H] with their slots, or back.
+      const int64_t ranks = int64_t(p_.programs()->size());
+      if (dims.size() != 3 || dims[0] != kTokens || dims[1] < 1 || dims[2] < 1)
+        return bad(in(0), "input", "rows [T, P, H]");
+      if (inst_->inputs()->size() == 1) {
+        if (dims[1] % ranks)
+          return bad(in(0), "input", "received rows [T, ranks x P, H]");
+        return act(out(0), "output", {kTokens, dims[1] / ranks, dims[2]}, dtype);
+      }
+      return all({act(in(1), "slots", {kTokens, dims[1]}, plan::DType::I32),
+                  act(out(0), "received rows", {kTokens, ranks * dims[1], dims[2]}, dtype),
+                  act(out(1), "received slots", {kTokens, ranks * dims[1]}, plan::DType::I32)});
+    }
     default:
       return need(false, "unknown collective");
     }

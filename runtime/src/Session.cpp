@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/Session.h"
+#include "RowExchange.h"
 #include "moe/runtime/Kernel.h"
 
 #include <algorithm>
@@ -96,12 +97,10 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
                          std::to_string(s->ranks_->rank()) + " of " +
                          std::to_string(s->ranks_->size()));
   for (const plan::Instruction *inst : *s->program_.instructions()) {
-    if (inst->collective() == plan::CollectiveOp::AllGather ||
-        inst->collective() == plan::CollectiveOp::AllToAllV)
+    if (inst->collective() == plan::CollectiveOp::AllGather)
       return Status::error(std::string(collectiveName(inst->collective())) +
                            " instructions are not run by this runtime yet (no kernel reads "
-                           "their [ranks, T, ...] results until the expert- and "
-                           "tensor-parallel passes)");
+                           "their [ranks, T, ...] results)");
     if (inst->collective() != plan::CollectiveOp::None)
       continue;
     for (uint32_t id : *inst->inputs()) {
@@ -257,7 +256,96 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
       if (s->load_[r].layer == e->layer())
         s->routing_[r].share = expertShare(params);
   }
+  if (Status st = s->setUpExchanges(); !st)
+    return st;
+  if (s->stepsWithRanks()) {
+    // Each rank counts its own tokens' picks, wherever they are computed.
+    for (RouterCounts &c : s->routing_)
+      c.share = ExpertShare();
+    auto flag = device.allocate(2 * sizeof(int32_t), MemoryKind::HostVisible);
+    if (!flag)
+      return flag.status();
+    s->stepFlag_ = flag.take();
+  }
   return std::move(s);
+}
+
+namespace {
+
+/// The expert_rows of decoder layer `layer` in `program`, or null.
+const plan::ExpertsParams *expertRowsOf(const plan::Program &program, int layer) {
+  for (const plan::Instruction *inst : *program.instructions())
+    if (const auto *e = inst->params_as_ExpertsParams();
+        e && inst->op() == plan::OpCode::ExpertRows && e->layer() == layer && e->stacked())
+      return e;
+  return nullptr;
+}
+
+} // namespace
+
+Status Session::setUpExchanges() {
+  const plan::Plan &p = plan_.plan();
+  const auto *insts = program_.instructions();
+  RowExchange *last = nullptr;
+  for (uint32_t i = 0; i < insts->size(); ++i) {
+    const plan::Instruction *inst = insts->Get(i);
+    if (inst->collective() == plan::CollectiveOp::None) {
+      // Computed from every rank's rows: as many rows.
+      for (uint32_t id : *inst->inputs())
+        if (allRanksRows_.count(id))
+          allRanksRows_.insert(inst->outputs()->begin(), inst->outputs()->end());
+      continue;
+    }
+    if (inst->collective() != plan::CollectiveOp::AllToAllV)
+      continue;
+    const std::string where = "instruction " + std::to_string(i) + " (all_to_all_v)";
+    if (inst->inputs()->size() == 1) {
+      if (!last)
+        return Status::error(where + " returns rows that no all_to_all_v sent");
+      returns_[i] = last;
+      continue;
+    }
+    // The expert_rows that reads what arrives says the layer; every rank's
+    // expert_rows of that layer, which experts each rank holds.
+    const plan::ExpertsParams *mine = nullptr;
+    for (uint32_t j = i + 1; j < insts->size() && !mine; ++j) {
+      const plan::Instruction *reader = insts->Get(j);
+      if (reader->op() == plan::OpCode::ExpertRows && reader->collective() ==
+                                                          plan::CollectiveOp::None &&
+          reader->inputs()->Get(0) == inst->outputs()->Get(0))
+        mine = reader->params_as_ExpertsParams();
+    }
+    if (!mine || !mine->stacked())
+      return Status::error(where + " sends rows that no expert_rows of a sharded layer reads");
+    std::vector<int> owner(size_t(mine->stacked()), -1);
+    for (uint32_t r = 0; r < p.programs()->size(); ++r) {
+      const plan::ExpertsParams *e = expertRowsOf(*p.programs()->Get(r), mine->layer());
+      for (size_t h = 0; e && e->held() && h < e->held()->size(); ++h) {
+        const int32_t x = e->held()->Get(uint32_t(h));
+        if (x < 0 || x >= mine->stacked() || owner[size_t(x)] >= 0)
+          return Status::error(where + ": expert " + std::to_string(x) + " of layer " +
+                               std::to_string(mine->layer()) +
+                               " is held by more than one rank or none; rows are exchanged "
+                               "with one rank per expert (replicas are not exchanged yet)");
+        owner[size_t(x)] = int(r);
+      }
+    }
+    for (size_t x = 0; x < owner.size(); ++x)
+      if (owner[x] < 0)
+        return Status::error(where + ": no rank holds expert " + std::to_string(x) +
+                             " of layer " + std::to_string(mine->layer()));
+    const plan::Tensor *rows = p.tensors()->Get(inst->inputs()->Get(0));
+    const int64_t picks = rows->shape()->Get(1), width = rows->shape()->Get(2);
+    if (!exchangeScratch_)
+      exchangeScratch_ = std::make_unique<RowExchangeScratch>();
+    exchangeScratch_->reserve(maxBatchTokens() * picks, width);
+    auto exchange = std::make_unique<RowExchange>(std::move(owner), width,
+                                                  int(p.programs()->size()), *exchangeScratch_);
+    last = exchange.get();
+    exchanges_[i] = std::move(exchange);
+    allRanksRows_.insert(inst->outputs()->begin(), inst->outputs()->end());
+  }
+  return Status::ok();
 }
 
 Expected<MemoryNeeds> memoryNeeds(const plan::Plan &p, int rank, uint64_t kvTokens,
@@ -304,6 +392,9 @@ std::string formatBytes(uint64_t bytes) {
   std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", v, units[u]);
   return buf;
 }
+
+Session::Session(const LoadedPlan &plan, Device &device)
+    : plan_(plan), program_(plan.program()), device_(device) {}
 
 Session::~Session() {
   // Copies still running into or out of this session's memory end first.
@@ -361,7 +452,6 @@ Status Session::forward(const int32_t *tokens, const int32_t *positions, int64_t
 }
 
 Status Session::forward(const Batch &batch, float *logits) {
-  const plan::Plan &p = plan_.plan();
   const int32_t *tokens = batch.tokens, *positions = batch.positions;
   const int64_t count = batch.count;
   if (count < 1 || count > maxBatchTokens())
@@ -375,6 +465,54 @@ Status Session::forward(const Batch &batch, float *logits) {
       return Status::error("position " + std::to_string(positions[t]) +
                            " out of the context [0, " + std::to_string(maxContext_) + ")");
   }
+  if (stepsWithRanks())
+    if (auto agreed = agree(true, false); !agreed)
+      return agreed.status();
+  return run(batch, logits);
+}
+
+Expected<Session::Agreement> Session::agree(bool stepping, bool done) {
+  auto *flags = static_cast<int32_t *>(stepFlag_->host());
+  flags[0] = stepping ? 1 : 0; // ranks with tokens this step
+  flags[1] = done ? 0 : 1;     // ranks with work to come
+  Stream &s0 = device_.stream(0);
+  if (Status st = ranks_->allReduce(s0, {flags, DType::I32, 2}); !st)
+    return st;
+  if (Status st = s0.synchronize(); !st)
+    return st;
+  return Agreement{flags[0] > 0, flags[1] == 0};
+}
+
+Expected<bool> Session::joinStep() {
+  if (!stepsWithRanks())
+    return false;
+  auto agreed = agree(false, false);
+  if (!agreed)
+    return agreed.status();
+  if (agreed->anyStepping)
+    if (Status st = run(Batch{}, nullptr); !st)
+      return st;
+  return agreed->anyStepping;
+}
+
+Status Session::waitForRanks() {
+  if (!stepsWithRanks())
+    return Status::ok();
+  for (;;) {
+    auto agreed = agree(false, true);
+    if (!agreed)
+      return agreed.status();
+    if (agreed->allDone)
+      return Status::ok();
+    if (agreed->anyStepping)
+      if (Status st = run(Batch{}, nullptr); !st)
+        return st;
+  }
+}
+
+Status Session::run(const Batch &batch, float *logits) {
+  const plan::Plan &p = plan_.plan();
+  const int64_t count = batch.count;
   if (swapPending_) // blocks swapped in or handed on are written after the copies
     if (Status st = device_.stream(0).wait(*swapped_); !st)
       return st;
@@ -392,10 +530,13 @@ Status Session::forward(const Batch &batch, float *logits) {
         if (st = stream.wait(*events_[e]); !st)
           break;
     const bool isCollective = inst->collective() != plan::CollectiveOp::None;
-    if (st)
-      // create() refused every collective but all_reduce.
-      st = isCollective ? allReduce(stream, call.inputs[0], call.outputs[0])
-                        : stream.launch(call);
+    // A step of no tokens of its own runs only the collectives and what
+    // computes other ranks' rows.
+    const bool idle = count == 0 && !isCollective &&
+                      std::none_of(inst->outputs()->begin(), inst->outputs()->end(),
+                                   [&](uint32_t id) { return allRanksRows_.count(id) > 0; });
+    if (st && !idle)
+      st = isCollective ? collective(uint32_t(i), stream, call) : stream.launch(call);
     if (st && !isCollective && call.kernel == Kernel::Router) {
       // Routing statistics (the traffic profile): the expert ids are
       // copied back on the router's stream, before anything it records
@@ -431,11 +572,12 @@ Status Session::forward(const Batch &batch, float *logits) {
     // numbered on from the earlier steps' (the kernel has counted this
     // step's in): of rows [before, after), those of its number.
     // Experts the plan does not place (one rank, or tensor parallelism:
-    // every rank computes a part of every row): rank 0 counts them.
+    // every rank computes a part of every row): rank 0 counts them. Ranks
+    // holding different tokens: each counts its own.
     const ExpertShare &share = c.share;
     for (size_t e = 0; e < picks.size(); ++e) {
       if (share.stack.empty()) {
-        if (ranks_->rank() == 0)
+        if (ranks_->rank() == 0 || stepsWithRanks())
           load_[r].counts[e] += picks[e];
         continue;
       }
@@ -455,15 +597,18 @@ Status Session::forward(const Batch &batch, float *logits) {
     return done;
   if (Status done = s0.synchronize(); !done)
     return done;
-  std::memcpy(logits, logits_->host(), bytes);
+  if (bytes)
+    std::memcpy(logits, logits_->host(), bytes);
   return Status::ok();
 }
 
 Status Session::stageInputs(const Batch &batch) {
   const size_t count = size_t(batch.count);
   auto *staging = static_cast<uint8_t *>(inputsStaging_->host());
-  std::memcpy(staging, batch.tokens, count * 4);
-  std::memcpy(staging + positionsOffset_, batch.positions, count * 4);
+  if (count) { // a step of no tokens (ranks stepping together) has no arrays
+    std::memcpy(staging, batch.tokens, count * 4);
+    std::memcpy(staging + positionsOffset_, batch.positions, count * 4);
+  }
   // Each token's table up to its own position's block.
   for (size_t t = 0; t < count; ++t)
     std::memcpy(staging + tablesOffset_ + t * size_t(tableStride_) * 4, batch.blockTables[t],
@@ -497,7 +642,7 @@ const std::vector<KernelCall> &Session::bind(int64_t count) {
     v.dtype = dtypeOf(t->dtype());
     v.shape.assign(t->shape()->begin(), t->shape()->end());
     if (v.shape[0] == -1)
-      v.shape[0] = count;
+      v.shape[0] = allRanksRows_.count(id) ? maxBatchTokens() : count;
     auto weight = [&](const plan::Tensor *w) {
       return static_cast<uint8_t *>(weights_[w->weight_file()]->data()) + w->offset();
     };
@@ -544,6 +689,16 @@ const std::vector<KernelCall> &Session::bind(int64_t count) {
 size_t Session::arenaOffset(const TensorView &v) const {
   return size_t(static_cast<const uint8_t *>(v.data) -
                 static_cast<const uint8_t *>(arena_->data()));
+}
+
+Status Session::collective(uint32_t i, Stream &stream, const KernelCall &call) {
+  // create() refused every collective but all_reduce and all_to_all_v.
+  if (auto e = exchanges_.find(i); e != exchanges_.end())
+    return e->second->send(stream, *ranks_, call.inputs[0], call.inputs[1], call.outputs[0],
+                           call.outputs[1], collectiveBytes_);
+  if (auto r = returns_.find(i); r != returns_.end())
+    return r->second->back(stream, *ranks_, call.inputs[0], call.outputs[0], collectiveBytes_);
+  return allReduce(stream, call.inputs[0], call.outputs[0]);
 }
 
 Status Session::allReduce(Stream &stream, const TensorView &in, const TensorView &out) {

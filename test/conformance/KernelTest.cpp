@@ -475,6 +475,23 @@ TEST_P(Kernels, ExpertPartsGiveTheFusedKernelsBits) {
   st = launch(Kernel::Combine, {}, {&rY, &badMap, &w, &ids}, {&parts});
   EXPECT_FALSE(st);
   EXPECT_NE(st.message().find("row 18 is outside [0, 18)"), std::string::npos) << st.message();
+
+  // Rows received from other ranks are packed from the front, a slot of -1
+  // ending them: the rows before it get their bits, the rest of the buffer
+  // is neither read (a slot out of range after it is no error) nor written.
+  const int64_t valid = rows - 5;
+  std::vector<int32_t> packedSlots(reversedSlots);
+  packedSlots[3] = slots[size_t(rows - 1 - 3)]; // mended: the case above broke it
+  packedSlots[size_t(valid)] = -1;
+  packedSlots[size_t(valid + 2)] = int32_t(experts); // after the end: not a row
+  const std::vector<float> sentinel(ys.size(), 12345.0f);
+  DeviceTensor pSlots = activation(packedSlots, {tokens, picks}, DType::I32),
+               pY = activation(sentinel, {tokens, picks, hidden});
+  ASSERT_TRUE(launch(Kernel::ExpertRows, p, {&rRows, &pSlots, &g, &u, &d}, {&pY}));
+  const std::vector<float> pys = download<float>(pY);
+  EXPECT_EQ(0, std::memcmp(pys.data(), rys.data(), size_t(valid * hidden) * sizeof(float)));
+  EXPECT_TRUE(std::all_of(pys.begin() + valid * hidden, pys.end(),
+                          [](float v) { return v == 12345.0f; }));
 }
 
 } // namespace

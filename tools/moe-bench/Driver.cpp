@@ -1,5 +1,6 @@
 //===- Driver.cpp - feed a workload to an Engine and time it --------------===//
 #include "tools/moe-bench/Driver.h"
+#include "tools/moe-bench/RankMerge.h"
 #include "moe/runtime/Collective.h"
 
 #include <algorithm>
@@ -22,39 +23,59 @@ rt::Expected<Outcome> drive(const rt::LoadedPlan &plan, rt::Device &device,
   out.kvBytesPerBlock = e.kvBytesPerBlock();
   out.hostBlocks = e.hostBlocks();
   bool open = !load.arrivals.empty();
+  const int ranks = load.ranks ? load.ranks->size() : 1, rank = load.ranks ? load.ranks->rank() : 0;
+  // Ranks holding different tokens (data-parallel attention) serve every
+  // ranks-th request from their own; otherwise every rank serves them all.
+  const bool own = e.session().stepsWithRanks();
+  std::vector<size_t> mine;
+  for (size_t i = 0; i < requests.size(); ++i)
+    if (!own || int(i % size_t(ranks)) == rank)
+      mine.push_back(i);
+  out.requests = mine.size();
   size_t next = 0;
   std::map<int64_t, size_t> requestOf; // engine id -> index in `requests`
   auto settled = [&] { return out.results.size() + out.invalid.size() + out.queueFull; };
   // Several ranks in open loop: start the clocks together (rank 0's
   // decides the arrivals; a rank that started later would sleep longer).
-  if (open && load.ranks && load.ranks->size() > 1)
+  if (open && ranks > 1)
     if (auto together = rt::gatherWords(*load.ranks, device, {0}); !together)
       return together.status();
   double start = e.clock();
-  while (settled() < requests.size()) {
+  while (settled() < mine.size()) {
     double t = e.clock() - start;
     size_t arrived = size_t(std::upper_bound(load.arrivals.begin(), load.arrivals.end(), t) -
                             load.arrivals.begin());
-    if (open && load.ranks && load.ranks->size() > 1) {
+    if (open && ranks > 1 && !own) { // the same requests at the same steps
       auto agreed = rt::gatherWords(*load.ranks, device, {int32_t(arrived)});
       if (!agreed)
         return agreed.status();
       arrived = size_t((*agreed)[0]); // rank 0's
     }
-    while (next < requests.size() &&
-           (open ? next < arrived : int64_t(next - settled()) < load.concurrency)) {
-      auto id = e.submit(requests[next]);
+    while (next < mine.size() &&
+           (open ? mine[next] < arrived : int64_t(next - settled()) < load.concurrency)) {
+      auto id = e.submit(requests[mine[next]]);
       if (id)
-        requestOf[*id] = next;
+        requestOf[*id] = mine[next];
       else if (id.status().message().find("queue is full") != std::string::npos)
         ++out.queueFull;
       else
-        out.invalid.push_back({next, id.status().message()});
+        out.invalid.push_back({mine[next], id.status().message()});
       ++next;
     }
     if (e.idle()) {
-      if (open && next < requests.size())
-        std::this_thread::sleep_for(std::chrono::duration<double>(load.arrivals[next] - t));
+      // Nothing to run here now: join the other ranks' step, if they step
+      // together, else wait for the next arrival (a little at a time while
+      // other ranks may want this one in their steps).
+      bool joined = false;
+      if (own) {
+        auto ran = e.joinRanksStep();
+        if (!ran)
+          return ran.status();
+        joined = *ran;
+      }
+      if (!joined && open && next < mine.size())
+        std::this_thread::sleep_for(std::chrono::duration<double>(
+            std::min(load.arrivals[mine[next]] - t, own ? 1e-3 : 1e9)));
       continue;
     }
     if (rt::Status st = e.step(); !st)
@@ -67,9 +88,11 @@ rt::Expected<Outcome> drive(const rt::LoadedPlan &plan, rt::Device &device,
     }
     if (progress && e.stats().steps % 20 == 0)
       std::fprintf(stderr, "\r  %zu/%zu requests done, %llu steps, %lld KV blocks in use   ",
-                   out.results.size(), requests.size(), (unsigned long long)e.stats().steps,
+                   out.results.size(), mine.size(), (unsigned long long)e.stats().steps,
                    (long long)e.stats().peakBlocks);
   }
+  if (rt::Status st = e.waitForRanks(); !st)
+    return st;
   if (progress)
     std::fprintf(stderr, "\r%80s\r", "");
   out.seconds = e.clock() - start;
@@ -78,6 +101,9 @@ rt::Expected<Outcome> drive(const rt::LoadedPlan &plan, rt::Device &device,
   out.collectiveBytes = e.session().collectiveBytes();
   std::sort(out.results.begin(), out.results.end(),
             [](const auto &a, const auto &b) { return a.id < b.id; });
+  if (own)
+    if (rt::Status st = mergeOverRanks(out, start, *load.ranks, device); !st)
+      return st;
   return out;
 }
 

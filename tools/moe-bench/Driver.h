@@ -13,7 +13,10 @@ namespace moe::bench {
 /// empty; open loop otherwise (request i arrives at arrivals[i] seconds).
 /// With several `ranks` (a plan with collectives) every rank must submit the
 /// same requests at the same steps: closed loop does by itself (the engine
-/// is deterministic), open loop goes by rank 0's clock.
+/// is deterministic), open loop goes by rank 0's clock. A plan whose ranks
+/// hold different tokens (data-parallel attention) instead spreads the
+/// requests over the ranks, request i to rank i mod ranks, and rank 0's
+/// outcome is of all of them.
 struct Load {
   int64_t concurrency = 1;
   std::vector<double> arrivals;
@@ -30,6 +33,9 @@ struct Outcome {
   /// Completed requests in request order; `id` is the request's index and
   /// `submitted` its arrival (open loop) or submission (closed loop) time.
   std::vector<rt::GenerationResult> results;
+  /// The requests this outcome is of: all, or (ranks holding different
+  /// tokens, on a rank but 0) this rank's share.
+  size_t requests = 0;
   std::vector<Rejection> invalid;
   uint64_t queueFull = 0;
   rt::EngineStats stats;

@@ -6,8 +6,9 @@
 // first token and inter-token latency percentiles, KV use, preemptions and
 // host-swap traffic. --verify reruns every request alone and checks that the
 // batched output is token-identical. Under mpirun (a plan of several
-// ranks) every rank serves the same requests and rank 0 reports, with each
-// rank's memory. No MLIR, no LLVM.
+// ranks) every rank serves the same requests, or with data-parallel
+// attention (moe-compile --dp-attention) its share of them, and rank 0
+// reports all, with each rank's memory. No MLIR, no LLVM.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/Hal.h"
@@ -27,6 +28,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <optional>
 
 using namespace moe;
 using namespace moe::bench;
@@ -34,7 +36,7 @@ using namespace moe::bench;
 namespace {
 
 struct Flags {
-  std::string planDir, promptLen, outputLen, workload, json, kvDtype, routingProfile,
+  std::string planDir, promptLen, outputLen, workload, json, kvDtype, routingProfile, outputs,
       device = "cpu";
   std::vector<int64_t> concurrency;
   std::vector<double> rate;
@@ -114,13 +116,18 @@ int benchMain(Flags f, tools::Cli &cli) {
   const plan::Plan &p = (*plan)->plan();
   int64_t context = p.kv_cache()->max_context(), vocab = p.config()->vocab_size();
   if (f.verify)
-    for (const plan::Instruction *inst : *p.programs()->Get(uint32_t(ranks.rank()))->instructions())
+    for (const plan::Instruction *inst : *p.programs()->Get(uint32_t(ranks.rank()))->instructions()) {
+      if (inst->collective() == plan::CollectiveOp::AllToAllV)
+        return fail("--verify: the plan's ranks hold different tokens (data-parallel "
+                    "attention), and solo reruns of its requests are not built yet; drop "
+                    "--verify");
       if (auto *r = inst->params_as_RouterParams();
           r && r->policy() != plan::RoutingPolicy::TokenChoice)
         return fail(std::string("--verify: the plan routes by ") +
                     plan::EnumNameRoutingPolicy(r->policy()) +
                     ", which depends on the other tokens of a step, so batched outputs need "
                     "not equal solo runs; drop --verify or compile with --routing token_choice");
+    }
 
   const bool open = !f.rate.empty();
   std::vector<double> levels = f.rate;
@@ -192,6 +199,13 @@ int benchMain(Flags f, tools::Cli &cli) {
                                           f.profileDecay);
         !profile)
       return fail(profile.status().message());
+  std::optional<rt::OutputFile> outputs;
+  if (!f.outputs.empty() && reports) {
+    auto file = rt::OutputFile::create(f.outputs);
+    if (!file)
+      return fail(file.status().message());
+    outputs.emplace(file.take());
+  }
   for (double level : levels) {
     Load load{int64_t(level), {}, &ranks};
     std::vector<rt::GenerationRequest> requests = fromFile;
@@ -262,10 +276,18 @@ int benchMain(Flags f, tools::Cli &cli) {
           {"prefill_seconds_without", off.prefillSeconds}};
     }
     document["levels"].push_back(levelDoc);
+    for (size_t i = 0; outputs && i < o.results.size(); ++i)
+      if (rt::Status st = outputs->write(nlohmann::json{{"level", level},
+                                                         {"request", o.results[i].id},
+                                                         {"tokens", o.results[i].tokens}}
+                                             .dump() +
+                                         "\n");
+          !st)
+        return fail(st.message());
     if (report.identical >= 0 && report.identical != int64_t(o.results.size()))
       return fail("batched outputs differ from solo runs");
-    if (o.results.size() + o.queueFull + o.invalid.size() != requests.size())
-      return fail("requests lost: " + std::to_string(requests.size() - o.results.size() -
+    if (o.results.size() + o.queueFull + o.invalid.size() != o.requests)
+      return fail("requests lost: " + std::to_string(o.requests - o.results.size() -
                                                      o.queueFull - o.invalid.size()));
   }
   if (ranks.size() > 1) {
@@ -276,6 +298,9 @@ int benchMain(Flags f, tools::Cli &cli) {
   }
   if (out.wantsJson())
     if (rt::Status st = out.writeJson(document); !st)
+      return fail(st.message());
+  if (outputs)
+    if (rt::Status st = outputs->close(); !st)
       return fail(st.message());
   if (!f.routingProfile.empty()) {
     // Each rank counted the rows it computed: summed, and rank 0 writes.
@@ -369,6 +394,10 @@ int main(int argc, char **argv) {
                "share KV blocks of common prefixes; each level also runs without it and "
                "prints the ratios");
   app.add_flag("--verify", f.verify, "rerun each request alone; require identical outputs");
+  app.add_option("--outputs", f.outputs,
+                 "write each completed request's generated tokens to FILE, one JSON line per "
+                 "level and request: {\"level\", \"request\", \"tokens\"} (to compare runs)")
+      ->type_name("FILE");
   cli.addJson(f.json);
   tools::addRoutingProfile(cli, f.routingProfile, f.profileDecay);
   cli.addThreads(f.threads);

@@ -53,7 +53,7 @@ struct Flags {
   std::string input, output, pipeline, kvDtype = "f32", precision = "keep", calibration,
                                        emit = "plan";
   int64_t maxBatchTokens = 256, maxContext = 4096, calibrationTokens = 1024;
-  bool fusion = true, splitExperts = false;
+  bool fusion = true, splitExperts = false, dpAttention = false;
   double maxKl = 1e-3, minTop1 = 0.99;
   int threads = 0;
   int64_t ep = 1, tp = 1, redundant = 0, ranksPerNode = 0;
@@ -102,6 +102,10 @@ void addFlags(moe::tools::Cli &cli, Flags &f) {
                  "same N: attention split, experts placed; default 1)")
       ->check(integerIn(1, 4096))
       ->type_name("N");
+  app.add_flag("--dp-attention", f.dpAttention,
+               "with --ep: data-parallel attention, as DeepSeek deploys V3: each rank serves "
+               "its own sequences and the MoE layers send rows to the experts' ranks and back "
+               "(all-to-all)");
   app.add_option("--placement-profile", f.placementProfile,
                  "with --ep: place each layer's experts as planned from this routing profile "
                  "(moe-run --routing-profile): hot experts replicated into --redundant slots, "
@@ -190,6 +194,9 @@ int main(int argc, char **argv) {
     return fail("--ep " + std::to_string(f.ep) + " and --tp " + std::to_string(f.tp) +
                 " differ: with both, each is the rank count (attention split over all ranks, "
                 "experts placed over all ranks)");
+  if (f.dpAttention && (f.ep < 2 || f.tp > 1 || !f.placementProfile.empty()))
+    return fail("--dp-attention needs --ep 2 or more, without --tp or --placement-profile "
+                "(placed replicas and tensor-parallel attention with it are not built yet)");
   if (!f.placementProfile.empty() && f.ep < 2)
     return fail("--placement-profile places experts over ranks: it needs --ep 2 or more");
   for (const char *flag : {"--redundant", "--ranks-per-node"})
@@ -227,7 +234,7 @@ int main(int argc, char **argv) {
                                  f.splitExperts,   f.ep,          policy,
                                  overrides,        f.placementProfile, f.redundant,
                                  f.ranksPerNode,   f.routing,          f.capacityFactor,
-                                 f.tp};
+                                 f.tp,             f.dpAttention};
     std::string text = f.pipeline.empty() ? moe::defaultPipelineText(options) : f.pipeline;
     auto parsed = mlir::parsePassPipeline(text, llvm::errs());
     if (mlir::failed(parsed)) {

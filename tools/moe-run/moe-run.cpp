@@ -65,6 +65,10 @@ struct Run {
   /// The routing statistics the flags ask for, after the work.
   int finish(json document) {
     Session &s = *session;
+    // Ranks holding different tokens step together: this rank's work is
+    // done, the others' may not be.
+    if (Status st = s.waitForRanks(); !st)
+      return fail(st.message());
     if (flags.expertHistogram || !flags.routingProfile.empty()) {
       // Each rank counted the rows it computed: summed over the ranks (all
       // of them take part, every rank asks for the same); rank 0 reports.
@@ -425,7 +429,10 @@ int main(int argc, char **argv) {
       return fail(t.status().message());
     run.tokenizer = *t;
   }
-  int code = evaluating ? run.evaluate() : run.generate();
+  // Data-parallel attention: rank 0 runs the sequence; the others serve
+  // its MoE layers (the rows of their experts) until it is done.
+  const bool serving = run.session->stepsWithRanks() && (*ranks)->rank() != 0;
+  int code = serving ? run.finish(json::object()) : evaluating ? run.evaluate() : run.generate();
   if (code != 0)
     (*ranks)->abandon();
   return code;

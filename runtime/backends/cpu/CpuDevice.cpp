@@ -12,6 +12,7 @@
 #include "kernels/cpu/Kernels.h"
 #include "kernels/cpu/ThreadPool.h"
 
+#include <algorithm>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -87,9 +88,12 @@ k::ExpertWeights expertWeights(const ExpertsParams &p, const std::vector<TensorV
 /// Ids in [0, bound): a router or dispatch wrote them (or another rank sent
 /// them), but the loader cannot prove that nothing overwrote them since
 /// (arena buffers may share bytes), so each is checked before it indexes.
-Status inRange(const TensorView &ids, int64_t bound, const char *kernel, const char *what) {
+Status inRange(const TensorView &ids, int64_t bound, const char *kernel, const char *what,
+               int64_t n = -1) {
   const int32_t *p = i32(ids);
-  for (int64_t i = 0, n = ids.rows() * ids.cols(); i < n; ++i)
+  if (n < 0)
+    n = ids.rows() * ids.cols();
+  for (int64_t i = 0; i < n; ++i)
     if (p[i] < 0 || p[i] >= bound)
       return Status::error(std::string(kernel) + ": " + what + " " + std::to_string(p[i]) +
                            " is outside [0, " + std::to_string(bound) +
@@ -181,10 +185,15 @@ Status cpu_backend::runKernel(const KernelCall &call) {
     k::Weight gateUp;
     const k::ExpertWeights w = expertWeights(p, in, 2, gateUp);
     const int64_t stacks = p.numExperts + p.numShared; // this launch's
-    if (Status st = inRange(in[1], p.stacked ? p.stacked : stacks, "expert_rows", "slot"); !st)
+    // Rows received from other ranks are packed from the front: a slot of
+    // -1 ends them (the rest of the buffer holds no rows).
+    const int32_t *slots = i32(in[1]);
+    const int64_t count = std::find(slots, slots + in[1].rows() * in[1].cols(), -1) - slots;
+    if (Status st = inRange(in[1], p.stacked ? p.stacked : stacks, "expert_rows", "slot", count);
+        !st)
       return st;
-    k::expertRows(f32(in[0]), i32(in[1]), in[1].rows() * in[1].cols(), in[0].cols(),
-                  p.intermediate, w, stacks, expertShare(p), f32(out));
+    k::expertRows(f32(in[0]), slots, count, in[0].cols(), p.intermediate, w, stacks,
+                  expertShare(p), f32(out));
     return Status::ok();
   }
   case Kernel::Combine: {

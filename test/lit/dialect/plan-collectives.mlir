@@ -8,16 +8,20 @@ func.func @rank0() attributes {plan.rank = 0 : i64} {
   %y = plan.alloc : memref<?x32xf32>
   %b = plan.alloc : memref<?x32xbf16>
   %g = plan.alloc : memref<2x?x32xf32>
-  %n = plan.alloc : memref<2xi32>
-  %m = plan.alloc : memref<2xi32>
+  %rows = plan.alloc : memref<?x3x32xf32>
+  %slots = plan.alloc : memref<?x3xi32>
+  %in = plan.alloc : memref<?x6x32xf32>
+  %inSlots = plan.alloc : memref<?x6xi32>
   // CHECK: plan.collective all_reduce ins(%{{.*}} : memref<?x32xf32>) outs(%{{.*}} : memref<?x32xf32>)
   plan.collective all_reduce ins(%x : memref<?x32xf32>) outs(%y : memref<?x32xf32>)
   // CHECK: plan.collective all_reduce ins(%{{.*}} : memref<?x32xbf16>) outs(%{{.*}} : memref<?x32xbf16>) {stream = 1 : i64}
   plan.collective all_reduce ins(%b : memref<?x32xbf16>) outs(%b : memref<?x32xbf16>) {stream = 1 : i64}
   // CHECK: plan.collective all_gather ins(%{{.*}} : memref<?x32xf32>) outs(%{{.*}} : memref<2x?x32xf32>)
   plan.collective all_gather ins(%x : memref<?x32xf32>) outs(%g : memref<2x?x32xf32>)
-  // CHECK: plan.collective all_to_all_v ins(%{{.*}}, %{{.*}} : memref<?x32xf32>, memref<2xi32>) outs(%{{.*}}, %{{.*}} : memref<2x?x32xf32>, memref<2xi32>)
-  plan.collective all_to_all_v ins(%x, %n : memref<?x32xf32>, memref<2xi32>) outs(%g, %m : memref<2x?x32xf32>, memref<2xi32>)
+  // CHECK: plan.collective all_to_all_v ins(%{{.*}}, %{{.*}} : memref<?x3x32xf32>, memref<?x3xi32>) outs(%{{.*}}, %{{.*}} : memref<?x6x32xf32>, memref<?x6xi32>)
+  plan.collective all_to_all_v ins(%rows, %slots : memref<?x3x32xf32>, memref<?x3xi32>) outs(%in, %inSlots : memref<?x6x32xf32>, memref<?x6xi32>)
+  // CHECK: plan.collective all_to_all_v ins(%{{.*}} : memref<?x6x32xf32>) outs(%{{.*}} : memref<?x3x32xf32>)
+  plan.collective all_to_all_v ins(%in : memref<?x6x32xf32>) outs(%rows : memref<?x3x32xf32>)
   return
 }
 
@@ -81,23 +85,43 @@ func.func @gather_without_rank_dimension() {
 // -----
 
 func.func @exchange_of_a_matrix() {
-  %x = plan.alloc : memref<4x32xf32>
-  %g = plan.alloc : memref<2x4x32xf32>
-  %n = plan.alloc : memref<2xi32>
-  // expected-error @+1 {{'plan.collective' op 'all_to_all_v' sends rows [T, C]; got 'memref<4x32xf32>'}}
-  plan.collective all_to_all_v ins(%x, %n : memref<4x32xf32>, memref<2xi32>) outs(%g, %n : memref<2x4x32xf32>, memref<2xi32>)
+  %x = plan.alloc : memref<?x32xf32>
+  %g = plan.alloc : memref<?x64xf32>
+  %n = plan.alloc : memref<?xi32>
+  %m = plan.alloc : memref<?xi32>
+  // expected-error @+1 {{'plan.collective' op 'all_to_all_v' sends rows [T, P, H] as [T, ranks x P, H]; got 'memref<?x32xf32>' and 'memref<?x64xf32>'}}
+  plan.collective all_to_all_v ins(%x, %n : memref<?x32xf32>, memref<?xi32>) outs(%g, %m : memref<?x64xf32>, memref<?xi32>)
   return
 }
 
 // -----
 
-func.func @exchange_counts() {
-  %x = plan.alloc : memref<?x32xf32>
-  %g = plan.alloc : memref<2x?x32xf32>
-  %n = plan.alloc : memref<2xi32>
-  %m = plan.alloc : memref<4xi32>
-  // expected-error @+1 {{'plan.collective' op 'all_to_all_v' counts are i32 [ranks] = memref<2xi32>; got 'memref<4xi32>'}}
-  plan.collective all_to_all_v ins(%x, %n : memref<?x32xf32>, memref<2xi32>) outs(%g, %m : memref<2x?x32xf32>, memref<4xi32>)
+func.func @exchange_returns_to_fewer_picks() {
+  %y = plan.alloc : memref<?x4x32xf32>
+  %back = plan.alloc : memref<?x3x32xf32>
+  // expected-error @+1 {{'plan.collective' op 'all_to_all_v' returns rows [T, P, H] as [T, ranks x P, H]; got 'memref<?x4x32xf32>' and 'memref<?x3x32xf32>'}}
+  plan.collective all_to_all_v ins(%y : memref<?x4x32xf32>) outs(%back : memref<?x3x32xf32>)
+  return
+}
+
+// -----
+
+func.func @exchange_slots() {
+  %rows = plan.alloc : memref<?x3x32xf32>
+  %slots = plan.alloc : memref<?x3xf32>
+  %in = plan.alloc : memref<?x6x32xf32>
+  %inSlots = plan.alloc : memref<?x6xi32>
+  // expected-error @+1 {{'plan.collective' op 'all_to_all_v' slots are i32 [T, P] out and [T, ranks x P] in; got 'memref<?x3xf32>' and 'memref<?x6xi32>'}}
+  plan.collective all_to_all_v ins(%rows, %slots : memref<?x3x32xf32>, memref<?x3xf32>) outs(%in, %inSlots : memref<?x6x32xf32>, memref<?x6xi32>)
+  return
+}
+
+// -----
+
+func.func @exchange_arity() {
+  %rows = plan.alloc : memref<?x3x32xf32>
+  // expected-error @+1 {{'plan.collective' op 'all_to_all_v' takes 2 inputs and 2 outputs (rows and slots out) or 1 and 1 (rows back), got 1 and 2}}
+  plan.collective all_to_all_v ins(%rows : memref<?x3x32xf32>) outs(%rows, %rows : memref<?x3x32xf32>, memref<?x3x32xf32>)
   return
 }
 

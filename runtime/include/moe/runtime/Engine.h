@@ -127,6 +127,12 @@ public:
   /// Seconds on the engine clock (results' timestamps use it).
   double clock() const { return now(); }
   const Session &session() const { return *session_; }
+  /// Ranks holding different tokens step together (Session::stepsWithRanks):
+  /// with nothing to run now but requests to come, join the other ranks'
+  /// step (true when one ran); with this engine's work done, serve theirs
+  /// until every rank is done. Neither touches this engine's sequences.
+  Expected<bool> joinRanksStep() { return session_->joinStep(); }
+  Status waitForRanks() { return session_->waitForRanks(); }
 
 private:
   struct Sequence {

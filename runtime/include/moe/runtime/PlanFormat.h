@@ -29,8 +29,11 @@ inline constexpr const char *kWeightFilePrefix = "weights-";
 /// dispatch, expert_rows and combine kernels (DispatchParams). 2.2: an
 /// expert_rows' held experts and replicas (ExpertsParams.held, replicas,
 /// replica). 2.3: routing policies (RouterParams.policy, capacity_factor).
+/// 2.4: all_to_all_v exchanges expert rows with their slots and returns
+/// them (data-parallel attention; the 2.0 form with count tensors was
+/// never run).
 inline constexpr uint16_t kFormatMajor = 2;
-inline constexpr uint16_t kFormatMinor = 3;
+inline constexpr uint16_t kFormatMinor = 4;
 
 /// plan.moeplan ends with this 8-byte tag and an 8-byte little-endian
 /// checksum64 of every byte before the tag, so that any flipped byte is

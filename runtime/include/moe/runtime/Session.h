@@ -6,10 +6,12 @@
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace moe::rt {
@@ -63,6 +65,9 @@ struct ExpertLoad {
   std::vector<uint64_t> counts;   ///< per expert: token selections
 };
 
+class RowExchange;
+struct RowExchangeScratch;
+
 /// The state to run a loaded plan: activation arena and a paged KV pool.
 class Session {
 public:
@@ -78,6 +83,21 @@ public:
   /// One sequence that owns the whole pool (blocks 0, 1, ... in order).
   Status forward(const int32_t *tokens, const int32_t *positions, int64_t count,
                  float *logits);
+  /// Whether the ranks hold different tokens (data-parallel attention: the
+  /// plan exchanges expert rows with all_to_all_v). Then every step is one
+  /// of all ranks: each forward agrees with the others first, a rank with
+  /// nothing to run now joins their step with joinStep, and every rank
+  /// ends with waitForRanks.
+  bool stepsWithRanks() const { return !exchanges_.empty(); }
+  /// A rank with nothing to run now but more to come: if another rank
+  /// steps, runs a step of no tokens of its own (which still computes the
+  /// rows of its experts that the others send) and returns true; false
+  /// when no rank stepped. False at once when the ranks do not step
+  /// together.
+  Expected<bool> joinStep();
+  /// This rank's work is done: serves the other ranks' steps until every
+  /// rank has called this; at once when the ranks do not step together.
+  Status waitForRanks();
 
   int64_t blockSize() const { return blockSize_; }
   int64_t numBlocks() const { return numBlocks_; }
@@ -103,16 +123,28 @@ public:
   /// The bytes this rank handed to the plan's collectives so far (the
   /// payload: what the wire carries depends on the algorithm, e.g. a ring
   /// all-reduce sends 2 (N - 1) / N of it).
-  uint64_t collectiveBytes() const { return collectiveBytes_; }
+  uint64_t collectiveBytes() const { return collectiveBytes_.load(); }
 
 private:
-  Session(const LoadedPlan &plan, Device &device)
-      : plan_(plan), program_(plan.program()), device_(device) {}
+  Session(const LoadedPlan &plan, Device &device);
   /// Where an arena tensor's view starts in the arena.
   size_t arenaOffset(const TensorView &v) const;
   /// Enqueues an all_reduce instruction (in -> out, summed over the ranks)
   /// on `stream`.
   Status allReduce(Stream &stream, const TensorView &in, const TensorView &out);
+  /// Enqueues collective instruction `i` (call: its views) on `stream`.
+  Status collective(uint32_t i, Stream &stream, const KernelCall &call);
+  /// Runs a checked batch (no tokens: a step for the other ranks).
+  Status run(const Batch &batch, float *logits);
+  /// Every rank says whether it has tokens this step and whether its work
+  /// is done: whether any has tokens, whether all are done.
+  struct Agreement {
+    bool anyStepping = false, allDone = false;
+  };
+  Expected<Agreement> agree(bool stepping, bool done);
+  /// The exchanges of the program's all_to_all_v pairs, and the tensors
+  /// that hold every rank's rows.
+  Status setUpExchanges();
   const LoadedPlan &plan_;
   const plan::Program &program_; ///< this rank's
   Device &device_;
@@ -153,7 +185,16 @@ private:
   /// the bytes one block takes in it; blocks are contiguous in each.
   std::vector<std::pair<Buffer *, size_t>> kvArrays_;
   std::vector<ExpertLoad> load_;
-  uint64_t collectiveBytes_ = 0;
+  std::atomic<uint64_t> collectiveBytes_{0};
+  /// Data-parallel attention: per all_to_all_v that sends rows, its
+  /// exchange; per one that returns them, the exchange it returns.
+  std::map<uint32_t, std::unique_ptr<RowExchange>> exchanges_;
+  std::map<uint32_t, RowExchange *> returns_;
+  std::unique_ptr<RowExchangeScratch> exchangeScratch_; ///< what they share
+  /// Tensors holding every rank's rows (received ones and what is computed
+  /// from them): bound at the plan's most tokens whatever the step's count.
+  std::set<uint32_t> allRanksRows_;
+  std::unique_ptr<Buffer> stepFlag_; ///< HostVisible I32 [2]: what agree() sums
   /// Swapped-out KV blocks: slot s at s * kvBlockBytes(), every KV array's
   /// block in kvArrays_' order. Copies run on stream swapStream_ (after
   /// the plan's), swapped_ is recorded after each, and the next forward

@@ -1,0 +1,116 @@
+//===- RowExchange.cpp - expert rows to their ranks and back --------------===//
+#include "RowExchange.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+namespace moe::rt {
+
+void RowExchangeScratch::reserve(int64_t rows, int64_t width) {
+  const auto n = size_t(rows);
+  if (order.size() < n)
+    order.resize(n);
+  if (sendSlots.size() < n)
+    sendSlots.resize(n);
+  if (sendRows.size() < n * size_t(width)) {
+    sendRows.resize(n * size_t(width));
+    backRows.resize(n * size_t(width));
+  }
+}
+
+RowExchange::RowExchange(std::vector<int> owner, int64_t width, int ranks, Scratch &scratch)
+    : owner_(std::move(owner)), width_(width), rowsOut_(size_t(ranks)), rowsIn_(size_t(ranks)),
+      slotsOut_(size_t(ranks)), slotsIn_(size_t(ranks)), backIn_(size_t(ranks)),
+      scratch_(scratch) {}
+
+Status RowExchange::send(Stream &stream, Collective &ranks, const TensorView &rows,
+                         const TensorView &slots, const TensorView &received,
+                         const TensorView &receivedSlots, std::atomic<uint64_t> &sentBytes) {
+  rank_ = ranks.rank();
+  const int64_t count = slots.rows() * slots.cols();
+  const auto *in = static_cast<const float *>(rows.data);
+  const auto *slotOf = static_cast<const int32_t *>(slots.data);
+  // Rows in order of their destination (stably: each rank receives a
+  // sender's rows in the order dispatch left them, grouped by expert).
+  Status packed = stream.enqueueHost([=, this, &sentBytes]() -> Status {
+    const size_t n = rowsOut_.size();
+    std::vector<size_t> next(n + 1, 0);
+    for (int64_t r = 0; r < count; ++r) {
+      const int32_t e = slotOf[r];
+      if (e < 0 || size_t(e) >= owner_.size())
+        return Status::error("all_to_all_v: slot " + std::to_string(e) + " is outside [0, " +
+                             std::to_string(owner_.size()) +
+                             ") (a corrupt plan: another op overwrote it)");
+      ++next[size_t(owner_[size_t(e)]) + 1];
+    }
+    std::partial_sum(next.begin(), next.end(), next.begin());
+    uint64_t remote = 0;
+    for (size_t d = 0; d < n; ++d) {
+      slotsOut_[d] = next[d + 1] - next[d];
+      rowsOut_[d] = slotsOut_[d] * size_t(width_);
+      if (int(d) != rank_)
+        remote += slotsOut_[d];
+    }
+    for (int64_t r = 0; r < count; ++r) {
+      const size_t place = next[size_t(owner_[size_t(slotOf[r])])]++;
+      scratch_.order[place] = r;
+      scratch_.sendSlots[place] = slotOf[r];
+      std::memcpy(scratch_.sendRows.data() + place * size_t(width_), in + r * width_,
+                  size_t(width_) * sizeof(float));
+    }
+    sentBytes += remote * (uint64_t(width_) * sizeof(float) + sizeof(int32_t));
+    return Status::ok();
+  });
+  if (!packed)
+    return packed;
+  const size_t capacity = size_t(receivedSlots.rows() * receivedSlots.cols());
+  if (Status st = ranks.allToAllV(stream,
+                                  {scratch_.sendRows.data(), DType::F32, scratch_.sendRows.size()},
+                                  rowsOut_, {received.data, DType::F32, capacity * size_t(width_)},
+                                  rowsIn_);
+      !st)
+    return st;
+  if (Status st = ranks.allToAllV(stream,
+                                  {scratch_.sendSlots.data(), DType::I32, scratch_.sendSlots.size()},
+                                  slotsOut_, {receivedSlots.data, DType::I32, capacity}, slotsIn_);
+      !st)
+    return st;
+  auto *got = static_cast<int32_t *>(receivedSlots.data);
+  return stream.enqueueHost([=, this] {
+    const size_t arrived = std::accumulate(slotsIn_.begin(), slotsIn_.end(), size_t(0));
+    std::fill(got + arrived, got + capacity, -1);
+    return Status::ok();
+  });
+}
+
+Status RowExchange::back(Stream &stream, Collective &ranks, const TensorView &results,
+                         const TensorView &rows, std::atomic<uint64_t> &sentBytes) {
+  // What each rank sent here goes back to it, in the order it came.
+  const size_t capacity = size_t(results.rows() * results.shape[1]);
+  Status counted = stream.enqueueHost([this, &sentBytes] {
+    for (size_t d = 0; d < rowsIn_.size(); ++d)
+      if (int(d) != rank_)
+        sentBytes += rowsIn_[d] * sizeof(float);
+    return Status::ok();
+  });
+  if (!counted)
+    return counted;
+  if (Status st = ranks.allToAllV(stream, {results.data, DType::F32, capacity * size_t(width_)},
+                                  rowsIn_,
+                                  {scratch_.backRows.data(), DType::F32, scratch_.backRows.size()},
+                                  backIn_);
+      !st)
+    return st;
+  auto *out = static_cast<float *>(rows.data);
+  const int64_t count = rows.rows() * rows.shape[1];
+  return stream.enqueueHost([=, this] {
+    for (int64_t place = 0; place < count; ++place)
+      std::memcpy(out + scratch_.order[size_t(place)] * width_,
+                  scratch_.backRows.data() + size_t(place) * size_t(width_),
+                  size_t(width_) * sizeof(float));
+    return Status::ok();
+  });
+}
+
+} // namespace moe::rt

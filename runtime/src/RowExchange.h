@@ -1,0 +1,65 @@
+//===- RowExchange.h - expert rows to their ranks and back ------*- C++ -*-===//
+//
+// The all_to_all_v pair of a layer whose ranks hold different tokens
+// (data-parallel attention with expert parallelism): each dispatched row
+// goes, with its slot, to the rank that holds its expert, and comes back
+// after that rank's expert_rows into the place it left. Runs as host work
+// on the plan's collective stream, so that the routing of the step decides
+// the counts: the arena must be host-addressable (as the MPI collective
+// also assumes of device memory).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_SRC_ROWEXCHANGE_H
+#define MOE_RUNTIME_SRC_ROWEXCHANGE_H
+
+#include "moe/runtime/Collective.h"
+#include "moe/runtime/KernelCall.h"
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+namespace moe::rt {
+
+/// Host memory the exchanges of a program share (they run one after
+/// another: a layer's rows come back before the next layer's go out).
+struct RowExchangeScratch {
+  std::vector<int64_t> order; ///< the row of each place in the send buffer
+  std::vector<float> sendRows, backRows;
+  std::vector<int32_t> sendSlots;
+  /// Room for `rows` rows of `width` floats.
+  void reserve(int64_t rows, int64_t width);
+};
+
+class RowExchange {
+public:
+  using Scratch = RowExchangeScratch;
+
+  /// `owner[e]`: the rank holding stacked expert e; rows of `width`
+  /// floats (`scratch` has room for a step's and outlives this).
+  RowExchange(std::vector<int> owner, int64_t width, int ranks, Scratch &scratch);
+
+  /// Enqueues the exchange of `rows` ([T, P, H]) and `slots` ([T, P]) into
+  /// `received` and `receivedSlots` (packed from the front, the unused
+  /// slots -1). `sentBytes` grows by the bytes sent to other ranks.
+  Status send(Stream &stream, Collective &ranks, const TensorView &rows,
+              const TensorView &slots, const TensorView &received,
+              const TensorView &receivedSlots, std::atomic<uint64_t> &sentBytes);
+  /// Enqueues the return of the last exchange's rows, computed in `results`
+  /// (as `received`), into `rows` (as sent).
+  Status back(Stream &stream, Collective &ranks, const TensorView &results,
+              const TensorView &rows, std::atomic<uint64_t> &sentBytes);
+
+private:
+  std::vector<int> owner_;
+  int64_t width_ = 0;
+  int rank_ = 0;
+  /// The last exchange: the elements sent to and received from each rank
+  /// (rows, then slots), and where its rows wait (the order in `scratch_`).
+  std::vector<size_t> rowsOut_, rowsIn_, slotsOut_, slotsIn_, backIn_;
+  Scratch &scratch_;
+};
+
+} // namespace moe::rt
+
+#endif

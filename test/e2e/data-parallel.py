@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Data-parallel attention with expert parallelism gives the single-rank
+plan's bits, spreads requests over the ranks, and moves the closed form's
+bytes (standard library only; the tools on PATH).
+
+  data-parallel.py MPIRUN GOLDENS EXAMPLE WORK
+
+For each golden model type and for EXAMPLE, and N in 2 and 4, compiles
+--ep N --dp-attention (each rank attends for its own sequences; every MoE
+layer sends each row to the rank of its expert and back with all_to_all_v):
+- moe-run under MPIRUN -np N (rank 0 runs the sequence, the others serve
+  their experts' rows): logits identical to the single-rank plan's, byte
+  for byte; the same routing counts; and the bytes the ranks hand to the
+  exchanges are the closed form: every row of a remote expert goes out with
+  its slot (4 H + 4 bytes) and comes back (4 H), where the remote rows are
+  counted from the single-rank run's routing and the plan's expert_rows
+  (which rank holds each stacked expert, shared ones included);
+- moe-bench, closed loop, requests spread over the ranks (request i on rank
+  i mod N): every request's generated tokens identical to the single-rank
+  run's.
+Prints one line per plan; exits 1 on the first failure.
+"""
+import json
+import os
+import re
+
+from plan_checks import check_ranked_models, fail, logits, run
+
+PROMPT = "1,7,3,9,11,2"
+STEPS = 4
+BENCH = ["--concurrency", "3", "--requests", "7", "--prompt-len", "5:12", "--output-len",
+         "4:8", "--ignore-eos"]
+
+
+def profile_counts(path):
+    return {l["layer"]: l["counts"] for l in json.load(open(path))["layers"]}
+
+
+def layers_of(plan_json):
+    """Per MoE layer: the rank holding each stacked expert (every rank's
+    expert_rows), the routed and always-on experts, top-k and row width."""
+    layers = {}
+    for prog in plan_json["programs"]:
+        for inst in prog["instructions"]:
+            p = inst.get("params") or {}
+            if inst.get("op") == "ExpertRows":
+                owner = layers.setdefault(p["layer"], {"owner": {}})["owner"]
+                for e in p["held"]:
+                    owner[e] = prog["rank"]
+    insts = plan_json["programs"][0]["instructions"]
+    routers = [i["params"] for i in insts if i.get("op") == "Router"]
+    dispatches = [i for i in insts if i.get("op") == "Dispatch"]
+    for router, d in zip(routers, dispatches):
+        layer = layers[router["layer"]]
+        layer["top_k"] = router["top_k"]
+        layer["experts"] = d["params"]["num_experts"]
+        layer["shared"] = d["params"]["num_shared"]
+        layer["width"] = plan_json["tensors"][d["outputs"][0]]["shape"][2]
+    return layers
+
+
+def remote_rows(counts, layers, rank):
+    """Rows a sequence on `rank` sends to other ranks: its routed picks of
+    experts held elsewhere, and one row per token of each always-on expert
+    held elsewhere."""
+    rows = 0
+    for layer, c in counts.items():
+        info = layers[layer]
+        rows += sum(n for e, n in enumerate(c) if info["owner"][e] != rank)
+        tokens = sum(c) // info["top_k"]
+        rows += tokens * sum(1 for j in range(info["shared"])
+                             if info["owner"][info["experts"] + j] != rank)
+    return rows
+
+
+def check(mpirun, name, checkpoint, work):
+    alone = os.path.join(work, name + "-1")
+    run("moe-compile", checkpoint, "-o", alone, "--max-context", "64")
+    want = logits(alone, PROMPT, STEPS)
+    run("moe-run", alone, "--prompt-tokens", PROMPT, "--max-new-tokens", str(STEPS),
+        "--ignore-eos", "--routing-profile", alone + ".profile.json")
+    counts = profile_counts(alone + ".profile.json")
+    bench_alone = alone + ".outputs"
+    run("moe-bench", alone, *BENCH, "--outputs", bench_alone)
+    for ranks in (2, 4):
+        plan = os.path.join(work, f"{name}-dp{ranks}")
+        run("moe-compile", checkpoint, "-o", plan, "--max-context", "64", "--ep", str(ranks),
+            "--dp-attention")
+        launcher = mpirun + ["-np", str(ranks)]
+        got = logits(plan, PROMPT, STEPS, launcher)
+        if not want or got != want:
+            fail(f"{name} dp {ranks}: logits differ ({len(want)} and {len(got)} bytes)")
+        text = run(*launcher, "moe-run", plan, "--prompt-tokens", PROMPT, "--max-new-tokens",
+                   str(STEPS), "--ignore-eos", "--routing-profile", plan + ".profile.json")
+        if profile_counts(plan + ".profile.json") != counts:
+            fail(f"{name} dp {ranks}: routing counts differ from one rank's")
+        sent = [int(b) for b in re.findall(r"collectives [0-9.]+ MiB \(([0-9]+) bytes\)", text)]
+        layers = layers_of(json.loads(run("moe-plan", "json", plan)))
+        width = next(iter(layers.values()))["width"]
+        remote = int(remote_rows(counts, layers, 0))
+        out, back = remote * (4 * width + 4), remote * 4 * width
+        if len(sent) != ranks or sent[0] != out or sum(sent) != out + back:
+            fail(f"{name} dp {ranks}: the ranks handed {sent} bytes to the exchanges; "
+                 f"{remote} remote rows of {width} make {out} out of rank 0 and {back} back")
+        outputs = plan + ".outputs"
+        run(*launcher, "moe-bench", plan, *BENCH, "--outputs", outputs)
+        if open(outputs).read() != open(bench_alone).read():
+            fail(f"{name} dp {ranks}: moe-bench outputs differ from one rank's")
+        print(f"{name} dp {ranks}: logits identical; routing counts as one rank's; "
+              f"{remote} remote rows, {out + back} bytes exchanged as the closed form; "
+              f"requests spread over the ranks generate one rank's tokens")
+
+
+if __name__ == "__main__":
+    check_ranked_models(check)
