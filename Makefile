@@ -5,7 +5,7 @@ JOBS ?= 2
 LIT ?= /usr/lib/llvm-19/build/utils/lit/lit.py
 PYTHON ?= python3
 
-.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-contention bench-placement bench-routing bench-roofline bench-quantization fuzz test-asan check-transformers clean
+.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-contention bench-placement bench-placement-runtime bench-routing bench-roofline bench-quantization fuzz test-asan check-transformers clean
 
 all: build
 
@@ -62,6 +62,9 @@ bench-contention: build
 # replicas, DeepSeek's EPLB; planned on days 1-7, judged on day 8.
 bench-placement: build
 	@python3 tools/bench-placement.py $(BUILD)/bin --tokens 2048 --steps 20
+
+bench-placement-runtime: build
+	@python3 tools/bench-placement-runtime.py $(BUILD)/bin $(BUILD)/bench-placement-runtime
 
 bench-routing: build
 	@python3 tools/bench-routing.py $(BUILD)/bin $(BUILD)/bench-routing

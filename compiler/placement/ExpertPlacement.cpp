@@ -149,7 +149,7 @@ double imbalance(const std::vector<double> &loads) {
   return *std::max_element(loads.begin(), loads.end()) / (total / double(loads.size()));
 }
 
-std::string verify(const Placement &p, int experts) {
+std::string verify(const Placement &p, int experts, bool filled) {
   if (int(p.experts.size()) != experts)
     return "it places " + std::to_string(p.experts.size()) + " experts, not " +
            std::to_string(experts);
@@ -169,7 +169,7 @@ std::string verify(const Placement &p, int experts) {
       owner = e;
     }
   }
-  for (size_t i = 0; i < used.size(); ++i)
+  for (size_t i = 0; filled && i < used.size(); ++i)
     if (used[i] < 0)
       return "slot " + std::to_string(i % size_t(p.slotsPerRank)) + " of rank " +
              std::to_string(i / size_t(p.slotsPerRank)) + " holds no expert";

@@ -63,9 +63,10 @@ std::vector<double> rankLoads(const Placement &placement, const std::vector<doub
 double imbalance(const std::vector<double> &loads);
 
 /// Why `placement` is not a placement of `experts` experts ("" when it
-/// is): every expert has a slot, every slot of every rank holds exactly
-/// one expert.
-std::string verify(const Placement &placement, int experts);
+/// is): every expert has a slot, no slot holds two, and (`filled`, as the
+/// planners place) every slot of every rank holds one; a plan's contiguous
+/// shares (moe-shard-experts) may leave a rank a slot fewer.
+std::string verify(const Placement &placement, int experts, bool filled = true);
 
 } // namespace moe::placement
 

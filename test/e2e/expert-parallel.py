@@ -18,6 +18,7 @@ sum to the usual plan's. Prints one line per plan; exits 1 on the first differen
 """
 import json
 import os
+import re
 
 from plan_checks import check_ranked_models, fail, logits, run
 
@@ -51,9 +52,21 @@ def check(mpirun, name, checkpoint, work):
         got = logits(plan, PROMPT, STEPS, mpirun + ["-np", str(ranks)])
         if not want or got != want:
             fail(f"{name} ep {ranks}: logits differ ({len(want)} and {len(got)} bytes)")
+        # The ranks' counters of the rows each computes: the balance that
+        # moe-plan placement predicts from the same traffic's profile.
+        text = run(*mpirun, "-np", str(ranks), "moe-run", plan, "--prompt-tokens", TRAFFIC,
+                   "--max-new-tokens", "8", "--ignore-eos")
+        measured = float(re.search(r"max/mean ([0-9.]+) per MoE layer", text).group(1))
+        placed = plan + ".placement.json"
+        run("moe-plan", "placement", plan, "--profile", profile, "--json", placed)
+        predicted = json.load(open(placed))["summary"]["predicted_max_over_mean"]
+        if f"{measured:.3f}" != f"{predicted:.3f}":
+            fail(f"{name} ep {ranks}: the ranks counted rows of max/mean {measured:.3f}; "
+                 f"moe-plan placement predicts {predicted:.3f}")
         share = max(files) / whole["weight_files"][0]["size"]
         print(f"{name} ep {ranks}: logits identical; each expert on one rank; largest rank "
-              f"file {share:.2f} of the whole")
+              f"file {share:.2f} of the whole; rows per rank as predicted (max/mean "
+              f"{measured:.3f})")
         check_placed(mpirun, name, checkpoint, work, ranks, profile, want)
 
 

@@ -11,9 +11,11 @@
 
 #include "moe/runtime/MpiCollective.h"
 #include "moe/runtime/Plan.h"
+#include "moe/runtime/Session.h"
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -45,34 +47,91 @@ inline rt::Status quietUnlessRankZero(const rt::Collective &ranks) {
 /// call it): the weights and arena its program states, its peak resident
 /// memory, so that a sharded plan's ranks can be seen to hold their shard
 /// and not the whole model, and the bytes it handed to the plan's
-/// collectives (`collectiveBytes`, its own).
+/// collectives (`collectiveBytes`, its own). When the ranks' counters
+/// count the expert rows each computes (`load`: expert parallelism over
+/// replicated tokens, placed or not), also each rank's rows and their
+/// max/mean over the ranks per MoE layer: the balance the placement gave,
+/// as the runtime measured it.
 inline rt::Expected<std::string> rankReport(rt::Collective &ranks, rt::Device &device,
                                             const rt::LoadedPlan &plan,
-                                            uint64_t collectiveBytes) {
+                                            uint64_t collectiveBytes,
+                                            const std::vector<rt::ExpertLoad> *load) {
   struct rusage usage {};
   ::getrusage(RUSAGE_SELF, &usage);
-  // KiB, then the bytes as two words (31 low bits, the rest).
-  auto all = rt::gatherWords(ranks, device,
-                             {int32_t(usage.ru_maxrss), int32_t(collectiveBytes & 0x7fffffffu),
-                              int32_t(collectiveBytes >> 31)});
+  // KiB, then 64-bit numbers as two words (31 low bits, the rest): the
+  // bytes, then the rows of each MoE layer.
+  std::vector<int32_t> mine = {int32_t(usage.ru_maxrss)};
+  auto wide = [&](uint64_t v) {
+    mine.push_back(int32_t(v & 0x7fffffffu));
+    mine.push_back(int32_t(v >> 31));
+  };
+  wide(collectiveBytes);
+  const size_t layers = load ? load->size() : 0;
+  for (size_t l = 0; l < layers; ++l) {
+    uint64_t rows = 0;
+    for (uint64_t c : (*load)[l].counts)
+      rows += c;
+    wide(rows);
+  }
+  auto all = rt::gatherWords(ranks, device, mine);
   if (!all)
     return all.status();
+  const size_t stride = mine.size();
+  auto read = [&](int r, size_t i) {
+    const int32_t *w = &(*all)[size_t(r) * stride + 1 + 2 * i];
+    return uint64_t(uint32_t(w[0])) | uint64_t(uint32_t(w[1])) << 31;
+  };
   std::string lines;
   const auto *programs = plan.plan().programs();
   for (int r = 0; r < ranks.size(); ++r) {
     const auto *prog = programs->Get(uint32_t(r));
-    const int32_t *w = &(*all)[3 * size_t(r)];
-    const uint64_t bytes = uint64_t(uint32_t(w[1])) | uint64_t(uint32_t(w[2])) << 31;
-    char line[200];
+    const uint64_t bytes = read(r, 0);
+    uint64_t rows = 0;
+    for (size_t l = 0; l < layers; ++l)
+      rows += read(r, 1 + l);
+    char line[240];
+    int n = std::snprintf(line, sizeof line,
+                          "rank %d: weights %.1f MiB, arena %.1f MiB, peak resident %.1f MiB, "
+                          "collectives %.2f MiB (%llu bytes)",
+                          r, double(prog->weight_bytes()) / 1048576.0,
+                          double(prog->arena_bytes()) / 1048576.0,
+                          (*all)[size_t(r) * stride] / 1024.0, double(bytes) / 1048576.0,
+                          (unsigned long long)bytes);
+    if (load && n > 0 && size_t(n) < sizeof line)
+      std::snprintf(line + n, sizeof line - size_t(n), ", expert rows %llu",
+                    (unsigned long long)rows);
+    lines += std::string(line) + "\n";
+  }
+  if (layers) {
+    double sum = 0;
+    for (size_t l = 0; l < layers; ++l) {
+      double most = 0, total = 0;
+      for (int r = 0; r < ranks.size(); ++r) {
+        most = std::max(most, double(read(r, 1 + l)));
+        total += double(read(r, 1 + l));
+      }
+      sum += total > 0 ? most / (total / ranks.size()) : 1.0;
+    }
+    char line[160];
     std::snprintf(line, sizeof line,
-                  "rank %d: weights %.1f MiB, arena %.1f MiB, peak resident %.1f MiB, "
-                  "collectives %.2f MiB (%llu bytes)\n",
-                  r, double(prog->weight_bytes()) / 1048576.0,
-                  double(prog->arena_bytes()) / 1048576.0, w[0] / 1024.0,
-                  double(bytes) / 1048576.0, (unsigned long long)bytes);
+                  "expert rows per rank (the runtime's counters): max/mean %.3f per MoE layer, "
+                  "mean over %zu layer(s)\n",
+                  sum / double(layers), layers);
     lines += line;
   }
   return lines;
+}
+
+/// Whether rank `rank`'s counters count the expert rows it computes: its
+/// program places experts (expert_rows holding some of a layer's) and the
+/// ranks run the same tokens.
+inline bool countsComputedRows(const rt::LoadedPlan &plan, int rank, bool stepsWithRanks) {
+  if (stepsWithRanks)
+    return false;
+  for (const plan::Instruction *inst : *plan.plan().programs()->Get(uint32_t(rank))->instructions())
+    if (const auto *e = inst->params_as_ExpertsParams(); e && e->stacked())
+      return true;
+  return false;
 }
 
 } // namespace moe::tools

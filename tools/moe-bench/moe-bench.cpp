@@ -115,9 +115,13 @@ int benchMain(Flags f, tools::Cli &cli) {
     return fail(st.message());
   const plan::Plan &p = (*plan)->plan();
   int64_t context = p.kv_cache()->max_context(), vocab = p.config()->vocab_size();
+  // Ranks holding different tokens (data-parallel attention) exchange rows.
+  bool dataParallel = false;
+  for (const plan::Instruction *inst : *p.programs()->Get(uint32_t(ranks.rank()))->instructions())
+    dataParallel |= inst->collective() == plan::CollectiveOp::AllToAllV;
   if (f.verify)
     for (const plan::Instruction *inst : *p.programs()->Get(uint32_t(ranks.rank()))->instructions()) {
-      if (inst->collective() == plan::CollectiveOp::AllToAllV)
+      if (dataParallel)
         return fail("--verify: the plan's ranks hold different tokens (data-parallel "
                     "attention), and solo reruns of its requests are not built yet; drop "
                     "--verify");
@@ -291,7 +295,9 @@ int benchMain(Flags f, tools::Cli &cli) {
                                                      o.queueFull - o.invalid.size()));
   }
   if (ranks.size() > 1) {
-    auto memory = tools::rankReport(ranks, *device, **plan, collectiveBytes);
+    const bool rows = tools::countsComputedRows(**plan, ranks.rank(), dataParallel);
+    auto memory = tools::rankReport(ranks, *device, **plan, collectiveBytes,
+                                    rows ? &traffic : nullptr);
     if (!memory)
       return fail(memory.status().message());
     std::fputs(memory->c_str(), out.text());

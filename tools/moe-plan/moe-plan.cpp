@@ -212,7 +212,8 @@ int placement(const LoadedPlan &loaded, const PlacementFlags &f) {
         pl.slotsPerRank = std::max(pl.slotsPerRank, s->slot() + 1);
       }
     }
-    if (std::string why = moe::placement::verify(pl, int(experts)); !why.empty())
+    if (std::string why = moe::placement::verify(pl, int(experts), /*filled=*/false);
+        !why.empty())
       return fail("the plan's placement of layer " + std::to_string(lp->layer()) +
                   " is not valid: " + why);
     layers.push_back({lp->layer(), std::move(pl), nullptr});

@@ -85,7 +85,9 @@ struct Run {
           return fail(st.message());
     }
     if (ranks->size() > 1) {
-      auto memory = moe::tools::rankReport(*ranks, *device, *plan, s.collectiveBytes());
+      const bool rows = moe::tools::countsComputedRows(*plan, ranks->rank(), s.stepsWithRanks());
+      auto memory = moe::tools::rankReport(*ranks, *device, *plan, s.collectiveBytes(),
+                                           rows ? &s.expertLoad() : nullptr);
       if (!memory)
         return fail(memory.status().message());
       std::fputs(memory->c_str(), out.text());

@@ -125,6 +125,12 @@ TEST(ExpertPlacement, VerifyNamesWhatIsWrong) {
   EXPECT_EQ(verify(p, 4), "expert 3 has slot 0 of rank 2, outside 2 ranks of 2 slots");
   p.experts[3] = {};
   EXPECT_EQ(verify(p, 4), "expert 3 has no slot");
+  // 3 experts over 2 ranks of 2 slots (a plan's contiguous shares): a slot
+  // left empty is refused only of a planner's placement.
+  Placement uneven = roundRobin(4, 2);
+  uneven.experts.pop_back();
+  EXPECT_EQ(verify(uneven, 3), "slot 1 of rank 1 holds no expert");
+  EXPECT_EQ(verify(uneven, 3, /*filled=*/false), "");
 }
 
 } // namespace
