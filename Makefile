@@ -65,6 +65,7 @@ bench-placement: build
 
 bench-placement-runtime: build
 	@python3 tools/bench-placement-runtime.py $(BUILD)/bin $(BUILD)/bench-placement-runtime
+	@python3 tools/bench-placement-trace.py $(BUILD)/bin $(BUILD)/bench-placement-trace
 
 bench-routing: build
 	@python3 tools/bench-routing.py $(BUILD)/bin $(BUILD)/bench-routing

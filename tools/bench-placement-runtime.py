@@ -18,20 +18,12 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
+
+from bench_common import MPIRUN, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "examples", "kjv-moe")
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca",
-          "btl_vader_single_copy_mechanism", "none", "--mca", "mpi_yield_when_idle", "1"]
-
-
-def run(*cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
-    return r.stdout
 
 
 def bits_per_byte(text):

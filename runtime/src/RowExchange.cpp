@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <string>
 
 namespace moe::rt {
 
@@ -111,6 +112,85 @@ Status RowExchange::back(Stream &stream, Collective &ranks, const TensorView &re
                   size_t(width_) * sizeof(float));
     return Status::ok();
   });
+}
+
+namespace {
+
+/// The expert_rows of decoder layer `layer` in `program`, or null.
+const plan::ExpertsParams *expertRowsOf(const plan::Program &program, int layer) {
+  for (const plan::Instruction *inst : *program.instructions())
+    if (const auto *e = inst->params_as_ExpertsParams();
+        e && inst->op() == plan::OpCode::ExpertRows && e->layer() == layer && e->stacked())
+      return e;
+  return nullptr;
+}
+
+} // namespace
+
+Expected<std::unique_ptr<RowExchanges>> RowExchanges::find(const plan::Plan &p,
+                                                           const plan::Program &program,
+                                                           int64_t maxTokens) {
+  auto found = std::make_unique<RowExchanges>();
+  RowExchanges &x = *found;
+  const auto *insts = program.instructions();
+  RowExchange *last = nullptr;
+  for (uint32_t i = 0; i < insts->size(); ++i) {
+    const plan::Instruction *inst = insts->Get(i);
+    if (inst->collective() == plan::CollectiveOp::None) {
+      // Computed from every rank's rows: as many rows.
+      for (uint32_t id : *inst->inputs())
+        if (x.allRanksRows.count(id))
+          x.allRanksRows.insert(inst->outputs()->begin(), inst->outputs()->end());
+      continue;
+    }
+    if (inst->collective() != plan::CollectiveOp::AllToAllV)
+      continue;
+    const std::string where = "instruction " + std::to_string(i) + " (all_to_all_v)";
+    if (inst->inputs()->size() == 1) {
+      if (!last)
+        return Status::error(where + " returns rows that no all_to_all_v sent");
+      x.returns[i] = last;
+      continue;
+    }
+    // The expert_rows that reads what arrives says the layer; every rank's
+    // expert_rows of that layer, which experts each rank holds.
+    const plan::ExpertsParams *mine = nullptr;
+    for (uint32_t j = i + 1; j < insts->size() && !mine; ++j) {
+      const plan::Instruction *reader = insts->Get(j);
+      if (reader->op() == plan::OpCode::ExpertRows && reader->collective() ==
+                                                          plan::CollectiveOp::None &&
+          reader->inputs()->Get(0) == inst->outputs()->Get(0))
+        mine = reader->params_as_ExpertsParams();
+    }
+    if (!mine || !mine->stacked())
+      return Status::error(where + " sends rows that no expert_rows of a sharded layer reads");
+    std::vector<int> owner(size_t(mine->stacked()), -1);
+    for (uint32_t r = 0; r < p.programs()->size(); ++r) {
+      const plan::ExpertsParams *e = expertRowsOf(*p.programs()->Get(r), mine->layer());
+      for (size_t h = 0; e && e->held() && h < e->held()->size(); ++h) {
+        const int32_t x = e->held()->Get(uint32_t(h));
+        if (x < 0 || x >= mine->stacked() || owner[size_t(x)] >= 0)
+          return Status::error(where + ": expert " + std::to_string(x) + " of layer " +
+                               std::to_string(mine->layer()) +
+                               " is held by more than one rank or none; rows are exchanged "
+                               "with one rank per expert (replicas are not exchanged yet)");
+        owner[size_t(x)] = int(r);
+      }
+    }
+    for (size_t x = 0; x < owner.size(); ++x)
+      if (owner[x] < 0)
+        return Status::error(where + ": no rank holds expert " + std::to_string(x) +
+                             " of layer " + std::to_string(mine->layer()));
+    const plan::Tensor *rows = p.tensors()->Get(inst->inputs()->Get(0));
+    const int64_t picks = rows->shape()->Get(1), width = rows->shape()->Get(2);
+    x.scratch.reserve(maxTokens * picks, width);
+    auto exchange = std::make_unique<RowExchange>(std::move(owner), width,
+                                                  int(p.programs()->size()), x.scratch);
+    last = exchange.get();
+    x.sends[i] = std::move(exchange);
+    x.allRanksRows.insert(inst->outputs()->begin(), inst->outputs()->end());
+  }
+  return found;
 }
 
 } // namespace moe::rt

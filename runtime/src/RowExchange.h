@@ -15,8 +15,13 @@
 #include "moe/runtime/Collective.h"
 #include "moe/runtime/KernelCall.h"
 
+#include "moe/runtime/Plan.h"
+
 #include <atomic>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
 #include <vector>
 
 namespace moe::rt {
@@ -58,6 +63,25 @@ private:
   /// (rows, then slots), and where its rows wait (the order in `scratch_`).
   std::vector<size_t> rowsOut_, rowsIn_, slotsOut_, slotsIn_, backIn_;
   Scratch &scratch_;
+};
+
+/// The row exchanges of one rank's program.
+struct RowExchanges {
+  /// Per all_to_all_v that sends rows, its exchange; per one that returns
+  /// them, the exchange it returns.
+  std::map<uint32_t, std::unique_ptr<RowExchange>> sends;
+  std::map<uint32_t, RowExchange *> returns;
+  /// Tensors holding every rank's rows (received ones and what is computed
+  /// from them): bound at the plan's most tokens whatever a step's count.
+  std::set<uint32_t> allRanksRows;
+  RowExchangeScratch scratch;
+
+  /// Those of `program` (rank `rank`'s of plan `p`), steps of at most
+  /// `maxTokens` tokens: each sending all_to_all_v's owners from every
+  /// rank's expert_rows of its layer. An error names the instruction.
+  static Expected<std::unique_ptr<RowExchanges>> find(const plan::Plan &p,
+                                                      const plan::Program &program,
+                                                      int64_t maxTokens);
 };
 
 } // namespace moe::rt

@@ -256,8 +256,10 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
       if (s->load_[r].layer == e->layer())
         s->routing_[r].share = expertShare(params);
   }
-  if (Status st = s->setUpExchanges(); !st)
-    return st;
+  auto exchanges = RowExchanges::find(p, s->program_, s->maxBatchTokens());
+  if (!exchanges)
+    return exchanges.status();
+  s->exchanges_ = exchanges.take();
   if (s->stepsWithRanks()) {
     // Each rank counts its own tokens' picks, wherever they are computed.
     for (RouterCounts &c : s->routing_)
@@ -268,84 +270,6 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
     s->stepFlag_ = flag.take();
   }
   return std::move(s);
-}
-
-namespace {
-
-/// The expert_rows of decoder layer `layer` in `program`, or null.
-const plan::ExpertsParams *expertRowsOf(const plan::Program &program, int layer) {
-  for (const plan::Instruction *inst : *program.instructions())
-    if (const auto *e = inst->params_as_ExpertsParams();
-        e && inst->op() == plan::OpCode::ExpertRows && e->layer() == layer && e->stacked())
-      return e;
-  return nullptr;
-}
-
-} // namespace
-
-Status Session::setUpExchanges() {
-  const plan::Plan &p = plan_.plan();
-  const auto *insts = program_.instructions();
-  RowExchange *last = nullptr;
-  for (uint32_t i = 0; i < insts->size(); ++i) {
-    const plan::Instruction *inst = insts->Get(i);
-    if (inst->collective() == plan::CollectiveOp::None) {
-      // Computed from every rank's rows: as many rows.
-      for (uint32_t id : *inst->inputs())
-        if (allRanksRows_.count(id))
-          allRanksRows_.insert(inst->outputs()->begin(), inst->outputs()->end());
-      continue;
-    }
-    if (inst->collective() != plan::CollectiveOp::AllToAllV)
-      continue;
-    const std::string where = "instruction " + std::to_string(i) + " (all_to_all_v)";
-    if (inst->inputs()->size() == 1) {
-      if (!last)
-        return Status::error(where + " returns rows that no all_to_all_v sent");
-      returns_[i] = last;
-      continue;
-    }
-    // The expert_rows that reads what arrives says the layer; every rank's
-    // expert_rows of that layer, which experts each rank holds.
-    const plan::ExpertsParams *mine = nullptr;
-    for (uint32_t j = i + 1; j < insts->size() && !mine; ++j) {
-      const plan::Instruction *reader = insts->Get(j);
-      if (reader->op() == plan::OpCode::ExpertRows && reader->collective() ==
-                                                          plan::CollectiveOp::None &&
-          reader->inputs()->Get(0) == inst->outputs()->Get(0))
-        mine = reader->params_as_ExpertsParams();
-    }
-    if (!mine || !mine->stacked())
-      return Status::error(where + " sends rows that no expert_rows of a sharded layer reads");
-    std::vector<int> owner(size_t(mine->stacked()), -1);
-    for (uint32_t r = 0; r < p.programs()->size(); ++r) {
-      const plan::ExpertsParams *e = expertRowsOf(*p.programs()->Get(r), mine->layer());
-      for (size_t h = 0; e && e->held() && h < e->held()->size(); ++h) {
-        const int32_t x = e->held()->Get(uint32_t(h));
-        if (x < 0 || x >= mine->stacked() || owner[size_t(x)] >= 0)
-          return Status::error(where + ": expert " + std::to_string(x) + " of layer " +
-                               std::to_string(mine->layer()) +
-                               " is held by more than one rank or none; rows are exchanged "
-                               "with one rank per expert (replicas are not exchanged yet)");
-        owner[size_t(x)] = int(r);
-      }
-    }
-    for (size_t x = 0; x < owner.size(); ++x)
-      if (owner[x] < 0)
-        return Status::error(where + ": no rank holds expert " + std::to_string(x) +
-                             " of layer " + std::to_string(mine->layer()));
-    const plan::Tensor *rows = p.tensors()->Get(inst->inputs()->Get(0));
-    const int64_t picks = rows->shape()->Get(1), width = rows->shape()->Get(2);
-    if (!exchangeScratch_)
-      exchangeScratch_ = std::make_unique<RowExchangeScratch>();
-    exchangeScratch_->reserve(maxBatchTokens() * picks, width);
-    auto exchange = std::make_unique<RowExchange>(std::move(owner), width,
-                                                  int(p.programs()->size()), *exchangeScratch_);
-    last = exchange.get();
-    exchanges_[i] = std::move(exchange);
-    allRanksRows_.insert(inst->outputs()->begin(), inst->outputs()->end());
-  }
-  return Status::ok();
 }
 
 Expected<MemoryNeeds> memoryNeeds(const plan::Plan &p, int rank, uint64_t kvTokens,
@@ -392,6 +316,8 @@ std::string formatBytes(uint64_t bytes) {
   std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", v, units[u]);
   return buf;
 }
+
+bool Session::stepsWithRanks() const { return exchanges_ && !exchanges_->sends.empty(); }
 
 Session::Session(const LoadedPlan &plan, Device &device)
     : plan_(plan), program_(plan.program()), device_(device) {}
@@ -534,7 +460,7 @@ Status Session::run(const Batch &batch, float *logits) {
     // computes other ranks' rows.
     const bool idle = count == 0 && !isCollective &&
                       std::none_of(inst->outputs()->begin(), inst->outputs()->end(),
-                                   [&](uint32_t id) { return allRanksRows_.count(id) > 0; });
+                                   [&](uint32_t id) { return exchanges_->allRanksRows.count(id) > 0; });
     if (st && !idle)
       st = isCollective ? collective(uint32_t(i), stream, call) : stream.launch(call);
     if (st && !isCollective && call.kernel == Kernel::Router) {
@@ -642,7 +568,7 @@ const std::vector<KernelCall> &Session::bind(int64_t count) {
     v.dtype = dtypeOf(t->dtype());
     v.shape.assign(t->shape()->begin(), t->shape()->end());
     if (v.shape[0] == -1)
-      v.shape[0] = allRanksRows_.count(id) ? maxBatchTokens() : count;
+      v.shape[0] = exchanges_->allRanksRows.count(id) ? maxBatchTokens() : count;
     auto weight = [&](const plan::Tensor *w) {
       return static_cast<uint8_t *>(weights_[w->weight_file()]->data()) + w->offset();
     };
@@ -693,10 +619,10 @@ size_t Session::arenaOffset(const TensorView &v) const {
 
 Status Session::collective(uint32_t i, Stream &stream, const KernelCall &call) {
   // create() refused every collective but all_reduce and all_to_all_v.
-  if (auto e = exchanges_.find(i); e != exchanges_.end())
+  if (auto e = exchanges_->sends.find(i); e != exchanges_->sends.end())
     return e->second->send(stream, *ranks_, call.inputs[0], call.inputs[1], call.outputs[0],
                            call.outputs[1], collectiveBytes_);
-  if (auto r = returns_.find(i); r != returns_.end())
+  if (auto r = exchanges_->returns.find(i); r != exchanges_->returns.end())
     return r->second->back(stream, *ranks_, call.inputs[0], call.outputs[0], collectiveBytes_);
   return allReduce(stream, call.inputs[0], call.outputs[0]);
 }

@@ -65,8 +65,7 @@ struct ExpertLoad {
   std::vector<uint64_t> counts;   ///< per expert: token selections
 };
 
-class RowExchange;
-struct RowExchangeScratch;
+struct RowExchanges;
 
 /// The state to run a loaded plan: activation arena and a paged KV pool.
 class Session {
@@ -88,7 +87,7 @@ public:
   /// of all ranks: each forward agrees with the others first, a rank with
   /// nothing to run now joins their step with joinStep, and every rank
   /// ends with waitForRanks.
-  bool stepsWithRanks() const { return !exchanges_.empty(); }
+  bool stepsWithRanks() const;
   /// A rank with nothing to run now but more to come: if another rank
   /// steps, runs a step of no tokens of its own (which still computes the
   /// rows of its experts that the others send) and returns true; false
@@ -142,9 +141,6 @@ private:
     bool anyStepping = false, allDone = false;
   };
   Expected<Agreement> agree(bool stepping, bool done);
-  /// The exchanges of the program's all_to_all_v pairs, and the tensors
-  /// that hold every rank's rows.
-  Status setUpExchanges();
   const LoadedPlan &plan_;
   const plan::Program &program_; ///< this rank's
   Device &device_;
@@ -186,14 +182,8 @@ private:
   std::vector<std::pair<Buffer *, size_t>> kvArrays_;
   std::vector<ExpertLoad> load_;
   std::atomic<uint64_t> collectiveBytes_{0};
-  /// Data-parallel attention: per all_to_all_v that sends rows, its
-  /// exchange; per one that returns them, the exchange it returns.
-  std::map<uint32_t, std::unique_ptr<RowExchange>> exchanges_;
-  std::map<uint32_t, RowExchange *> returns_;
-  std::unique_ptr<RowExchangeScratch> exchangeScratch_; ///< what they share
-  /// Tensors holding every rank's rows (received ones and what is computed
-  /// from them): bound at the plan's most tokens whatever the step's count.
-  std::set<uint32_t> allRanksRows_;
+  /// Data-parallel attention: the program's row exchanges (none: empty).
+  std::unique_ptr<RowExchanges> exchanges_;
   std::unique_ptr<Buffer> stepFlag_; ///< HostVisible I32 [2]: what agree() sums
   /// Swapped-out KV blocks: slot s at s * kvBlockBytes(), every KV array's
   /// block in kvArrays_' order. Copies run on stream swapStream_ (after
