@@ -51,7 +51,8 @@ LogicalResult narrow(Value buffer, int64_t columns) {
   auto alloc = buffer.getDefiningOp<plan::AllocOp>();
   auto type = cast<MemRefType>(buffer.getType());
   if (!alloc || type.getRank() != 2)
-    return failure();
+    return emitError(buffer.getLoc())
+           << "tensor parallelism narrows activations [T, C] in a plan.alloc; got " << type;
   alloc.getResult().setType(
       MemRefType::get({type.getDimSize(0), columns}, type.getElementType()));
   return success();

@@ -14,7 +14,6 @@
 
 #include "moe/runtime/Collective.h"
 #include "moe/runtime/KernelCall.h"
-
 #include "moe/runtime/Plan.h"
 
 #include <atomic>

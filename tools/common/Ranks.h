@@ -43,6 +43,26 @@ inline rt::Status quietUnlessRankZero(const rt::Collective &ranks) {
   return rt::Status::ok();
 }
 
+/// 64-bit numbers among the I32 words gatherWords moves: two words, the
+/// low 32 bits first.
+inline void appendWide(std::vector<int32_t> &words, uint64_t v) {
+  words.push_back(int32_t(uint32_t(v)));
+  words.push_back(int32_t(uint32_t(v >> 32)));
+}
+inline uint64_t readWide(const int32_t *w) {
+  return uint64_t(uint32_t(w[0])) | uint64_t(uint32_t(w[1])) << 32;
+}
+
+/// Whether the ranks of `plan` hold different tokens (data-parallel
+/// attention: rank `rank`'s program exchanges expert rows with all_to_all_v,
+/// as Session::stepsWithRanks says once a session exists).
+inline bool ranksHoldDifferentTokens(const rt::LoadedPlan &plan, int rank) {
+  for (const plan::Instruction *inst : *plan.plan().programs()->Get(uint32_t(rank))->instructions())
+    if (inst->collective() == plan::CollectiveOp::AllToAllV)
+      return true;
+  return false;
+}
+
 /// With several ranks, one line per rank (rank 0 gets them; every rank must
 /// call it): the weights and arena its program states, its peak resident
 /// memory, so that a sharded plan's ranks can be seen to hold their shard
@@ -58,29 +78,21 @@ inline rt::Expected<std::string> rankReport(rt::Collective &ranks, rt::Device &d
                                             const std::vector<rt::ExpertLoad> *load) {
   struct rusage usage {};
   ::getrusage(RUSAGE_SELF, &usage);
-  // KiB, then 64-bit numbers as two words (31 low bits, the rest): the
-  // bytes, then the rows of each MoE layer.
+  // KiB, then 64-bit numbers: the bytes, then the rows of each MoE layer.
   std::vector<int32_t> mine = {int32_t(usage.ru_maxrss)};
-  auto wide = [&](uint64_t v) {
-    mine.push_back(int32_t(v & 0x7fffffffu));
-    mine.push_back(int32_t(v >> 31));
-  };
-  wide(collectiveBytes);
+  appendWide(mine, collectiveBytes);
   const size_t layers = load ? load->size() : 0;
   for (size_t l = 0; l < layers; ++l) {
     uint64_t rows = 0;
     for (uint64_t c : (*load)[l].counts)
       rows += c;
-    wide(rows);
+    appendWide(mine, rows);
   }
   auto all = rt::gatherWords(ranks, device, mine);
   if (!all)
     return all.status();
   const size_t stride = mine.size();
-  auto read = [&](int r, size_t i) {
-    const int32_t *w = &(*all)[size_t(r) * stride + 1 + 2 * i];
-    return uint64_t(uint32_t(w[0])) | uint64_t(uint32_t(w[1])) << 31;
-  };
+  auto read = [&](int r, size_t i) { return readWide(&(*all)[size_t(r) * stride + 1 + 2 * i]); };
   std::string lines;
   const auto *programs = plan.plan().programs();
   for (int r = 0; r < ranks.size(); ++r) {
@@ -125,8 +137,8 @@ inline rt::Expected<std::string> rankReport(rt::Collective &ranks, rt::Device &d
 /// Whether rank `rank`'s counters count the expert rows it computes: its
 /// program places experts (expert_rows holding some of a layer's) and the
 /// ranks run the same tokens.
-inline bool countsComputedRows(const rt::LoadedPlan &plan, int rank, bool stepsWithRanks) {
-  if (stepsWithRanks)
+inline bool countsComputedRows(const rt::LoadedPlan &plan, int rank) {
+  if (ranksHoldDifferentTokens(plan, rank))
     return false;
   for (const plan::Instruction *inst : *plan.plan().programs()->Get(uint32_t(rank))->instructions())
     if (const auto *e = inst->params_as_ExpertsParams(); e && e->stacked())

@@ -1,6 +1,7 @@
 //===- RankMerge.cpp - one outcome from the ranks' own --------------------===//
 #include "tools/moe-bench/RankMerge.h"
 #include "moe/runtime/Collective.h"
+#include "tools/common/Ranks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,10 +17,7 @@ class Words {
 public:
   explicit Words(double start) : start_(start) {}
   void word(int64_t v) { w_.push_back(int32_t(v)); }
-  void wide(uint64_t v) {
-    w_.push_back(int32_t(uint32_t(v)));
-    w_.push_back(int32_t(uint32_t(v >> 32)));
-  }
+  void wide(uint64_t v) { tools::appendWide(w_, v); }
   void time(double t) { word(std::llround((t - start_) * 1e6)); }
   void seconds(double s) { word(std::llround(s * 1e6)); }
   std::vector<int32_t> &words() { return w_; }
@@ -34,9 +32,9 @@ public:
   Reader(const int32_t *p, double start) : p_(p), start_(start) {}
   int64_t word() { return *p_++; }
   uint64_t wide() {
-    const uint64_t lo = uint32_t(p_[0]), hi = uint32_t(p_[1]);
+    const uint64_t v = tools::readWide(p_);
     p_ += 2;
-    return lo | hi << 32;
+    return v;
   }
   double time() { return start_ + double(word()) * 1e-6; }
   double seconds() { return double(word()) * 1e-6; }

@@ -115,23 +115,18 @@ int benchMain(Flags f, tools::Cli &cli) {
     return fail(st.message());
   const plan::Plan &p = (*plan)->plan();
   int64_t context = p.kv_cache()->max_context(), vocab = p.config()->vocab_size();
-  // Ranks holding different tokens (data-parallel attention) exchange rows.
-  bool dataParallel = false;
-  for (const plan::Instruction *inst : *p.programs()->Get(uint32_t(ranks.rank()))->instructions())
-    dataParallel |= inst->collective() == plan::CollectiveOp::AllToAllV;
+  if (f.verify && tools::ranksHoldDifferentTokens(**plan, ranks.rank()))
+    return fail("--verify: the plan's ranks hold different tokens (data-parallel "
+                "attention), and solo reruns of its requests are not built yet; drop "
+                "--verify");
   if (f.verify)
-    for (const plan::Instruction *inst : *p.programs()->Get(uint32_t(ranks.rank()))->instructions()) {
-      if (dataParallel)
-        return fail("--verify: the plan's ranks hold different tokens (data-parallel "
-                    "attention), and solo reruns of its requests are not built yet; drop "
-                    "--verify");
+    for (const plan::Instruction *inst : *p.programs()->Get(uint32_t(ranks.rank()))->instructions())
       if (auto *r = inst->params_as_RouterParams();
           r && r->policy() != plan::RoutingPolicy::TokenChoice)
         return fail(std::string("--verify: the plan routes by ") +
                     plan::EnumNameRoutingPolicy(r->policy()) +
                     ", which depends on the other tokens of a step, so batched outputs need "
                     "not equal solo runs; drop --verify or compile with --routing token_choice");
-    }
 
   const bool open = !f.rate.empty();
   std::vector<double> levels = f.rate;
@@ -295,7 +290,7 @@ int benchMain(Flags f, tools::Cli &cli) {
                                                      o.queueFull - o.invalid.size()));
   }
   if (ranks.size() > 1) {
-    const bool rows = tools::countsComputedRows(**plan, ranks.rank(), dataParallel);
+    const bool rows = tools::countsComputedRows(**plan, ranks.rank());
     auto memory = tools::rankReport(ranks, *device, **plan, collectiveBytes,
                                     rows ? &traffic : nullptr);
     if (!memory)

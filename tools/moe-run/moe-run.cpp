@@ -85,7 +85,7 @@ struct Run {
           return fail(st.message());
     }
     if (ranks->size() > 1) {
-      const bool rows = moe::tools::countsComputedRows(*plan, ranks->rank(), s.stepsWithRanks());
+      const bool rows = moe::tools::countsComputedRows(*plan, ranks->rank());
       auto memory = moe::tools::rankReport(*ranks, *device, *plan, s.collectiveBytes(),
                                            rows ? &s.expertLoad() : nullptr);
       if (!memory)
