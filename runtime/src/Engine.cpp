@@ -76,6 +76,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const LoadedPlan &plan, Device 
   so.kvDtype = options.kvDtype;
   so.memoryLimit = options.memoryLimit;
   so.ranks = options.ranks;
+  so.trace = options.trace;
   auto session = Session::create(plan, device, so);
   if (!session)
     return session.status();

@@ -8,6 +8,7 @@
 #include "moe/runtime/Session.h"
 #include "RowExchange.h"
 #include "moe/runtime/Kernel.h"
+#include "moe/runtime/PlanView.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -91,6 +92,7 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
     s->localRanks_ = createLocalCollective();
     s->ranks_ = s->localRanks_.get();
   }
+  s->trace_ = options.trace;
   if (s->ranks_->size() != loaded.ranks() || s->ranks_->rank() != loaded.rank())
     return Status::error("the plan was loaded for rank " + std::to_string(loaded.rank()) +
                          " of " + std::to_string(loaded.ranks()) + ", but this process is rank " +
@@ -461,8 +463,16 @@ Status Session::run(const Batch &batch, float *logits) {
     const bool idle = count == 0 && !isCollective &&
                       std::none_of(inst->outputs()->begin(), inst->outputs()->end(),
                                    [&](uint32_t id) { return exchanges_->allRanksRows.count(id) > 0; });
-    if (st && !idle)
-      st = isCollective ? collective(uint32_t(i), stream, call) : stream.launch(call);
+    if (st && !idle) {
+      auto enqueue = [&] {
+        return isCollective ? collective(uint32_t(i), stream, call) : stream.launch(call);
+      };
+      st = trace_ ? trace_->time(stream, int(inst->stream()),
+                                 {instructionName(*inst), isCollective ? "collective" : "launch",
+                                  inst->location() ? inst->location()->str() : "", count},
+                                 enqueue)
+                  : enqueue();
+    }
     if (st && !isCollective && call.kernel == Kernel::Router) {
       // Routing statistics (the traffic profile): the expert ids are
       // copied back on the router's stream, before anything it records

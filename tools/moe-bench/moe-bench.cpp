@@ -17,6 +17,7 @@
 #include "moe/runtime/RoutingProfile.h"
 #include "moe/runtime/Stopping.h"
 #include "tools/common/Cli.h"
+#include "tools/common/Timeline.h"
 #include "tools/common/Output.h"
 #include "tools/common/Ranks.h"
 #include "tools/common/RuntimeFlags.h"
@@ -47,6 +48,7 @@ struct Flags {
   int threads = 0;
   bool verify = false, prefixCaching = false, ignoreEos = false;
   std::vector<std::string> stop;
+  tools::TimelineFlags timeline;
 };
 
 /// "A:B" (or "A") with 1 <= A <= B; `dflt` when the flag is absent.
@@ -75,8 +77,10 @@ rt::Expected<int64_t> verify(const rt::LoadedPlan &plan, rt::Device &device,
                              const std::vector<rt::GenerationRequest> &requests,
                              const Outcome &o) {
   int64_t identical = 0;
+  rt::EngineOptions solo = options;
+  solo.trace = nullptr; // the trace shows the batched runs
   for (const rt::GenerationResult &r : o.results) {
-    auto alone = drive(plan, device, options, {requests[size_t(r.id)]}, Load{1, {}}, false);
+    auto alone = drive(plan, device, solo, {requests[size_t(r.id)]}, Load{1, {}}, false);
     if (!alone)
       return alone.status();
     identical += alone->results.at(0).tokens == r.tokens;
@@ -85,7 +89,7 @@ rt::Expected<int64_t> verify(const rt::LoadedPlan &plan, rt::Device &device,
 }
 
 int benchMain(Flags f, tools::Cli &cli) {
-  auto job = tools::joinJob("moe-bench");
+  auto job = tools::joinJob("moe-bench", f.timeline);
   if (!job)
     return cli.fail(job.status().message());
   rt::Collective &ranks = **job;
@@ -113,6 +117,10 @@ int benchMain(Flags f, tools::Cli &cli) {
     return fail(plan.status().message());
   if (rt::Status st = tools::agreeOnPlan(ranks, **plan, *device); !st)
     return fail(st.message());
+  // The ranks have just agreed: their traces start together.
+  auto trace = tools::TraceOutput::open(f.timeline.trace, ranks.rank());
+  if (!trace)
+    return fail(trace.status().message());
   const plan::Plan &p = (*plan)->plan();
   int64_t context = p.kv_cache()->max_context(), vocab = p.config()->vocab_size();
   if (f.verify && tools::ranksHoldDifferentTokens(**plan, ranks.rank()))
@@ -178,6 +186,7 @@ int benchMain(Flags f, tools::Cli &cli) {
   if (f.hostPool > 0)
     options.hostPoolBytes = uint64_t(f.hostPool * 1048576.0);
   options.ranks = &ranks;
+  options.trace = *trace ? &(*trace)->trace : nullptr;
 
   bool progress = ::isatty(2);
   nlohmann::json document = {{"plan", f.planDir},
@@ -289,6 +298,9 @@ int benchMain(Flags f, tools::Cli &cli) {
       return fail("requests lost: " + std::to_string(o.requests - o.results.size() -
                                                      o.queueFull - o.invalid.size()));
   }
+  if (*trace)
+    if (rt::Status st = (*trace)->write(ranks, *device); !st)
+      return fail(st.message());
   if (ranks.size() > 1) {
     const bool rows = tools::countsComputedRows(**plan, ranks.rank());
     auto memory = tools::rankReport(ranks, *device, **plan, collectiveBytes,
@@ -401,6 +413,7 @@ int main(int argc, char **argv) {
       ->type_name("FILE");
   cli.addJson(f.json);
   tools::addRoutingProfile(cli, f.routingProfile, f.profileDecay);
+  tools::addTimelineFlags(cli, f.timeline);
   cli.addThreads(f.threads);
   cli.addDevice(f.device);
   if (auto code = cli.parse(argc, argv))

@@ -19,6 +19,7 @@
 #include "tools/common/Output.h"
 #include "tools/common/Ranks.h"
 #include "tools/common/RuntimeFlags.h"
+#include "tools/common/Timeline.h"
 
 #include <unistd.h>
 
@@ -37,6 +38,7 @@ struct Flags {
   std::string device = "cpu";
   std::vector<int64_t> promptTokens;
   std::vector<std::string> stop;
+  moe::tools::TimelineFlags timeline;
   int64_t maxNewTokens = 16, maxContext = 0;
   double temperature = 0, topP = 1, memoryLimit = 0, profileDecay = 1;
   uint64_t seed = 0;
@@ -59,6 +61,7 @@ struct Run {
   std::optional<ByteTokenizer> tokenizer;
   double loadSeconds = 0;
   Collective *ranks = nullptr;
+  std::unique_ptr<moe::tools::TraceOutput> trace; ///< --trace
 
   int fail(const std::string &message) { return cli.fail(message); }
 
@@ -84,6 +87,9 @@ struct Run {
             !st)
           return fail(st.message());
     }
+    if (trace)
+      if (Status st = trace->write(*ranks, *device); !st)
+        return fail(st.message());
     if (ranks->size() > 1) {
       const bool rows = moe::tools::countsComputedRows(*plan, ranks->rank());
       auto memory = moe::tools::rankReport(*ranks, *device, *plan, s.collectiveBytes(),
@@ -360,6 +366,7 @@ int main(int argc, char **argv) {
   app.add_flag("--recompute", f.recompute,
                "no KV-cache reuse: recompute the whole sequence at every step (slow; for "
                "checking the cache)");
+  moe::tools::addTimelineFlags(cli, f.timeline);
   cli.addThreads(f.threads);
   cli.addDevice(f.device);
   if (auto code = cli.parse(argc, argv))
@@ -375,7 +382,7 @@ int main(int argc, char **argv) {
     return cli.fail("--compare-to needs --eval-file or --prompt-tokens (it compares "
                     "predictions over a text or a token sequence)");
 
-  auto ranks = moe::tools::joinJob("moe-run");
+  auto ranks = moe::tools::joinJob("moe-run", f.timeline);
   if (!ranks)
     return cli.fail(ranks.status().message());
   // From here a failing rank leaves the job without waiting for the others.
@@ -390,7 +397,7 @@ int main(int argc, char **argv) {
     f.json.clear();
     f.dumpLogits.clear();
   }
-  Run run{f, cli, moe::tools::Output(f.json), {}, {}, {}, {}, 0, ranks->get()};
+  Run run{f, cli, moe::tools::Output(f.json), {}, {}, {}, {}, 0, ranks->get(), {}};
   if (Status st = run.out.open(); !st)
     return fail(st.message());
   auto device = createDevice(f.device, {f.threads});
@@ -408,8 +415,14 @@ int main(int argc, char **argv) {
   run.loadSeconds = since(t0);
   if (Status st = moe::tools::agreeOnPlan(**ranks, *run.plan, *run.device); !st)
     return fail(st.message());
+  // The ranks have just agreed: their traces start together.
+  auto trace = moe::tools::TraceOutput::open(f.timeline.trace, (*ranks)->rank());
+  if (!trace)
+    return fail(trace.status().message());
+  run.trace = trace.take();
   SessionOptions so;
   so.ranks = ranks->get();
+  so.trace = run.trace ? &run.trace->trace : nullptr;
   so.maxContext = f.maxContext;
   so.kvDtype = moe::tools::kvDtype(f.kvDtype);
   so.memoryLimit = moe::tools::memoryLimitBytes(f.memoryLimit);

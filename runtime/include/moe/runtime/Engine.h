@@ -46,6 +46,9 @@ struct EngineOptions {
   /// The job's ranks, for a plan with collectives (see SessionOptions):
   /// every rank must submit the same requests at the same steps.
   Collective *ranks = nullptr;
+  /// Where to time every step's launches and collectives (see
+  /// SessionOptions); null: none.
+  Trace *trace = nullptr;
 };
 
 struct GenerationRequest {

@@ -5,6 +5,7 @@
 #include "moe/runtime/Collective.h"
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
+#include "moe/runtime/Trace.h"
 
 #include <atomic>
 #include <cstdint>
@@ -31,6 +32,9 @@ struct SessionOptions {
   /// be the plan's rank count and its rank the one the plan was loaded for.
   /// Null: one rank, collectives local.
   Collective *ranks = nullptr;
+  /// Where to add a span per launch and collective of every step (the
+  /// caller writes it out; it must outlive the session). Null: no timing.
+  Trace *trace = nullptr;
 };
 
 /// Memory one rank needs to run a plan, in bytes, known before it runs.
@@ -145,6 +149,7 @@ private:
   Device &device_;
   std::unique_ptr<Collective> localRanks_; ///< when the options name none
   Collective *ranks_ = nullptr;
+  Trace *trace_ = nullptr;
   /// Writes the batch into the staging buffer and copies it to inputs_.
   Status stageInputs(const Batch &batch);
   /// The kernel calls of a batch of `count` tokens, built on first use:
