@@ -11,11 +11,21 @@ namespace moe {
 PlanSchedule planSchedule(func::FuncOp fn) {
   PlanSchedule s;
   llvm::DenseMap<Value, int64_t> eventId;
-  auto buffer = [&](Value v) {
-    auto [it, added] = s.bufferId.try_emplace(v, int64_t(s.buffers.size()));
-    if (added)
-      s.buffers.push_back(v);
-    return it->second;
+  std::function<int64_t(Value)> buffer = [&](Value v) -> int64_t {
+    if (auto it = s.bufferId.find(v); it != s.bufferId.end())
+      return it->second;
+    rt::RowRange range;
+    int64_t base = int64_t(s.buffers.size());
+    if (auto rows = v.getDefiningOp<plan::RowsOp>()) {
+      base = buffer(rows.getBase());
+      range = {int64_t(rows.getPart()), int64_t(rows.getParts())};
+    }
+    const int64_t id = int64_t(s.buffers.size());
+    s.bufferId[v] = id;
+    s.buffers.push_back(v);
+    s.base.push_back(base);
+    s.rows.push_back(range);
+    return id;
   };
   fn.walk([&](Operation *op) {
     rt::ScheduleStep step;
@@ -49,6 +59,14 @@ PlanSchedule planSchedule(func::FuncOp fn) {
     s.ops.push_back(op);
   });
   return s;
+}
+
+bool PlanSchedule::overlap(int64_t a, int64_t b,
+                           const std::function<bool(int64_t, int64_t)> &baseOverlap) const {
+  const int64_t x = base[size_t(a)], y = base[size_t(b)];
+  if (x == y)
+    return rows[size_t(a)].intersects(rows[size_t(b)]);
+  return baseOverlap(x, y);
 }
 
 } // namespace moe

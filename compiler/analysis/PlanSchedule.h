@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 
+#include <functional>
 #include <vector>
 
 namespace moe {
@@ -24,9 +25,19 @@ struct PlanSchedule {
   std::vector<mlir::Operation *> ops;           ///< the op of each step
   std::vector<mlir::Value> buffers;             ///< buffer id -> its value
   llvm::DenseMap<mlir::Value, int64_t> bufferId;
+  /// Buffer id -> the buffer it is rows of (a plan.rows view's base; a
+  /// buffer is its own), and which rows: part of parts (1 part: all).
+  std::vector<int64_t> base;
+  std::vector<rt::RowRange> rows;
+
+  /// Whether buffers `a` and `b` may share bytes: views of one base whose
+  /// rows intersect, or bases that `baseOverlap` says share bytes.
+  bool overlap(int64_t a, int64_t b,
+               const std::function<bool(int64_t, int64_t)> &baseOverlap) const;
 };
 
-/// The steps of `fn`. Effects on values other than memrefs and KV-cache
+/// The steps of `fn` (an op that takes a plan.rows view touches that
+/// view's buffer id). Effects on values other than memrefs and KV-cache
 /// layers (there are none today) are ignored.
 PlanSchedule planSchedule(mlir::func::FuncOp fn);
 

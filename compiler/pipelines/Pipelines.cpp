@@ -35,6 +35,13 @@ struct DefaultPipelineOptions
                            llvm::cl::desc("with ep: data-parallel attention (as moe-compile "
                                           "--dp-attention)"),
                            llvm::cl::init(false)};
+  Option<std::string> overlap{*this, "overlap",
+                              llvm::cl::desc("moe-schedule-overlap policy (as moe-compile "
+                                             "--overlap)"),
+                              llvm::cl::init("none")};
+  Option<int64_t> microBatches{*this, "micro-batches",
+                               llvm::cl::desc("moe-schedule-overlap micro-batches"),
+                               llvm::cl::init(2)};
   Option<std::string> precision{*this, "precision",
                                 llvm::cl::desc("moe-assign-precision policy"),
                                 llvm::cl::init("keep")};
@@ -114,6 +121,9 @@ void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &option
   }
   if (options.tp > 1)
     pm.addPass(createShardTensorsPass(ShardTensorsPassOptions{options.tp}));
+  if (options.overlap != "none")
+    pm.addPass(createScheduleOverlapPass(
+        ScheduleOverlapPassOptions{options.overlap, options.microBatches}));
   pm.addPass(createPlanMemoryPass(PlanMemoryPassOptions{options.maxBatchTokens}));
   // Last: streams must not race on the buffers as placed.
   pm.addPass(createVerifySchedulePass());
@@ -135,6 +145,10 @@ std::string defaultPipelineText(const PipelineOptions &options) {
          (options.ep > 1 ? shardText(options) : std::string()) +
          (options.tp > 1 ? "moe-shard-tensors{tp=" + std::to_string(options.tp) + "}, "
                          : std::string()) +
+         (options.overlap != "none"
+              ? "moe-schedule-overlap{policy=" + options.overlap +
+                    " micro-batches=" + std::to_string(options.microBatches) + "}, "
+              : std::string()) +
          "moe-plan-memory{max-batch-tokens=" + std::to_string(options.maxBatchTokens) +
          "}, moe-verify-schedule)";
 }
@@ -145,7 +159,7 @@ void registerPipelines() {
       "moe module -> planned plan module (moe-set-routing, moe-assign-precision, "
       "moe-fuse-experts, "
       "moe-split-experts, moe-to-plan, moe-replicate-ranks, moe-shard-experts or "
-      "moe-place-experts, moe-shard-tensors, moe-plan-memory, "
+      "moe-place-experts, moe-shard-tensors, moe-schedule-overlap, moe-plan-memory, "
       "moe-verify-schedule)",
       [](mlir::OpPassManager &pm, const DefaultPipelineOptions &o) {
         PipelineOptions options{o.maxBatchTokens, o.maxContext, o.fusion, o.splitExperts,
@@ -157,6 +171,8 @@ void registerPipelines() {
         options.capacityFactor = o.capacityFactor;
         options.tp = o.tp;
         options.dpAttention = o.dpAttention;
+        options.overlap = o.overlap;
+        options.microBatches = o.microBatches;
         buildDefaultPipeline(pm, options);
       });
 }

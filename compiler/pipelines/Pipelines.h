@@ -31,6 +31,9 @@ struct PipelineOptions {
   /// With ep > 1: the ranks hold different tokens (data-parallel attention)
   /// and exchange expert rows (moe-shard-experts{dp-attention}).
   bool dpAttention = false;
+  /// moe-schedule-overlap's policy (none: the pass does not run) and parts.
+  std::string overlap = "none";
+  int64_t microBatches = 2;
   /// The rank programs the plan has.
   int64_t ranks() const { return ep > tp ? ep : tp; }
 };
@@ -41,7 +44,7 @@ struct PipelineOptions {
 /// moe-split-experts (if on, or ep > 1), moe-to-plan, with ep or tp > 1
 /// moe-replicate-ranks, then moe-shard-experts (or, with a placement
 /// profile, moe-place-experts) if ep > 1 and moe-shard-tensors if tp > 1,
-/// moe-plan-memory,
+/// moe-schedule-overlap (unless its policy is none), moe-plan-memory,
 /// moe-verify-schedule.
 void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 /// The textual form of that pipeline (recorded in plan provenance).

@@ -199,6 +199,16 @@ private:
       if (auto loc = dyn_cast<NameLoc>(op.getLoc()))
         name = loc.getName().str() + "/" + name;
       addTensor(a, &op, name, fb::Storage::Arena, *a.getOffset(), bytes);
+    } else if (auto rows = dyn_cast<pl::RowsOp>(op)) {
+      const uint32_t base = id(&op, rows.getBase());
+      TensorDesc t = tensors_[base];
+      t.name += "/part " + std::to_string(rows.getPart()) + " of " +
+                std::to_string(rows.getParts());
+      t.base = base;
+      t.part = int32_t(rows.getPart());
+      t.parts = int32_t(rows.getParts());
+      ids_[rows] = uint32_t(tensors_.size());
+      tensors_.push_back(std::move(t));
     } else if (auto kv = dyn_cast<pl::KvCacheOp>(op)) {
       kvLayers_[int64_t(kv.getLayer())] = {kv.getKind() == pl::KvKind::mla ? fb::KvKind::Mla
                                                                         : fb::KvKind::Gqa,
@@ -502,7 +512,8 @@ private:
     for (const TensorDesc &t : tensors_)
       tensors.push_back(fb::CreateTensorDirect(b_, t.name.c_str(), t.dtype, &t.shape,
                                                t.storage, t.weightFile, t.offset, t.size,
-                                               t.checksum, t.scales, t.group, t.rowGroup));
+                                               t.checksum, t.scales, t.group, t.rowGroup,
+                                               t.base, t.part, t.parts));
     std::vector<flatbuffers::Offset<fb::KvLayer>> layers;
     for (auto &[layer, spec] : kvLayers_) {
       if (layer != int64_t(layers.size()))
@@ -592,6 +603,8 @@ private:
     uint32_t scales = 0; ///< scaled types: the tensor of its scales
     uint32_t weightFile = 0; ///< weights: its rank's file
     int32_t group = 0, rowGroup = 1;
+    uint32_t base = 0; ///< a micro-batch: the tensor it is rows of
+    int32_t part = 0, parts = 1;
   };
   /// A weight to pack: its checkpoint parts in order, and how to store them.
   struct Pending {

@@ -142,6 +142,42 @@ def AssignStreamsPass : Pass<"moe-assign-streams", "mlir::ModuleOp"> {
   ];
 }
 
+def ScheduleOverlapPass : Pass<"moe-schedule-overlap", "mlir::ModuleOp"> {
+  let summary = "Split each step into micro-batches whose collectives overlap the others' compute";
+  let description = [{
+    On the `plan` dialect, after the sharding passes and before
+    `moe-plan-memory`. `policy=two-batch`: every launch and collective is
+    cloned per micro-batch on `plan.rows` views of its token-led buffers
+    (`micro-batches` parts of the step's rows); launches go to stream 0,
+    collectives to stream 1. The program is cut after each collective into
+    segments, and each segment runs part 0, then part 1, ...: while part
+    k's collective runs on stream 1, part k + 1's computation runs on
+    stream 0 (DeepSeek's and SGLang's two-batch overlap). The events are
+    those the memory effects need (vector clocks, as moe-assign-streams).
+    Every kernel is batch-invariant, so the logits do not change.
+    `policy=none` leaves the program as it is.
+
+    Refused by name: routing that depends on the whole step (capacity,
+    expert choice), the row exchange of data-parallel attention
+    (all_to_all_v) and all_gather, and a function that already uses
+    streams or row views.
+
+    ```mlir
+    %y0 = plan.rows %y part 0 of 2 : memref<?x3x32xf32>
+    plan.launch expert_rows ins(...) outs(%y0 : memref<?x3x32xf32>)
+    %e = plan.record stream 0 : !plan.event
+    plan.wait %e stream 1
+    plan.collective all_reduce ins(%y0 : ...) outs(%y0 : ...) {stream = 1 : i64}
+    plan.launch expert_rows ins(...) outs(%y1 : memref<?x3x32xf32>)
+    ```
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", "\"none\"", "none or two-batch">,
+    Option<"microBatches", "micro-batches", "int64_t", "2",
+           "parts a step's tokens are split into, in [2, 16]">
+  ];
+}
+
 def ReplicateRanksPass : Pass<"moe-replicate-ranks", "mlir::ModuleOp"> {
   let summary = "One copy of the plan program per rank (data parallelism)";
   let description = [{

@@ -90,12 +90,16 @@ struct PlanMemoryPass : ::moe::impl::PlanMemoryPassBase<PlanMemoryPass> {
       auto id = s.bufferId.find(iv.alloc);
       if (id == s.bufferId.end())
         continue; // never used: no memory
+      // Its rows (plan.rows views) are uses of it.
+      auto touches = [&](const std::vector<int64_t> &buffers) {
+        return llvm::any_of(buffers, [&](int64_t b) { return s.base[size_t(b)] == id->second; });
+      };
       for (size_t i = 0; i < s.steps.size(); ++i) {
         const auto &st = s.steps[i];
-        if (llvm::is_contained(st.reads, id->second) || llvm::is_contained(st.writes, id->second))
+        if (touches(st.reads) || touches(st.writes))
           iv.uses.push_back(i);
         // The program's output lives to the end, whatever reads it later.
-        if (isa<plan::OutputOp>(s.ops[i]) && llvm::is_contained(st.reads, id->second))
+        if (isa<plan::OutputOp>(s.ops[i]) && touches(st.reads))
           iv.last = INT64_MAX;
       }
       iv.first = int64_t(iv.uses.front());

@@ -24,10 +24,13 @@ std::string describe(Operation *op, int stream) {
   return s + " on stream " + std::to_string(stream);
 }
 
-/// "a buffer" / "KV-cache layer 3".
+/// "a buffer" / "rows of part 1 of 2 of a buffer" / "KV-cache layer 3".
 std::string what(Value v) {
   if (auto kv = v.getDefiningOp<plan::KvCacheOp>())
     return "KV-cache layer " + std::to_string(kv.getLayer());
+  if (auto rows = v.getDefiningOp<plan::RowsOp>())
+    return "rows of part " + std::to_string(rows.getPart()) + " of " +
+           std::to_string(rows.getParts()) + " of a buffer";
   return "a buffer";
 }
 
@@ -35,17 +38,17 @@ bool writes(const ::moe::rt::ScheduleStep &s, int64_t buffer) {
   return std::find(s.writes.begin(), s.writes.end(), buffer) != s.writes.end();
 }
 
-/// Whether two buffers share bytes: the same value, or two arena buffers
-/// whose planned ranges overlap.
+/// Whether two buffers share bytes: rows of one buffer that intersect, or
+/// two arena buffers whose planned ranges overlap.
 bool overlap(const ::moe::PlanSchedule &s, int64_t a, int64_t b) {
-  if (a == b)
-    return true;
-  auto x = s.buffers[size_t(a)].getDefiningOp<plan::AllocOp>();
-  auto y = s.buffers[size_t(b)].getDefiningOp<plan::AllocOp>();
-  if (!x || !y || !x.getOffset() || !y.getOffset() || !x.getSize() || !y.getSize())
-    return false;
-  int64_t xo = int64_t(*x.getOffset()), yo = int64_t(*y.getOffset());
-  return xo < yo + int64_t(*y.getSize()) && yo < xo + int64_t(*x.getSize());
+  return s.overlap(a, b, [&](int64_t a, int64_t b) {
+    auto x = s.buffers[size_t(a)].getDefiningOp<plan::AllocOp>();
+    auto y = s.buffers[size_t(b)].getDefiningOp<plan::AllocOp>();
+    if (!x || !y || !x.getOffset() || !y.getOffset() || !x.getSize() || !y.getSize())
+      return false;
+    int64_t xo = int64_t(*x.getOffset()), yo = int64_t(*y.getOffset());
+    return xo < yo + int64_t(*y.getSize()) && yo < xo + int64_t(*x.getSize());
+  });
 }
 
 struct VerifySchedulePass : ::moe::impl::VerifySchedulePassBase<VerifySchedulePass> {

@@ -157,6 +157,52 @@ LogicalResult InputOp::verify() {
   return success();
 }
 
+LogicalResult RowsOp::verify() {
+  auto type = cast<MemRefType>(getBase().getType());
+  if (!getBase().getDefiningOp<AllocOp>() && !getBase().getDefiningOp<InputOp>())
+    return emitOpError() << "views rows of a plan.alloc or a plan.input";
+  if (type.getRank() < 1 || !type.isDynamicDim(0))
+    return emitOpError() << "views the token rows of a buffer whose dimension 0 is dynamic, got "
+                         << type;
+  const int64_t part = int64_t(getPart()), parts = int64_t(getParts());
+  if (parts < 2 || part < 0 || part >= parts)
+    return emitOpError() << "part " << part << " of " << parts
+                         << ": expected 2 or more parts and a part in [0, parts)";
+  return success();
+}
+
+namespace {
+/// Arena memory an op may write: a buffer, or rows of one.
+bool isArenaBuffer(Value v) {
+  if (auto rows = v.getDefiningOp<RowsOp>())
+    v = rows.getBase();
+  return bool(v.getDefiningOp<AllocOp>());
+}
+
+/// Every token-led operand (dimension 0 dynamic) of an op that takes a
+/// row view is a view of the same part.
+LogicalResult checkParts(Operation *op) {
+  RowsOp first;
+  for (Value v : op->getOperands())
+    if (auto rows = v.getDefiningOp<RowsOp>(); rows && !first)
+      first = rows;
+  if (!first)
+    return success();
+  for (Value v : op->getOperands()) {
+    auto type = dyn_cast<MemRefType>(v.getType());
+    if (!type || type.getRank() < 1 || !type.isDynamicDim(0))
+      continue;
+    auto rows = v.getDefiningOp<RowsOp>();
+    if (!rows || rows.getPart() != first.getPart() || rows.getParts() != first.getParts())
+      return op->emitOpError() << "takes rows of part " << first.getPart() << " of "
+                               << first.getParts()
+                               << "; every operand led by the step's tokens must be a "
+                                  "plan.rows view of that part";
+  }
+  return success();
+}
+} // namespace
+
 LogicalResult AllocOp::verify() {
   // Tokens lead, or follow the rank dimension of a gathered or exchanged
   // activation ([ranks, T, ...]).
@@ -235,8 +281,10 @@ LogicalResult LaunchOp::verify() {
   if (auto p = dyn_cast_or_null<ExpertsParamsAttr>(getParamsAttr()); p && failed(checkShare(p)))
     return failure();
   for (Value out : getOuts())
-    if (!out.getDefiningOp<AllocOp>())
+    if (!isArenaBuffer(out))
       return emitOpError() << "writes a buffer that is not a plan.alloc";
+  if (failed(checkParts(*this)))
+    return failure();
   return checkStream(*this, getStream());
 }
 
@@ -313,8 +361,10 @@ LogicalResult CollectiveOp::verify() {
     }
   }
   for (Value o : getOuts())
-    if (!o.getDefiningOp<AllocOp>())
+    if (!isArenaBuffer(o))
       return emitOpError() << "writes a buffer that is not a plan.alloc";
+  if (failed(checkParts(*this)))
+    return failure();
   return checkStream(*this, getStream());
 }
 

@@ -74,6 +74,32 @@ def Plan_AllocOp : Plan_Op<"alloc"> {
   let hasVerifier = 1;
 }
 
+def Plan_RowsOp : Plan_Op<"rows", [Pure, AllTypesMatch<["base", "result"]>]> {
+  let summary = "micro-batch `part` of `parts`: a view of a token-led buffer's rows";
+  let description = [{
+    Of a buffer whose dimension 0 is the step's tokens (a `plan.alloc` or
+    a `plan.input`), the rows [T part / parts, T (part + 1) / parts),
+    rounded down, where T is the step's token count: the parts of a step
+    tile its rows, and a part may be empty (a step of fewer tokens than
+    parts). It owns no memory: a launch or collective that takes the view
+    reads or writes those rows of the base, so two parts of one buffer are
+    disjoint and a part overlaps its base (the schedule verifier and the
+    memory planner see it so). `moe-schedule-overlap` makes them; every
+    token-led operand of a launch that takes one is a view of the same
+    part.
+
+    ```mlir
+    %x0 = plan.rows %x part 0 of 2 : memref<?x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$base, I64Attr:$part, I64Attr:$parts);
+  let results = (outs AnyMemRef:$result);
+  let assemblyFormat = [{
+    $base `part` $part `of` $parts attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Plan_KvCacheOp : Plan_Op<"kv_cache", [Pure]> {
   let summary = "declares KV-cache layer `layer`: k_width and v_width floats per token";
   let description = [{

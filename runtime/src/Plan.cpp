@@ -253,6 +253,25 @@ Status LoadedPlan::check() const {
       return Status::error(where + " has unknown storage " + str(uint8_t(t->storage())));
     }
   }
+  // Micro-batches: rows of another tensor, described as their base.
+  for (uint32_t id = 0; id < numTensors; ++id) {
+    const plan::Tensor *t = p.tensors()->Get(id);
+    if (t->parts() == 1 && t->part() == 0)
+      continue;
+    const std::string where = "tensor " + str(id) + " ('" + tensorName(id) + "')";
+    if (t->parts() < 2 || t->parts() > kMaxMicroBatches || t->part() < 0 || t->part() >= t->parts())
+      return Status::error(where + " is part " + std::to_string(t->part()) + " of " +
+                           std::to_string(t->parts()) + "; expected 2 to " + str(kMaxMicroBatches) +
+                           " parts and a part in [0, parts)");
+    const plan::Tensor *b = t->base() < numTensors ? p.tensors()->Get(t->base()) : nullptr;
+    if (!b || t->base() == id || b->parts() != 1 ||
+        (b->storage() != plan::Storage::Arena && b->storage() != plan::Storage::Input) ||
+        t->storage() != b->storage() || t->dtype() != b->dtype() || t->offset() != b->offset() ||
+        t->size() != b->size() || !sameElements(t->shape(), b->shape()) || t->shape()->Get(0) != -1)
+      return Status::error(where + " is rows of tensor " + str(t->base()) +
+                           ", which must be a whole arena tensor or input led by the tokens, "
+                           "with the view's storage, dtype, shape, offset and size");
+  }
   for (uint32_t id = 0; id < numTensors; ++id)
     if (Status s = checkQuantization(p, id, "tensor " + str(id) + " ('" + tensorName(id) + "')");
         !s)

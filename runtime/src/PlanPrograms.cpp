@@ -64,16 +64,28 @@ Status checkShares(const plan::Plan &p) {
   std::map<int, std::map<int, std::pair<int, std::multiset<int>>>> layers;
   std::map<int, int> stackedOf;
   for (const plan::Program *prog : *p.programs()) {
-    std::set<int> layersHere;
+    // layer -> its first share here, and the rows of each launch of it.
+    std::map<int, std::pair<const plan::ExpertsParams *, std::vector<RowRange>>> here;
     for (const plan::Instruction *inst : *prog->instructions()) {
       const auto *e = inst->params_as_ExpertsParams();
       if (!e || !e->stacked())
         continue;
       const int layer = e->layer();
-      if (!layersHere.insert(layer).second)
-        return Status::error("rank " + std::to_string(prog->rank()) +
-                             " has two sharded expert_rows of layer " + std::to_string(layer) +
-                             ": each layer's shares must be one launch per rank");
+      // One launch per rank, or one per micro-batch, all with one share.
+      const RowRange rows = rowsOf(p, *inst);
+      auto &[first, parts] = here[layer];
+      for (const RowRange &other : parts)
+        if (other.parts != rows.parts || other.part == rows.part || !sameElements(first->held(), e->held()) ||
+            !sameElements(first->replicas(), e->replicas()) ||
+            !sameElements(first->replica(), e->replica()))
+          return Status::error("rank " + std::to_string(prog->rank()) +
+                               " has two sharded expert_rows of layer " + std::to_string(layer) +
+                               ": each layer's share must be one launch per rank (or one per "
+                               "micro-batch, the same share)");
+      parts.push_back(rows);
+      if (parts.size() > 1)
+        continue; // counted with the first
+      first = e;
       if (auto seen = stackedOf.find(layer); seen != stackedOf.end() && seen->second != e->stacked())
         return Status::error("layer " + std::to_string(layer) + " stacks " +
                              std::to_string(seen->second) + " experts on one rank and " +
@@ -188,6 +200,33 @@ std::string describe(const plan::Instruction &inst, uint32_t i) {
 
 } // namespace
 
+/// An instruction that takes rows of a micro-batch takes every operand led
+/// by the tokens as rows of that part (a kernel's rows must match, and its
+/// KV block tables are the part's); the row exchange takes none.
+static Status checkParts(const plan::Plan &p, const plan::Instruction &inst,
+                         const std::string &where) {
+  std::vector<uint32_t> ids(inst.inputs()->begin(), inst.inputs()->end());
+  ids.insert(ids.end(), inst.outputs()->begin(), inst.outputs()->end());
+  const plan::Tensor *first = nullptr;
+  for (uint32_t id : ids)
+    if (const plan::Tensor *t = p.tensors()->Get(id); t->parts() > 1 && !first)
+      first = t;
+  if (!first)
+    return Status::ok();
+  if (inst.collective() == plan::CollectiveOp::AllToAllV)
+    return Status::error(where + " exchanges the rows of a micro-batch, which this runtime "
+                                 "does not run");
+  for (uint32_t id : ids) {
+    const plan::Tensor *t = p.tensors()->Get(id);
+    if (t->shape()->Get(0) == -1 && (t->parts() != first->parts() || t->part() != first->part()))
+      return Status::error(where + " takes rows of part " + std::to_string(first->part()) +
+                           " of " + std::to_string(first->parts()) + " and tensor " +
+                           std::to_string(id) + ", which is not: every operand led by the "
+                           "tokens must be rows of the same part");
+  }
+  return Status::ok();
+}
+
 Status checkProgram(const plan::Plan &p, uint32_t rank) {
   const plan::Program &prog = *p.programs()->Get(rank);
   const uint32_t numTensors = p.tensors()->size();
@@ -255,6 +294,8 @@ Status checkProgram(const plan::Plan &p, uint32_t rank) {
     for (uint32_t id : *inst->outputs())
       if (Status st = use(id, where + " writes", &arena); !st)
         return st;
+    if (Status st = checkParts(p, *inst, where); !st)
+      return st;
   }
   // Memory: its own weights, counted; its activations inside its arena.
   uint64_t weightBytes = 0;

@@ -3,6 +3,7 @@
 #include "moe/runtime/Kernel.h"
 #include "moe/runtime/PlanView.h"
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -52,15 +53,26 @@ public:
       int layer = inst_->params_as_AttentionParams() ? inst_->params_as_AttentionParams()->layer()
                   : inst_->params_as_MlaParams()     ? inst_->params_as_MlaParams()->layer()
                                                      : -1;
-      if (layer >= 0 && !kvUsers_.insert(layer).second)
-        return Status::error(where_ + ": KV-cache layer " + std::to_string(layer) +
-                             " is already used by another attention op");
+      // (Micro-batches: one per part, each its rows of the step.)
+      const RowRange rows = rowsOf(p_, *inst_);
+      if (layer >= 0) {
+        auto &users = kvUsers_[layer];
+        for (const RowRange &other : users)
+          if (other.parts != rows.parts || other.part == rows.part)
+            return Status::error(where_ + ": KV-cache layer " + std::to_string(layer) +
+                                 " is already used by another attention op");
+        users.push_back(rows);
+      }
     }
     return Status::ok();
   }
 
 private:
   uint32_t in(uint32_t i) const { return inst_->inputs()->Get(i); }
+  /// The tensor whose rows `id` is (a micro-batch's base), or `id`.
+  uint32_t whole(uint32_t id) const {
+    return tensor(id).parts() > 1 ? tensor(id).base() : id;
+  }
   uint32_t out(uint32_t i) const { return inst_->outputs()->Get(i); }
   size_t numIn() const { return inst_->inputs()->size(); }
   const plan::Tensor &tensor(uint32_t id) const { return *p_.tensors()->Get(id); }
@@ -208,7 +220,7 @@ private:
     switch (inst_->op()) {
     case plan::OpCode::Embedding:
       c = dim(in(1), -1);
-      return all({need(in(0) == tokens_, "its ids must be the plan's tokens input"),
+      return all({need(whole(in(0)) == tokens_, "its ids must be the plan's tokens input"),
                   matrix(in(1), "table", {p_.config()->vocab_size(), c}),
                   act(out(0), "output", {kTokens, c})});
     case plan::OpCode::RmsNorm:
@@ -244,7 +256,7 @@ private:
       int64_t hd = a->head_dim(), q = a->num_heads() * hd, kv = a->num_kv_heads() * hd;
       return all({act(in(0), "query", {kTokens, q}), act(in(1), "key", {kTokens, kv}),
                   act(in(2), "value", {kTokens, kv}),
-                  need(in(3) == positions_, "its positions must be the plan's positions input"),
+                  need(whole(in(3)) == positions_, "its positions must be the plan's positions input"),
                   numIn() > 4 ? weight(in(4), "query norm", {hd}) : Status::ok(),
                   numIn() > 5 ? weight(in(5), "key norm", {hd}) : Status::ok(),
                   need(numIn() != 5, "query and key norms come together"),
@@ -257,7 +269,7 @@ private:
       return all({act(in(0), "query", {kTokens, h * (nope + rope)}),
                   act(in(1), "compressed kv", {kTokens, rank + rope}),
                   weight(in(2), "kv norm", {rank}), matrix(in(3), "kv_b", {h * (nope + v), rank}),
-                  need(in(4) == positions_, "its positions must be the plan's positions input"),
+                  need(whole(in(4)) == positions_, "its positions must be the plan's positions input"),
                   act(out(0), "output", {kTokens, h * v}), kvWidths(m->layer(), rank, rope)});
     }
     case plan::OpCode::Router: {
@@ -325,7 +337,7 @@ private:
   std::string where_;
   uint32_t tokens_ = 0, positions_ = 0;
   std::vector<const plan::Instruction *> routerOf_; ///< router whose indices a tensor is
-  std::set<int> kvUsers_;
+  std::map<int, std::vector<RowRange>> kvUsers_; ///< per KV layer: its attention ops' rows
 };
 
 } // namespace

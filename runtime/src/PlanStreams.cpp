@@ -71,13 +71,23 @@ Status checkStreams(const plan::Plan &p, const plan::Program &program) {
     return id < int64_t(numTensors) &&
            p.tensors()->Get(uint32_t(id))->storage() == plan::Storage::Arena;
   };
+  // A micro-batch's rows are of its base (the loader checked the base).
+  auto base = [&](int64_t id) {
+    if (id >= int64_t(numTensors) || p.tensors()->Get(uint32_t(id))->parts() == 1)
+      return id;
+    return int64_t(p.tensors()->Get(uint32_t(id))->base());
+  };
+  auto rows = [&](int64_t id) {
+    return id < int64_t(numTensors) ? rowsOf(*p.tensors()->Get(uint32_t(id))) : RowRange();
+  };
   auto overlap = [&](int64_t a, int64_t b) {
-    if (a == b)
-      return true;
-    if (!arena(a) || !arena(b))
+    const int64_t x = base(a), y = base(b);
+    if (x == y)
+      return rows(a).intersects(rows(b));
+    if (!arena(x) || !arena(y))
       return false;
-    const plan::Tensor *x = p.tensors()->Get(uint32_t(a)), *y = p.tensors()->Get(uint32_t(b));
-    return x->offset() < y->offset() + y->size() && y->offset() < x->offset() + x->size();
+    const plan::Tensor *s = p.tensors()->Get(uint32_t(x)), *t = p.tensors()->Get(uint32_t(y));
+    return s->offset() < t->offset() + t->size() && t->offset() < s->offset() + s->size();
   };
   auto race = findRace(steps, *order, overlap);
   if (!race)

@@ -234,26 +234,43 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
   // Routing counts per router, named by its decoder layer (plans before
   // format 1.6 do not say it: their routers are numbered in order).
   // Each router's expert ids come back through a host-visible buffer.
-  for (const plan::Instruction *inst : *s->program_.instructions())
-    if (auto *r = inst->params_as_RouterParams()) {
-      s->load_.push_back({r->layer() >= 0 ? r->layer() : int(s->load_.size()),
-                          std::vector<uint64_t>(size_t(r->num_experts()))});
-      auto ids = device.allocate(maxTokens * uint64_t(r->top_k()) * 4, MemoryKind::HostVisible);
-      if (!ids)
-        return ids.status();
-      s->routing_.push_back({ids.take(), size_t(r->top_k()), {}});
-    }
+  // The micro-batches of a layer (its routers of parts 0, 1, ...) count
+  // into one entry, each its rows of the ids.
+  s->routerOf_.assign(s->program_.instructions()->size(), -1);
+  for (uint32_t i = 0; i < s->program_.instructions()->size(); ++i) {
+    const plan::Instruction *inst = s->program_.instructions()->Get(i);
+    s->rows_.push_back(rowsOf(p, *inst));
+    auto *r = inst->params_as_RouterParams();
+    if (!r)
+      continue;
+    auto same = std::find_if(s->load_.begin(), s->load_.end(),
+                             [&](const ExpertLoad &l) { return r->layer() >= 0 && l.layer == r->layer(); });
+    s->routerOf_[i] = int(same - s->load_.begin());
+    if (same != s->load_.end())
+      continue;
+    s->load_.push_back({r->layer() >= 0 ? r->layer() : int(s->load_.size()),
+                        std::vector<uint64_t>(size_t(r->num_experts()))});
+    auto ids = device.allocate(maxTokens * uint64_t(r->top_k()) * 4, MemoryKind::HostVisible);
+    if (!ids)
+      return ids.status();
+    s->routing_.push_back({ids.take(), size_t(r->top_k()), {}});
+  }
   // With expert parallelism, of each layer's routed experts only this
   // rank's rows (ExpertsParams.held, replicas, replica).
+  std::map<int64_t, std::shared_ptr<std::vector<uint64_t>>> rowsSeenOfLayer;
   for (uint32_t i = 0; i < s->program_.instructions()->size(); ++i) {
     const plan::Instruction &inst = *s->program_.instructions()->Get(i);
     const auto *e = inst.params_as_ExpertsParams();
     if (!e || !e->stacked())
       continue;
     ExpertsParams params = std::get<ExpertsParams>(kernelParams(inst));
-    if (e->replicas())
-      params.rowsSeen = s->rowsSeen_[i] =
-          std::make_shared<std::vector<uint64_t>>(size_t(e->stacked()), 0);
+    // The micro-batches of a layer number its rows on from each other's.
+    if (e->replicas()) {
+      std::shared_ptr<std::vector<uint64_t>> &seen = rowsSeenOfLayer[e->layer()];
+      if (!seen)
+        seen = std::make_shared<std::vector<uint64_t>>(size_t(e->stacked()), 0);
+      params.rowsSeen = s->rowsSeen_[i] = seen;
+    }
     for (size_t r = 0; r < s->load_.size(); ++r)
       if (s->load_[r].layer == e->layer())
         s->routing_[r].share = expertShare(params);
@@ -447,7 +464,6 @@ Status Session::run(const Batch &batch, float *logits) {
   if (Status st = stageInputs(batch); !st)
     return st;
   const std::vector<KernelCall> &calls = bind(count);
-  size_t router = 0;
   Status st = Status::ok();
   for (size_t i = 0; i < calls.size(); ++i) {
     const plan::Instruction *inst = program_.instructions()->Get(uint32_t(i));
@@ -463,6 +479,16 @@ Status Session::run(const Batch &batch, float *logits) {
     const bool idle = count == 0 && !isCollective &&
                       std::none_of(inst->outputs()->begin(), inst->outputs()->end(),
                                    [&](uint32_t id) { return exchanges_->allRanksRows.count(id) > 0; });
+    // A micro-batch of no rows (a step of fewer tokens than parts) runs
+    // nothing, on every rank alike (they run the same tokens).
+    const RowRange rows = rows_[i];
+    if (rows.first(count) == rows.end(count) && rows.parts > 1) {
+      for (size_t e = 0; st && inst->records() && e < inst->records()->size(); ++e)
+        st = stream.record(*events_[inst->records()->Get(uint32_t(e))]);
+      if (!st)
+        break;
+      continue;
+    }
     if (st && !idle) {
       auto enqueue = [&] {
         return isCollective ? collective(uint32_t(i), stream, call) : stream.launch(call);
@@ -478,8 +504,9 @@ Status Session::run(const Batch &batch, float *logits) {
       // copied back on the router's stream, before anything it records
       // lets another stream reuse their bytes; counted after the step.
       const TensorView &ids = call.outputs[1];
-      st = stream.copy(*routing_[router++].ids, 0, *arena_, arenaOffset(ids),
-                       size_t(ids.rows() * ids.cols()) * sizeof(int32_t));
+      RouterCounts &c = routing_[size_t(routerOf_[i])];
+      st = stream.copy(*c.ids, size_t(rows.first(count)) * c.topK * sizeof(int32_t), *arena_,
+                       arenaOffset(ids), size_t(ids.rows() * ids.cols()) * sizeof(int32_t));
     }
     if (st && inst->records())
       for (uint32_t e : *inst->records())
@@ -577,8 +604,18 @@ const std::vector<KernelCall> &Session::bind(int64_t count) {
     TensorView v;
     v.dtype = dtypeOf(t->dtype());
     v.shape.assign(t->shape()->begin(), t->shape()->end());
-    if (v.shape[0] == -1)
+    // A micro-batch: its rows of the base (the loader checked the base).
+    const RowRange rows = rowsOf(*t);
+    const uint32_t whole = rows.parts > 1 ? t->base() : id;
+    size_t first = 0;
+    if (v.shape[0] == -1) {
       v.shape[0] = exchanges_->allRanksRows.count(id) ? maxBatchTokens() : count;
+      first = size_t(rows.first(v.shape[0]));
+      v.shape[0] = rows.end(v.shape[0]) - rows.first(v.shape[0]);
+    }
+    size_t rowBytes = dtypeSize(t->dtype());
+    for (size_t d = 1; d < v.shape.size(); ++d)
+      rowBytes *= size_t(v.shape[d]);
     auto weight = [&](const plan::Tensor *w) {
       return static_cast<uint8_t *>(weights_[w->weight_file()]->data()) + w->offset();
     };
@@ -592,11 +629,11 @@ const std::vector<KernelCall> &Session::bind(int64_t count) {
       }
       break;
     case plan::Storage::Arena:
-      v.data = static_cast<uint8_t *>(arena_->data()) + t->offset();
+      v.data = static_cast<uint8_t *>(arena_->data()) + t->offset() + first * rowBytes;
       break;
     case plan::Storage::Input:
       v.data = static_cast<uint8_t *>(inputs_->data()) +
-               (id == program_.inputs()->Get(0) ? 0 : positionsOffset_);
+               (whole == program_.inputs()->Get(0) ? 0 : positionsOffset_) + first * rowBytes;
       break;
     }
     return v;
@@ -614,9 +651,11 @@ const std::vector<KernelCall> &Session::bind(int64_t count) {
       call.outputs.push_back(view(id));
     int layer = kvLayerOf(*inst);
     call.kv = layer >= 0 ? &kv_[size_t(layer)] : nullptr;
-    if (call.kv)
-      call.blockTables = {static_cast<uint8_t *>(inputs_->data()) + tablesOffset_, DType::I32,
-                          {count, tableStride_}};
+    if (call.kv) // the block tables of its rows
+      call.blockTables = {static_cast<uint8_t *>(inputs_->data()) + tablesOffset_ +
+                              size_t(rows_[i].first(count) * tableStride_) * 4,
+                          DType::I32,
+                          {rows_[i].end(count) - rows_[i].first(count), tableStride_}};
     it->second.push_back(std::move(call));
   }
   return it->second;

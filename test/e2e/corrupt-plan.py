@@ -11,6 +11,9 @@
                                                 its stack I's replica number := VALUE (resealed)
   corrupt-plan.py PLAN_DIR set-experts FIELD V  rank 0's first expert_rows: its ExpertsParams
                                                 field `layer` or `stacked` := V (resealed)
+  corrupt-plan.py PLAN_DIR set-view FIELD V     the first tensor that is rows of part 1 of
+                                                another: its `base`, `part` or `parts` := V
+                                                (resealed)
   corrupt-plan.py PLAN_DIR weights-flip OFFSET  flip one byte of weights-0.bin
   corrupt-plan.py PLAN_DIR weights-truncate N   cut weights-0.bin to N bytes
 
@@ -64,6 +67,7 @@ def deref(buf, pos):
 PLAN_PROGRAMS, PROGRAM_INSTRUCTIONS, INSTRUCTION_PARAMS, INSTRUCTION_WAITS = 5, 1, 4, 7
 OPPARAMS_EXPERTS, EXPERTS_PARAMS_REPLICA = 5, 10  # the union's member; its field
 EXPERTS_PARAMS_FIELDS = {"stacked": 6, "layer": 7}
+PLAN_TENSORS, TENSOR_VIEW_FIELDS = 3, {"base": 11, "part": 12, "parts": 13}
 
 
 def rank0_instructions(body):
@@ -97,6 +101,19 @@ def set_replica(body, index, value):
 def set_experts(body, name, value):
     params = rank0_experts_params(body, EXPERTS_PARAMS_FIELDS[name])
     struct.pack_into("<i", body, field(body, params, EXPERTS_PARAMS_FIELDS[name]), value)
+
+
+def set_view(body, name, value):
+    plan = deref(body, 0)
+    tensors = deref(body, field(body, plan, PLAN_TENSORS))
+    for i in range(struct.unpack_from("<I", body, tensors)[0]):
+        tensor = deref(body, tensors + 4 + 4 * i)
+        part = field(body, tensor, TENSOR_VIEW_FIELDS["part"])
+        if part is not None and struct.unpack_from("<i", body, part)[0] == 1:
+            kind = "<I" if name == "base" else "<i"
+            struct.pack_into(kind, body, field(body, tensor, TENSOR_VIEW_FIELDS[name]), value)
+            return
+    sys.exit("the plan has no tensor that is rows of part 1")
 
 
 def drop_waits(body, n):
@@ -143,6 +160,9 @@ def main():
         data = reseal(bytes(body))
     elif cmd == "set-replica":
         set_replica(body, int(args[0]), int(args[1]))
+        data = reseal(bytes(body))
+    elif cmd == "set-view":
+        set_view(body, args[0], int(args[1]))
         data = reseal(bytes(body))
     elif cmd == "set-experts":
         set_experts(body, args[0], int(args[1]))

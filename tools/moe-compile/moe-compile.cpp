@@ -57,7 +57,8 @@ struct Flags {
   double maxKl = 1e-3, minTop1 = 0.99;
   int threads = 0;
   int64_t ep = 1, tp = 1, redundant = 0, ranksPerNode = 0;
-  std::string placementProfile, routing = "token_choice";
+  std::string placementProfile, routing = "token_choice", overlap = "none";
+  int64_t microBatches = 2;
   double capacityFactor = 1.0;
 };
 
@@ -106,6 +107,16 @@ void addFlags(moe::tools::Cli &cli, Flags &f) {
                "with --ep: data-parallel attention, as DeepSeek deploys V3: each rank serves "
                "its own sequences and the MoE layers send rows to the experts' ranks and back "
                "(all-to-all)");
+  app.add_option("--overlap", f.overlap,
+                 "with --ep or --tp: two-batch splits each step into --micro-batches parts "
+                 "whose collectives run on a stream of their own while the next part computes "
+                 "(moe-schedule-overlap); none (default)")
+      ->check(moe::tools::oneOf({"none", "two-batch"}))
+      ->type_name("POLICY");
+  app.add_option("--micro-batches", f.microBatches,
+                 "with --overlap two-batch: parts of each step (default 2)")
+      ->check(integerIn(2, moe::rt::kMaxMicroBatches))
+      ->type_name("K");
   app.add_option("--placement-profile", f.placementProfile,
                  "with --ep: place each layer's experts as planned from this routing profile "
                  "(moe-run --routing-profile): hot experts replicated into --redundant slots, "
@@ -197,6 +208,11 @@ int main(int argc, char **argv) {
   if (f.dpAttention && (f.ep < 2 || f.tp > 1 || !f.placementProfile.empty()))
     return fail("--dp-attention needs --ep 2 or more, without --tp or --placement-profile "
                 "(placed replicas and tensor-parallel attention with it are not built yet)");
+  if (f.overlap != "none" && f.ep < 2 && f.tp < 2)
+    return fail("--overlap hides the collectives of --ep or --tp behind computation: it needs "
+                "one of them at 2 or more");
+  if (cli.app.count("--micro-batches") && f.overlap == "none")
+    return fail("--micro-batches is used only with --overlap two-batch");
   if (!f.placementProfile.empty() && f.ep < 2)
     return fail("--placement-profile places experts over ranks: it needs --ep 2 or more");
   for (const char *flag : {"--redundant", "--ranks-per-node"})
@@ -234,7 +250,8 @@ int main(int argc, char **argv) {
                                  f.splitExperts,   f.ep,          policy,
                                  overrides,        f.placementProfile, f.redundant,
                                  f.ranksPerNode,   f.routing,          f.capacityFactor,
-                                 f.tp,             f.dpAttention};
+                                 f.tp,             f.dpAttention,
+                                 f.overlap,        f.microBatches};
     std::string text = f.pipeline.empty() ? moe::defaultPipelineText(options) : f.pipeline;
     auto parsed = mlir::parsePassPipeline(text, llvm::errs());
     if (mlir::failed(parsed)) {

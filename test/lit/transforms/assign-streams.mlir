@@ -11,20 +11,20 @@
 // MANY: error: moe-assign-streams: streams must be in [1, 256], got 257{{$}}
 
 // A fork and a join: a on 0; b and c both read a (on 1 and 2, each after
-// an event of stream 0); d reads b and c on stream 0 (two events, 1 and 2).
-// The output on stream 0 needs nothing more.
+// the one event recorded right after a); d reads b and c on stream 0 (an
+// event recorded right after each). The output on stream 0 needs nothing
+// more.
 // CHECK-LABEL: func.func @fork_join()
 // CHECK: plan.launch embedding {{.*}} outs(%[[A:[0-9]+]] : memref<?x32xf32>){{$}}
 // CHECK-NEXT: %[[E0:.*]] = plan.record stream 0 : !plan.event
 // CHECK-NEXT: plan.wait %[[E0]] stream 1
 // CHECK-NEXT: plan.launch linear ins(%[[A]], {{.*}} {stream = 1 : i64}
-// CHECK-NEXT: %[[E1:.*]] = plan.record stream 0 : !plan.event
-// CHECK-NEXT: plan.wait %[[E1]] stream 2
+// CHECK-NEXT: %[[E1:.*]] = plan.record stream 1 : !plan.event
+// CHECK-NEXT: plan.wait %[[E0]] stream 2
 // CHECK-NEXT: plan.launch linear ins(%[[A]], {{.*}} {stream = 2 : i64}
-// CHECK-NEXT: %[[E2:.*]] = plan.record stream 1 : !plan.event
+// CHECK-NEXT: %[[E2:.*]] = plan.record stream 2 : !plan.event
+// CHECK-NEXT: plan.wait %[[E1]] stream 0
 // CHECK-NEXT: plan.wait %[[E2]] stream 0
-// CHECK-NEXT: %[[E3:.*]] = plan.record stream 2 : !plan.event
-// CHECK-NEXT: plan.wait %[[E3]] stream 0
 // CHECK-NEXT: plan.launch add {{.*}}>){{$}}
 // CHECK-NEXT: plan.output
 // ONE-LABEL: func.func @fork_join()
@@ -56,8 +56,8 @@ func.func @fork_join() {
 // CHECK-LABEL: func.func @transitive()
 // CHECK: plan.launch embedding {{.*}} outs(%[[X:[0-9]+]] : memref<?x8xf32>){{$}}
 // CHECK-NEXT: plan.launch embedding {{.*}} outs(%[[Y:[0-9]+]] : memref<?x8xf32>) {stream = 1 : i64}
-// CHECK-NEXT: plan.launch embedding {{.*}} outs(%[[Z:[0-9]+]] : memref<?x8xf32>) {stream = 2 : i64}
 // CHECK-NEXT: %[[E0:.*]] = plan.record stream 1
+// CHECK-NEXT: plan.launch embedding {{.*}} outs(%[[Z:[0-9]+]] : memref<?x8xf32>) {stream = 2 : i64}
 // CHECK-NEXT: plan.wait %[[E0]] stream 0
 // CHECK-NEXT: plan.launch add ins(%[[X]], %[[Y]] : {{.*}} outs(%[[U:[0-9]+]] : memref<?x8xf32>){{$}}
 // CHECK-NEXT: %[[E1:.*]] = plan.record stream 0
@@ -68,7 +68,6 @@ func.func @fork_join() {
 // CHECK-NEXT: plan.launch add ins(%[[V]], %[[X]] : {{.*}} {stream = 2 : i64}
 // CHECK-NEXT: %[[E3:.*]] = plan.record stream 2
 // CHECK-NEXT: plan.wait %[[E3]] stream 0
-// CHECK-NEXT: plan.output
 func.func @transitive() {
   %t = plan.input 0 : memref<?xi32>
   %emb = plan.weight "embed" : memref<96x8xbf16>

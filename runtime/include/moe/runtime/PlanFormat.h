@@ -31,9 +31,10 @@ inline constexpr const char *kWeightFilePrefix = "weights-";
 /// replica). 2.3: routing policies (RouterParams.policy, capacity_factor).
 /// 2.4: all_to_all_v exchanges expert rows with their slots and returns
 /// them (data-parallel attention; the 2.0 form with count tensors was
-/// never run).
+/// never run). 2.5: micro-batches, tensors that are rows of another
+/// (Tensor.base, part, parts).
 inline constexpr uint16_t kFormatMajor = 2;
-inline constexpr uint16_t kFormatMinor = 4;
+inline constexpr uint16_t kFormatMinor = 5;
 
 /// plan.moeplan ends with this 8-byte tag and an 8-byte little-endian
 /// checksum64 of every byte before the tag, so that any flipped byte is
@@ -49,6 +50,9 @@ inline std::string planTrailer(const void *body, size_t size) {
     trailer.push_back(char((sum >> (8 * i)) & 0xff));
   return trailer;
 }
+
+/// The most micro-batches (Tensor.parts) a step is split into.
+inline constexpr int kMaxMicroBatches = 16;
 
 /// Every weight starts at a multiple of this in its file.
 inline constexpr uint64_t kWeightAlignment = 64;

@@ -9,7 +9,10 @@
 
 #include "moe/runtime/Kernel.h"
 #include "moe/runtime/KernelCall.h"
+#include "moe/runtime/Schedule.h"
 #include "runtime/schema/plan_generated.h"
+
+#include <algorithm>
 
 namespace moe::rt {
 
@@ -49,6 +52,24 @@ inline int kvLayerOf(const plan::Instruction &inst) {
   if (auto *m = inst.params_as_MlaParams())
     return m->layer();
   return -1;
+}
+
+/// Whether two plan vectors hold the same elements (or both are absent).
+template <typename T>
+bool sameElements(const flatbuffers::Vector<T> *x, const flatbuffers::Vector<T> *y) {
+  return (!x && !y) || (x && y && std::equal(x->begin(), x->end(), y->begin(), y->end()));
+}
+
+/// The rows of a step a tensor holds: its micro-batch (format 2.5), or all.
+inline RowRange rowsOf(const plan::Tensor &t) { return {t.part(), t.parts()}; }
+/// Those an instruction runs on: its operands' micro-batch (the loader
+/// checked that they agree), or all.
+inline RowRange rowsOf(const plan::Plan &p, const plan::Instruction &inst) {
+  for (const auto *ids : {inst.inputs(), inst.outputs()})
+    for (uint32_t id : *ids)
+      if (p.tensors()->Get(id)->parts() > 1)
+        return rowsOf(*p.tensors()->Get(id));
+  return {};
 }
 
 } // namespace moe::rt

@@ -22,6 +22,20 @@
 
 namespace moe::rt {
 
+/// Rows [T part / parts, T (part + 1) / parts) of a token-led buffer of T
+/// rows, rounded down: a micro-batch (one part: every row).
+struct RowRange {
+  int64_t part = 0, parts = 1;
+  /// [first, end) of a step of `tokens` rows.
+  int64_t first(int64_t tokens) const { return tokens * part / parts; }
+  int64_t end(int64_t tokens) const { return tokens * (part + 1) / parts; }
+  /// Whether the two ranges can share a row for some T: the real
+  /// intervals [part / parts, (part + 1) / parts) intersect.
+  bool intersects(const RowRange &o) const {
+    return part * o.parts < (o.part + 1) * parts && o.part * parts < (part + 1) * o.parts;
+  }
+};
+
 struct ScheduleStep {
   int stream = 0;
   std::vector<int64_t> reads, writes; ///< buffer ids

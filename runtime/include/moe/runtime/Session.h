@@ -5,6 +5,7 @@
 #include "moe/runtime/Collective.h"
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
+#include "moe/runtime/Schedule.h"
 #include "moe/runtime/Trace.h"
 
 #include <atomic>
@@ -185,6 +186,10 @@ private:
   /// the bytes one block takes in it; blocks are contiguous in each.
   std::vector<std::pair<Buffer *, size_t>> kvArrays_;
   std::vector<ExpertLoad> load_;
+  /// Per instruction: the index in routing_ and load_ of its router's
+  /// layer (-1: not a router), and the rows of a step it runs on.
+  std::vector<int> routerOf_;
+  std::vector<RowRange> rows_;
   std::atomic<uint64_t> collectiveBytes_{0};
   /// Data-parallel attention: the program's row exchanges (none: empty).
   std::unique_ptr<RowExchanges> exchanges_;
