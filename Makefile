@@ -5,7 +5,7 @@ JOBS ?= 2
 LIT ?= /usr/lib/llvm-19/build/utils/lit/lit.py
 PYTHON ?= python3
 
-.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-contention bench-placement bench-placement-runtime bench-routing bench-roofline bench-quantization fuzz test-asan check-transformers clean
+.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-contention bench-placement bench-placement-runtime bench-overlap bench-routing bench-roofline bench-quantization fuzz test-asan check-transformers clean
 
 all: build
 
@@ -66,6 +66,9 @@ bench-placement: build
 bench-placement-runtime: build
 	@python3 tools/bench-placement-runtime.py $(BUILD)/bin $(BUILD)/bench-placement-runtime
 	@python3 tools/bench-placement-trace.py $(BUILD)/bin $(BUILD)/bench-placement-trace
+
+bench-overlap: build
+	@python3 tools/bench-overlap.py $(BUILD)/bin $(BUILD)/bench-overlap
 
 bench-routing: build
 	@python3 tools/bench-routing.py $(BUILD)/bin $(BUILD)/bench-routing

@@ -163,7 +163,9 @@ Expected<std::unique_ptr<LoadedPlan>> LoadedPlan::open(const std::string &dir,
                          std::to_string(loaded->ranks()) + " (mpirun -np " +
                          std::to_string(loaded->ranks()) + ") or recompile the plan");
   loaded->rank_ = options.rank.value_or(0);
-  if (Status s = loaded->mapWeights(options.rank); !s)
+  if (!options.mapWeights)
+    loaded->mappings_.resize(loaded->plan_->weight_files()->size());
+  else if (Status s = loaded->mapWeights(options.rank); !s)
     return s;
   if (options.verifyWeights)
     if (Status s = loaded->verifyWeights(); !s)

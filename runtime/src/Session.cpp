@@ -495,7 +495,7 @@ Status Session::run(const Batch &batch, float *logits) {
       };
       st = trace_ ? trace_->time(stream, int(inst->stream()),
                                  {instructionName(*inst), isCollective ? "collective" : "launch",
-                                  inst->location() ? inst->location()->str() : "", count},
+                                  inst->location() ? inst->location()->str() : "", count, steps_},
                                  enqueue)
                   : enqueue();
     }
@@ -515,6 +515,7 @@ Status Session::run(const Batch &batch, float *logits) {
     if (!st)
       break;
   }
+  ++steps_;
   // A run ends when every stream has finished (a stream nobody waits for
   // may still be writing), also when it failed: nothing may still use this
   // step's inputs after we return.

@@ -28,14 +28,21 @@ Status Trace::time(Stream &stream, int streamIndex, Label label,
     return st;
   return stream.enqueueHost([this, start, streamIndex, label = std::move(label)] {
     const Clock::time_point end = Clock::now();
-    std::lock_guard<std::mutex> lock(m_);
-    auto us = [&](Clock::time_point t) { // to the nanosecond
-      return std::round(std::chrono::duration<double, std::micro>(t - origin_).count() * 1e3) /
-             1e3;
+    auto us = [&](Clock::time_point t) {
+      return std::chrono::duration<double, std::micro>(t - origin_).count();
     };
-    spans_.push_back({label, streamIndex, us(*start), us(end) - us(*start)});
+    add(label, streamIndex, us(*start), us(end) - us(*start));
     return Status::ok();
   });
+}
+
+void Trace::add(Label label, int stream, double startUs, double durationUs) {
+  // To the nanosecond, start and end (a span then ends where the next one
+  // on its stream starts, not a rounding after).
+  auto ns = [](double us) { return std::round(us * 1e3); };
+  const double start = ns(startUs), end = ns(startUs + durationUs);
+  std::lock_guard<std::mutex> lock(m_);
+  spans_.push_back({std::move(label), stream, start / 1e3, (end - start) / 1e3});
 }
 
 size_t Trace::spans() const {
@@ -63,7 +70,8 @@ std::string Trace::events(int rank) const {
                    {"dur", s.durationUs},
                    {"pid", rank},
                    {"tid", s.stream},
-                   {"args", {{"at", s.label.location}, {"tokens", s.label.tokens}}}});
+                   {"args",
+                    {{"at", s.label.location}, {"tokens", s.label.tokens}, {"step", s.label.step}}}});
   std::string text = all.dump();
   // The objects without the array's brackets: ranks' lists are joined.
   return text.size() > 2 ? text.substr(1, text.size() - 2) : std::string();

@@ -18,6 +18,7 @@
 #include "moe/runtime/Stopping.h"
 #include "tools/common/Cli.h"
 #include "tools/common/Timeline.h"
+#include "tools/moe-bench/Compare.h"
 #include "tools/common/Output.h"
 #include "tools/common/Ranks.h"
 #include "tools/common/RuntimeFlags.h"
@@ -38,7 +39,8 @@ namespace {
 
 struct Flags {
   std::string planDir, promptLen, outputLen, workload, json, kvDtype, routingProfile, outputs,
-      device = "cpu";
+      compareTo, device = "cpu";
+  int64_t rounds = 5;
   std::vector<int64_t> concurrency;
   std::vector<double> rate;
   int64_t requests = 0, sharedPrefix = 0, blockSize = 16, kvBlocks = 0, budget = 0,
@@ -121,6 +123,18 @@ int benchMain(Flags f, tools::Cli &cli) {
   auto trace = tools::TraceOutput::open(f.timeline.trace, ranks.rank());
   if (!trace)
     return fail(trace.status().message());
+  std::unique_ptr<rt::LoadedPlan> other; // --compare-to
+  if (!f.compareTo.empty()) {
+    auto o = rt::LoadedPlan::open(f.compareTo, loadOptions);
+    if (!o)
+      return fail(o.status().message());
+    if (rt::Status st = tools::agreeOnPlan(ranks, **o, *device); !st)
+      return fail(st.message());
+    other = o.take();
+    if (other->plan().config()->vocab_size() != (*plan)->plan().config()->vocab_size())
+      return fail("--compare-to " + f.compareTo + ": another vocabulary; compare plans of one "
+                  "model");
+  }
   const plan::Plan &p = (*plan)->plan();
   int64_t context = p.kv_cache()->max_context(), vocab = p.config()->vocab_size();
   if (f.verify && tools::ranksHoldDifferentTokens(**plan, ranks.rank()))
@@ -254,6 +268,13 @@ int benchMain(Flags f, tools::Cli &cli) {
         traffic[l].counts[e] += o.expertLoad[l].counts[e];
     }
 
+    std::optional<Comparison> compared;
+    if (other) {
+      auto c = compare(**plan, *other, *device, levelOptions, requests, load, f.rounds);
+      if (!c)
+        return fail(c.status().message());
+      compared = c.take();
+    }
     Level report{open ? "rate" : "concurrency", level, requests.size(), &o, -1};
     if (f.verify) {
       auto identical = verify(**plan, *device, levelOptions, requests, o);
@@ -263,6 +284,12 @@ int benchMain(Flags f, tools::Cli &cli) {
     }
     printLevel(out.text(), report, options.numBlocks);
     nlohmann::json levelDoc = levelJson(report);
+    if (compared) {
+      printComparison(out.text(), f.compareTo, *compared);
+      levelDoc["compared"] = comparisonJson(f.compareTo, *compared);
+      if (!compared->sameTokens)
+        return fail("--compare-to " + f.compareTo + ": the two plans generated different tokens");
+    }
     if (levelOptions.prefixCaching) {
       const rt::EngineStats &on = o.stats, &off = baseline.stats;
       auto ratio = [](double a, double b) { return a / std::max(b, 1e-9); };
@@ -407,6 +434,16 @@ int main(int argc, char **argv) {
                "share KV blocks of common prefixes; each level also runs without it and "
                "prints the ratios");
   app.add_flag("--verify", f.verify, "rerun each request alone; require identical outputs");
+  CLI::Option *compareTo =
+      app.add_option("--compare-to", f.compareTo,
+                     "also run each level's requests through this plan and this one in turn "
+                     "(--rounds rounds, the order alternating) and print the median ratio of "
+                     "their times, paired by round; their tokens must be the same")
+          ->type_name("PLAN-DIR");
+  app.add_option("--rounds", f.rounds, "with --compare-to: rounds (default 5)")
+      ->check(tools::integerIn(1, 1000))
+      ->needs(compareTo)
+      ->type_name("N");
   app.add_option("--outputs", f.outputs,
                  "write each completed request's generated tokens to FILE, one JSON line per "
                  "level and request: {\"level\", \"request\", \"tokens\"} (to compare runs)")

@@ -8,6 +8,9 @@
 //                                each MoE layer's experts on the ranks, with a
 //                                routing profile's predicted load per rank and a
 //                                trace replayed over them
+//   moe-plan simulate <plan-dir> --hardware FILE --batch-tokens N [--link L]
+//                     [--baseline PLAN] [--measured TRACE] [--trace FILE] [--json FILE]
+//                                a step predicted on a hardware profile
 //
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/File.h"
@@ -19,6 +22,9 @@
 #include "tools/common/Cli.h"
 #include "tools/common/Output.h"
 #include "tools/common/PlacementReport.h"
+#include "tools/plan-cost/Simulate.h"
+#include "moe/runtime/PlanView.h"
+#include "moe/runtime/Trace.h"
 
 #include "flatbuffers/idl.h"
 
@@ -248,6 +254,150 @@ int placement(const LoadedPlan &loaded, const PlacementFlags &f) {
   return 0;
 }
 
+struct SimulateFlags {
+  std::string hardware, link, baseline, trace, json, measured;
+  int64_t batchTokens = 0;
+};
+
+/// One plan's simulated step, printed.
+struct Simulated {
+  std::unique_ptr<LoadedPlan> plan;
+  moe::cost::Simulation sim;
+};
+
+Expected<Simulated> simulatePlan(const std::string &dir, const moe::cost::Hardware &hw,
+                                 const LinkModel &link, int64_t tokens,
+                                 const moe::cost::MeasuredLaunches *measured) {
+  LoadOptions options;
+  options.mapWeights = false;
+  auto loaded = LoadedPlan::open(dir, options);
+  if (!loaded)
+    return loaded.status();
+  if (tokens > (*loaded)->plan().max_batch_tokens())
+    return Status::error("--batch-tokens " + std::to_string(tokens) + " exceeds " + dir +
+                             "'s most tokens per step, " +
+                             std::to_string((*loaded)->plan().max_batch_tokens()));
+  auto sim = moe::cost::simulate((*loaded)->plan(), 0, hw, link, tokens, measured);
+  if (!sim)
+    return Status::error(dir + ": " + sim.status().message());
+  return Simulated{loaded.take(), sim.take()};
+}
+
+int simulate(const std::string &dir, const SimulateFlags &f) {
+  auto hw = moe::cost::Hardware::load(f.hardware);
+  if (!hw)
+    return fail(hw.status().message());
+  std::optional<LinkModel> link = hw->link;
+  if (!f.link.empty())
+    link = *LinkModel::parse(f.link); // checked by the flag
+  if (!link)
+    return fail(f.hardware + " states no link between ranks: give one with --link "
+                             "LATENCY_US:GB_PER_S (the --emulate-link of the run to predict)");
+  moe::tools::Output out(f.json);
+  if (Status st = out.open(); !st)
+    return fail(st.message());
+  std::optional<moe::cost::MeasuredLaunches> measured;
+  if (!f.measured.empty()) {
+    auto m = moe::cost::MeasuredLaunches::fromTrace(f.measured, f.batchTokens);
+    if (!m)
+      return fail(m.status().message());
+    measured = m.take();
+  }
+  const moe::cost::MeasuredLaunches *timed = measured ? &*measured : nullptr;
+  auto plan = simulatePlan(dir, *hw, *link, f.batchTokens, timed);
+  if (!plan)
+    return fail(plan.status().message());
+  const moe::cost::Simulation &s = plan->sim;
+  const fb::Plan &p = plan->plan->plan();
+  const fb::Program &program = *p.programs()->Get(0);
+  auto ms = [](double seconds) { return seconds * 1e3; };
+  std::FILE *o = out.text();
+  std::fprintf(o, "simulated %s: rank 0 of %u, a step of %lld tokens (a prefill from position 0) "
+                  "on %s\n",
+               dir.c_str(), p.programs()->size(), (long long)f.batchTokens, hw->name.c_str());
+  std::fprintf(o, "  step        %.3f ms\n", ms(s.step));
+  for (size_t k = 0; k < s.busy.size(); ++k)
+    std::fprintf(o, "  stream %zu    busy %.3f ms (%.0f%% of the step)\n", k, ms(s.busy[k]),
+                 100 * s.busy[k] / std::max(s.step, 1e-12));
+  double pathCompute = 0, pathCollective = 0;
+  for (size_t k : s.criticalPath) {
+    const auto &i = s.instructions[k];
+    const bool collective =
+        program.instructions()->Get(i.index)->collective() != fb::CollectiveOp::None;
+    (collective ? pathCollective : pathCompute) += i.end - i.start;
+  }
+  std::fprintf(o, "  critical path: %zu instructions, %.3f ms computing + %.3f ms in "
+                  "collectives + %.3f ms waiting\n",
+               s.criticalPath.size(), ms(pathCompute), ms(pathCollective),
+               ms(s.step - pathCompute - pathCollective));
+  std::fprintf(o, "  one stream  %.3f ms (the same instructions one after another): overlap "
+                  "saves %.3f ms (%.1f%%)\n",
+               ms(s.serial), ms(s.serial - s.step), 100 * (s.serial - s.step) / s.serial);
+  nlohmann::ordered_json doc = {{"plan", dir},
+                                {"hardware", hw->toJson()},
+                                {"link", {{"latency_us", link->latencyUs},
+                                          {"gb_per_s", link->gbPerSecond}}},
+                                {"batch_tokens", f.batchTokens},
+                                {"step_seconds", s.step},
+                                {"serial_seconds", s.serial},
+                                {"stream_busy_seconds", s.busy},
+                                {"critical_path", s.criticalPath}};
+  nlohmann::ordered_json timeline = nlohmann::ordered_json::array();
+  for (const auto &i : s.instructions)
+    timeline.push_back({{"instruction", i.index}, {"stream", i.stream}, {"start", i.start},
+                        {"end", i.end}});
+  doc["instructions"] = std::move(timeline);
+  if (!f.baseline.empty()) {
+    auto base = simulatePlan(f.baseline, *hw, *link, f.batchTokens, timed);
+    if (!base)
+      return fail(base.status().message());
+    const double saving = base->sim.step - s.step;
+    std::fprintf(o, "  baseline    %s: %.3f ms; this plan saves %.3f ms (%.1f%%), %.3fx as fast\n",
+                 f.baseline.c_str(), ms(base->sim.step), ms(saving),
+                 100 * saving / base->sim.step, base->sim.step / s.step);
+    doc["baseline"] = {{"plan", f.baseline}, {"step_seconds", base->sim.step}};
+  }
+  const std::string launches =
+      measured ? "launches as measured in " + f.measured +
+                     " (a micro-batch's scaled by the cost model's part / whole)"
+               : [&] {
+                   char text[200];
+                   std::snprintf(text, sizeof text,
+                                 "matmuls at %s's rate for their weight type, everything else at "
+                                 "%.0f GB/s, %.1f us per launch",
+                                 hw->name.c_str(), hw->memoryGBps, hw->launchOverheadUs);
+                   return std::string(text);
+                 }();
+  std::fprintf(o, "assumptions: ranks alike (rank 0's program stands for the job); %s; expert "
+                  "rows routed evenly; collectives over a link of %s (ring all_reduce: 2 (N - "
+                  "1) / N of the payload on the wire)%s\n",
+               launches.c_str(), link->describe().c_str(),
+               hw->hostRunsStreamZero ? "; the host runs stream 0 and issues the others' work "
+                                        "as it reaches it"
+                                      : "");
+  if (!f.trace.empty()) {
+    Trace trace;
+    for (const auto &i : s.instructions) {
+      const fb::Instruction &inst = *program.instructions()->Get(i.index);
+      const bool collective = inst.collective() != fb::CollectiveOp::None;
+      trace.add({instructionName(inst), collective ? "collective" : "launch",
+                 inst.location() ? inst.location()->str() : "", f.batchTokens},
+                i.stream, i.start * 1e6, (i.end - i.start) * 1e6);
+    }
+    auto file = OutputFile::create(f.trace);
+    if (!file)
+      return fail(file.status().message());
+    if (Status st = file->write(traceDocument({trace.events(0)})); !st)
+      return fail(st.message());
+    if (Status st = file->close(); !st)
+      return fail(st.message());
+  }
+  if (out.wantsJson())
+    if (Status st = out.writeJson(doc); !st)
+      return fail(st.message());
+  return 0;
+}
+
 int json(const LoadedPlan &loaded, const std::string &dir) {
   flatbuffers::Parser parser;
   parser.opts.strict_json = true;
@@ -280,7 +430,9 @@ int main(int argc, char **argv) {
       {"json", "the whole plan as JSON"},
       {"verify", "check the plan and every weight checksum"},
       {"placement", "each MoE layer's experts on the ranks; with --profile their predicted "
-                    "load, with --trace a replay of the trace over them"}};
+                    "load, with --trace a replay of the trace over them"},
+      {"simulate", "a step's predicted time per stream on a hardware profile, its critical "
+                   "path and what overlap saves"}};
   for (const Command &c : commands)
     cli.addPlan(dir, cli.app.add_subcommand(c.name, c.help));
   PlacementFlags placed;
@@ -296,15 +448,54 @@ int main(int argc, char **argv) {
   placementCmd->add_option("--json", placed.json, "write the results as JSON to FILE ('-': "
                                                   "standard output)")
       ->type_name("FILE");
+  SimulateFlags simulated;
+  CLI::App *simulateCmd = cli.app.get_subcommand("simulate");
+  simulateCmd
+      ->add_option("--hardware", simulated.hardware,
+                   "the hardware profile (docs/hardware/*.json; moe-roofline --calibrate "
+                   "writes this machine's)")
+      ->required()
+      ->type_name("FILE");
+  simulateCmd->add_option("--batch-tokens", simulated.batchTokens, "tokens of the step")
+      ->required()
+      ->check(moe::tools::integerIn(1, 1 << 24))
+      ->type_name("N");
+  simulateCmd
+      ->add_option("--link", simulated.link,
+                   "the link between ranks instead of the profile's (as moe-run "
+                   "--emulate-link)")
+      ->type_name("LATENCY_US:GB_PER_S")
+      ->check([](const std::string &text) {
+        auto link = LinkModel::parse(text);
+        return link ? std::string() : link.status().message();
+      });
+  simulateCmd
+      ->add_option("--baseline", simulated.baseline,
+                   "also simulate this plan (e.g. compiled without --overlap) and print the "
+                   "saving against it")
+      ->type_name("PLAN-DIR");
+  simulateCmd
+      ->add_option("--measured", simulated.measured,
+                   "time launches as a run measured them: a trace (moe-run --trace) of this "
+                   "model without micro-batches, with a step of --batch-tokens tokens")
+      ->type_name("TRACE");
+  simulateCmd->add_option("--trace", simulated.trace,
+                          "write the predicted timeline as Chrome/Perfetto trace-event JSON")
+      ->type_name("FILE");
+  simulateCmd->add_option("--json", simulated.json, "write the results as JSON to FILE ('-': "
+                                                    "standard output)")
+      ->type_name("FILE");
   cli.app.require_subcommand(1);
   if (argc > 1 && argv[1][0] != '-' &&
       std::none_of(std::begin(commands), std::end(commands),
                    [&](const Command &c) { return std::string(argv[1]) == c.name; }))
     return fail("unknown command '" + std::string(argv[1]) +
-                "' (show, weights, json, verify or placement; see --help)");
+                "' (show, weights, json, verify, placement or simulate; see --help)");
   if (auto code = cli.parse(argc, argv))
     return *code;
   const std::string command = cli.app.get_subcommands().front()->get_name();
+  if (command == "simulate")
+    return simulate(dir, simulated);
   LoadOptions options;
   options.verifyWeights = command == "verify";
   auto loaded = LoadedPlan::open(dir, options);

@@ -14,7 +14,9 @@
 #include "tools/common/Cli.h"
 #include "tools/common/Output.h"
 #include "tools/moe-roofline/Machine.h"
-#include "tools/moe-roofline/PlanCost.h"
+#include "tools/plan-cost/Hardware.h"
+#include "tools/plan-cost/PlanCost.h"
+#include "moe/runtime/File.h"
 
 #include <omp.h>
 
@@ -33,7 +35,7 @@ using namespace moe;
 namespace {
 
 struct Flags {
-  std::string plan, baseline, json;
+  std::string plan, baseline, json, calibrate;
   int64_t decodeSteps = 32, promptLen = 16, batch = 64, prefillTokens = 0, triadMib = 256,
           repeats = 3;
   int threads = 0;
@@ -131,11 +133,11 @@ rt::Expected<std::vector<Figures>> measure(std::vector<Subject> &subjects, const
       return session.status();
     sessions.push_back(std::move(*session));
     f[i].prefillSeconds = 1e30;
-    f[i].prefillFlops = roofline::prefillFlops(p, f[i].prefillTokens);
+    f[i].prefillFlops = cost::prefillFlops(p, f[i].prefillTokens);
     // KV read per decode token at the mean timed context.
     double kvPerToken = double(sessions[i]->kvBlockBytes()) / double(sessions[i]->blockSize());
     f[i].bytesPerToken =
-        double(roofline::decodeWeightBytes(p)) + kvPerToken * double(prompt + steps / 2);
+        double(cost::decodeWeightBytes(p)) + kvPerToken * double(prompt + steps / 2);
   }
   for (int r = 0; r < 2; ++r)
     for (size_t i = 0; i < subjects.size(); ++i) {
@@ -284,6 +286,68 @@ int rooflineMain(const Flags &flags, tools::Cli &cli) {
   return 0;
 }
 
+/// --calibrate FILE: this machine as a hardware profile for the plan
+/// simulator (tools/plan-cost/Hardware.h), measured with the run's threads
+/// (one rank's share of the cores): our linear kernel's rate per weight
+/// type at a prefill-sized product, the STREAM triad, the cost of one
+/// kernel call. The link between ranks is left to the run it predicts
+/// (--emulate-link; moe-plan simulate --link).
+int calibrate(const Flags &flags, tools::Cli &cli) {
+  if (flags.threads > 0)
+    omp_set_num_threads(flags.threads);
+  const int64_t repeats = flags.repeats;
+  double triad = 0, f32 = 0, bf16 = 0, launch = 1e30;
+  for (int64_t r = 0; r < repeats; ++r) {
+    triad = std::max(triad, roofline::triadGBps(size_t(flags.triadMib) << 18, 5));
+    f32 = std::max(f32, roofline::linearGflops(cpu::WeightType::F32, 256, 1024, 1024));
+    bf16 = std::max(bf16, roofline::linearGflops(cpu::WeightType::BF16, 256, 1024, 1024));
+    // One tiny product: what a call costs besides its work (threads woken
+    // and joined).
+    const double tiny = 2.0 * 8 * 8 * 8 / (roofline::linearGflops(cpu::WeightType::F32, 1, 8, 8) *
+                                           1e9);
+    launch = std::min(launch, tiny);
+  }
+  cost::Hardware h;
+  h.name = "this-cpu";
+  std::string cpu = "?";
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line);)
+    if (line.rfind("model name", 0) == 0) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  char description[320];
+  std::snprintf(description, sizeof description,
+                "one rank of this machine (%s): %d thread(s), measured by moe-roofline "
+                "--calibrate",
+                cpu.c_str(), omp_get_max_threads());
+  h.description = description;
+  h.matmulTflops = {{"f32", f32 / 1e3}, {"bf16", bf16 / 1e3}};
+  h.memoryGBps = triad;
+  h.launchOverheadUs = launch * 1e6;
+  h.hostRunsStreamZero = true; // the CPU backend's stream 0 is the caller
+  const std::string how = " (best of " + std::to_string(repeats) + ")";
+  h.sources = {
+      {"matmul_tflops", "our linear kernel, x [256, 1024] times w [1024, 1024]" + how},
+      {"memory_gb_per_s", "STREAM triad over 3 x " + std::to_string(flags.triadMib) +
+                              " MiB arrays" + how},
+      {"launch_overhead_us", "our linear kernel on [1, 8] x [8, 8]" + how},
+      {"link", "none: pass moe-plan simulate --link, the --emulate-link of the run"}};
+  auto file = rt::OutputFile::create(flags.calibrate);
+  if (!file)
+    return cli.fail(file.status().message());
+  if (rt::Status st = file->write(h.toJson().dump(2) + "\n"); !st)
+    return cli.fail(st.message());
+  if (rt::Status st = file->close(); !st)
+    return cli.fail(st.message());
+  std::fprintf(stderr,
+               "moe-roofline: wrote %s: %d thread(s), f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s, "
+               "triad %.2f GB/s, %.1f us per call\n",
+               flags.calibrate.c_str(), omp_get_max_threads(), f32, bf16, triad,
+               launch * 1e6);
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -293,7 +357,14 @@ int main(int argc, char **argv) {
                  "baseline plan measured in the same run");
   Flags f;
   CLI::App &app = cli.app;
-  cli.addPlan(f.plan);
+  CLI::Option *plan = cli.addPlan(f.plan);
+  CLI::Option *calibrating =
+      app.add_option("--calibrate", f.calibrate,
+                     "instead of measuring a plan, write this machine's hardware profile for "
+                     "moe-plan simulate to FILE (with --threads: one rank's share)")
+          ->type_name("FILE");
+  plan->required(false);
+  calibrating->excludes(plan);
   app.add_option("--baseline", f.baseline,
                  "a second plan (e.g. compiled with --fusion=false); ratios plan / baseline are "
                  "printed")
@@ -324,5 +395,9 @@ int main(int argc, char **argv) {
   cli.addThreads(f.threads);
   if (auto code = cli.parse(argc, argv))
     return *code;
+  if (!f.calibrate.empty())
+    return calibrate(f, cli);
+  if (f.plan.empty())
+    return cli.fail("give a plan directory, or --calibrate FILE");
   return rooflineMain(f, cli);
 }

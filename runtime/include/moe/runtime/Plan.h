@@ -28,6 +28,9 @@ struct LoadOptions {
   /// mapped (tools that inspect or verify a whole plan) and program() is
   /// rank 0's.
   std::optional<int> rank;
+  /// Map the weight files (false: the plan alone, for tools that only read
+  /// it, such as the simulator; weightData() is then null).
+  bool mapWeights = true;
 };
 
 class LoadedPlan {

@@ -190,6 +190,7 @@ private:
   /// layer (-1: not a router), and the rows of a step it runs on.
   std::vector<int> routerOf_;
   std::vector<RowRange> rows_;
+  int64_t steps_ = 0; ///< runs so far (the trace's step numbers)
   std::atomic<uint64_t> collectiveBytes_{0};
   /// Data-parallel attention: the program's row exchanges (none: empty).
   std::unique_ptr<RowExchanges> exchanges_;

@@ -31,6 +31,7 @@ public:
     std::string category; ///< "launch", "collective"
     std::string location; ///< the plan instruction's source location
     int64_t tokens = 0;   ///< of the step
+    int64_t step = 0;     ///< the session's steps before this one
   };
 
   Trace() : origin_(Clock::now()) {}
@@ -41,6 +42,9 @@ public:
   /// between them once the stream has run both.
   Status time(Stream &stream, int streamIndex, Label label,
               const std::function<Status()> &enqueue);
+  /// A span of `durationUs` from `startUs` (microseconds from the origin)
+  /// on stream `stream`: a timeline from elsewhere (the simulator's).
+  void add(Label label, int stream, double startUs, double durationUs);
   /// This rank's spans as trace-event objects, comma-separated, with
   /// pid `rank` (and metadata naming the rank and its streams).
   std::string events(int rank) const;
