@@ -68,6 +68,7 @@ bench-placement-runtime: build
 	@python3 tools/bench-placement-trace.py $(BUILD)/bin $(BUILD)/bench-placement-trace
 
 bench-overlap: build
+	@tools/setup-deps.sh --plots
 	@python3 tools/bench-overlap.py $(BUILD)/bin $(BUILD)/bench-overlap
 
 bench-routing: build

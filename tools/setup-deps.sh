@@ -3,6 +3,7 @@
 # installs nothing and takes about a second. Run as root on Debian 12 (bookworm).
 #   setup-deps.sh           what `make test` and `make demo` need
 #   setup-deps.sh --fuzz    also clang, libFuzzer and libomp for `make fuzz`
+#   setup-deps.sh --plots   also rsvg-convert, for the PNGs of `make bench-overlap`
 set -euo pipefail
 
 packages=(
@@ -15,6 +16,9 @@ packages=(
 )
 if [ "${1:-}" = "--fuzz" ]; then
   packages+=(clang-19 libclang-rt-19-dev libomp-19-dev)
+fi
+if [ "${1:-}" = "--plots" ]; then # PNGs of the benchmarks' SVGs (rsvg-convert)
+  packages+=(librsvg2-bin)
 fi
 
 missing=()

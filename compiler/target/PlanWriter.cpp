@@ -95,7 +95,8 @@ public:
     // Every field is written, the version fields in particular, so that any
     // reader (and the corruption tests) finds them in place.
     b_.ForceDefaults(true);
-    catalog_ = TensorCatalog::open(options_.checkpointDir);
+    if (!options_.shapeOnly)
+      catalog_ = TensorCatalog::open(options_.checkpointDir);
     programs_.resize(ranks.size());
     for (size_t r = 0; r < ranks.size(); ++r) {
       auto arena = ranks[r]->getAttrOfType<IntegerAttr>("plan.arena_bytes");
@@ -263,7 +264,8 @@ private:
     const int64_t count = stacked - int64_t(appended.size() / names.size());
     const uint64_t partElements =
         uint64_t(type.getNumElements()) / uint64_t(held) / names.size();
-    for (int64_t ex : experts)
+    // A shape-only plan has the layout the IR states and no tensors to read.
+    for (int64_t ex : options_.shapeOnly ? std::vector<int64_t>() : experts)
       for (size_t n = 0; n < names.size(); ++n) {
         std::string part = ex < count ? mlir::moe::WeightOp::expand(names[n], ex)
                                       : appended[size_t(ex - count) * names.size() + n];
@@ -288,6 +290,8 @@ private:
     if (w.getScale()) { // fp8 as stored, with its block scales stacked
       e.rowGroup = (*w.getBlock())[0];
       e.group = (*w.getBlock())[1];
+    }
+    if (w.getScale() && !options_.shapeOnly) {
       // Each checkpoint matrix has its own block grid; stacked, they form
       // the plan's one grid only when every matrix fills whole blocks.
       const TensorInfo &first = *pending.parts.front();
@@ -464,7 +468,27 @@ private:
     return eventIds_.try_emplace(event, int64_t(eventIds_.size())).first->second;
   }
 
+  /// A shape-only plan: each weight's place in a file that is not written.
+  void layOutWeights(size_t rank) {
+    Program &program = programs_[rank];
+    uint64_t end = 0;
+    auto place = [&](uint32_t tensor) {
+      end = (end + rt::kWeightAlignment - 1) / rt::kWeightAlignment * rt::kWeightAlignment;
+      tensors_[tensor].offset = end;
+      end += tensors_[tensor].size;
+    };
+    for (const Pending &w : program.pending) {
+      place(w.tensor);
+      if (w.encoding.quantized())
+        place(w.scales);
+    }
+    program.weightFileSize = end;
+    program.weightFile = std::string(rt::kWeightFilePrefix) + std::to_string(rank) + ".bin";
+  }
+
   void packWeights(size_t rank) {
+    if (options_.shapeOnly)
+      return layOutWeights(rank);
     Program &program = programs_[rank];
     std::string file = std::string(rt::kWeightFilePrefix) + std::to_string(rank) + ".bin";
     WeightPacker packer((fs::path(dir_) / file).string(), program.weightBytes,
@@ -571,7 +595,7 @@ private:
                            rt::gitCommit() + ")";
     auto provenance = fb::CreateProvenanceDirect(b_, compiler.c_str(),
                                                  options_.pipeline.c_str(), source.c_str(),
-                                                 hash.c_str());
+                                                 hash.c_str(), options_.shapeOnly);
     auto plan = fb::CreatePlanDirect(b_, rt::kFormatMajor, rt::kFormatMinor, modelConfig,
                                      &tensors, &files, &programs, int32_t(maxTokens_), kv,
                                      provenance, &placement);

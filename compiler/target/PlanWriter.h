@@ -18,6 +18,10 @@ struct PlanWriteOptions {
   /// When set (by a signal handler), writing stops and the target is left
   /// as it was.
   const std::atomic<bool> *cancelled = nullptr;
+  /// The module was imported from config.json alone: write the plan's
+  /// layout (every tensor's place and size) but no weights, a plan to
+  /// inspect and simulate that the runtime refuses to run.
+  bool shapeOnly = false;
 };
 
 /// Serialises a module that went through moe-to-plan and moe-plan-memory:

@@ -155,7 +155,9 @@ def ScheduleOverlapPass : Pass<"moe-schedule-overlap", "mlir::ModuleOp"> {
     stream 0 (DeepSeek's and SGLang's two-batch overlap). The events are
     those the memory effects need (vector clocks, as moe-assign-streams).
     Every kernel is batch-invariant, so the logits do not change.
-    `policy=none` leaves the program as it is.
+    `policy=none` leaves the program as it is. Choosing by prediction is
+    `moe-compile --overlap auto`: it writes each candidate plan and
+    simulates it on a hardware profile (`moe-plan simulate`).
 
     Refused by name: routing that depends on the whole step (capacity,
     expert choice), the row exchange of data-parallel attention

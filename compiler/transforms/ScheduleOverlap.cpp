@@ -38,8 +38,9 @@ struct ScheduleOverlapPass : ::moe::impl::ScheduleOverlapPassBase<ScheduleOverla
 
   void runOnOperation() override {
     if (policy != "none" && policy != "two-batch") {
-      getOperation().emitError() << "moe-schedule-overlap: policy must be none or two-batch, got '"
-                                 << policy << "'";
+      getOperation().emitError()
+          << "moe-schedule-overlap: policy must be none or two-batch, got '" << policy
+          << "' (moe-compile --overlap auto chooses between them by simulating the plans)";
       return signalPassFailure();
     }
     if (microBatches < 2 || microBatches > ::moe::rt::kMaxMicroBatches) {

@@ -163,6 +163,12 @@ Expected<std::unique_ptr<LoadedPlan>> LoadedPlan::open(const std::string &dir,
                          std::to_string(loaded->ranks()) + " (mpirun -np " +
                          std::to_string(loaded->ranks()) + ") or recompile the plan");
   loaded->rank_ = options.rank.value_or(0);
+  const bool shapeOnly =
+      loaded->plan_->provenance() && loaded->plan_->provenance()->shape_only();
+  if (shapeOnly && (options.mapWeights || options.verifyWeights))
+    return Status::error(path + ": a shape-only plan (moe-compile --shape-only) has no "
+                                "weights: inspect or simulate it (moe-plan show, moe-plan "
+                                "simulate), or compile the checkpoint to run it");
   if (!options.mapWeights)
     loaded->mappings_.resize(loaded->plan_->weight_files()->size());
   else if (Status s = loaded->mapWeights(options.rank); !s)

@@ -9,7 +9,9 @@
 #include "compiler/import/Importer.h"
 #include "compiler/pipelines/Pipelines.h"
 #include "compiler/target/PlanWriter.h"
+#include "AutoOverlap.h"
 #include "AutoPrecision.h"
+#include "moe/runtime/LinkEmulation.h"
 #include "moe/runtime/File.h"
 #include "moe/runtime/PlanFormat.h"
 #include "tools/common/Cli.h"
@@ -53,11 +55,11 @@ struct Flags {
   std::string input, output, pipeline, kvDtype = "f32", precision = "keep", calibration,
                                        emit = "plan";
   int64_t maxBatchTokens = 256, maxContext = 4096, calibrationTokens = 1024;
-  bool fusion = true, splitExperts = false, dpAttention = false;
+  bool fusion = true, splitExperts = false, dpAttention = false, shapeOnly = false;
   double maxKl = 1e-3, minTop1 = 0.99;
   int threads = 0;
   int64_t ep = 1, tp = 1, redundant = 0, ranksPerNode = 0;
-  std::string placementProfile, routing = "token_choice", overlap = "none";
+  std::string placementProfile, routing = "token_choice", overlap = "none", hardware, link;
   int64_t microBatches = 2;
   double capacityFactor = 1.0;
 };
@@ -107,12 +109,29 @@ void addFlags(moe::tools::Cli &cli, Flags &f) {
                "with --ep: data-parallel attention, as DeepSeek deploys V3: each rank serves "
                "its own sequences and the MoE layers send rows to the experts' ranks and back "
                "(all-to-all)");
+  app.add_flag("--shape-only", f.shapeOnly,
+               "compile from config.json alone (dtypes from torch_dtype): the plan's layout "
+               "without weights, to inspect and simulate (moe-plan show, simulate) a model "
+               "too large to download; the runtime refuses to run it");
   app.add_option("--overlap", f.overlap,
                  "with --ep or --tp: two-batch splits each step into --micro-batches parts "
                  "whose collectives run on a stream of their own while the next part computes "
-                 "(moe-schedule-overlap); none (default)")
-      ->check(moe::tools::oneOf({"none", "two-batch"}))
+                 "(moe-schedule-overlap); auto chooses by prediction (--hardware); none "
+                 "(default)")
+      ->check(moe::tools::oneOf({"none", "two-batch", "auto"}))
       ->type_name("POLICY");
+  app.add_option("--hardware", f.hardware,
+                 "with --overlap auto: the hardware profile its predictions run on "
+                 "(docs/hardware/*.json): none, or two-batch in 2, 3 or 4 micro-batches, "
+                 "whichever moe-plan simulate predicts fastest at --max-batch-tokens")
+      ->type_name("FILE");
+  app.add_option("--link", f.link,
+                 "with --overlap auto: the link between ranks instead of the profile's")
+      ->type_name("LATENCY_US:GB_PER_S")
+      ->check([](const std::string &text) {
+        auto link = moe::rt::LinkModel::parse(text);
+        return link ? std::string() : link.status().message();
+      });
   app.add_option("--micro-batches", f.microBatches,
                  "with --overlap two-batch: parts of each step (default 2)")
       ->check(integerIn(2, moe::rt::kMaxMicroBatches))
@@ -211,8 +230,14 @@ int main(int argc, char **argv) {
   if (f.overlap != "none" && f.ep < 2 && f.tp < 2)
     return fail("--overlap hides the collectives of --ep or --tp behind computation: it needs "
                 "one of them at 2 or more");
-  if (cli.app.count("--micro-batches") && f.overlap == "none")
+  if (cli.app.count("--micro-batches") && f.overlap != "two-batch")
     return fail("--micro-batches is used only with --overlap two-batch");
+  if ((f.overlap == "auto") != !f.hardware.empty() || (!f.link.empty() && f.overlap != "auto"))
+    return fail("--overlap auto needs --hardware FILE, and --hardware and --link are used only "
+                "by --overlap auto");
+  if (f.overlap == "auto" && (f.emit != "plan" || !f.pipeline.empty() || f.precision == "auto"))
+    return fail("--overlap auto compiles and simulates plans: it cannot be combined with "
+                "--emit=mlir, --pass-pipeline or --precision=auto");
   if (!f.placementProfile.empty() && f.ep < 2)
     return fail("--placement-profile places experts over ranks: it needs --ep 2 or more");
   for (const char *flag : {"--redundant", "--ranks-per-node"})
@@ -231,7 +256,11 @@ int main(int argc, char **argv) {
   moe::registerAllDialects(registry);
   mlir::MLIRContext context(registry);
   std::string error;
-  auto module = moe::importCheckpoint(context, f.input, {}, error);
+  if (f.shapeOnly && autoPrecision)
+    return fail("--shape-only has no weights to calibrate --precision=auto on");
+  moe::ImportOptions importOptions;
+  importOptions.shapeOnly = f.shapeOnly;
+  auto module = moe::importCheckpoint(context, f.input, importOptions, error);
   if (!module)
     return fail(error);
 
@@ -280,7 +309,8 @@ int main(int argc, char **argv) {
         }
       return true;
     }
-    return moe::writePlan(*copy, {f.input, dir, text, kvType, &interrupted}, error);
+    return moe::writePlan(*copy, {f.input, dir, text, kvType, &interrupted, f.shapeOnly},
+                          error);
   };
   std::vector<std::string> overrides;
   if (autoPrecision) {
@@ -289,6 +319,22 @@ int main(int argc, char **argv) {
     if (!moe::searchPrecision(compile, search, overrides, llvm::errs(), error))
       return fail(interrupted ? "interrupted by a signal; " + f.output + " was left as it was"
                               : error);
+  }
+  if (f.overlap == "auto") {
+    moe::AutoOverlapOptions choose{f.hardware, f.link, f.maxBatchTokens,
+                                   moe::candidatesDir(f.output)};
+    auto compileOverlap = [&](const std::string &policy, int64_t parts, const std::string &dir,
+                              std::string &error) {
+      f.overlap = policy;
+      f.microBatches = parts;
+      return compile(f.precision, overrides, dir, error);
+    };
+    std::string policy;
+    int64_t parts = 0;
+    if (!moe::chooseOverlap(compileOverlap, choose, policy, parts, llvm::errs(), error))
+      return fail(error);
+    f.overlap = policy;
+    f.microBatches = parts;
   }
   if (!compile(autoPrecision ? "keep" : f.precision, overrides, f.output, error))
     return fail(error);

@@ -359,7 +359,8 @@ int simulate(const std::string &dir, const SimulateFlags &f) {
   }
   const std::string launches =
       measured ? "launches as measured in " + f.measured +
-                     " (a micro-batch's scaled by the cost model's part / whole)"
+                     " (the slowest rank's; a micro-batch's scaled by the cost model's part / "
+                     "whole), collectives as its own transfer (the fastest rank's) plus the link"
                : [&] {
                    char text[200];
                    std::snprintf(text, sizeof text,
@@ -498,6 +499,7 @@ int main(int argc, char **argv) {
     return simulate(dir, simulated);
   LoadOptions options;
   options.verifyWeights = command == "verify";
+  options.mapWeights = command == "verify"; // the others read the plan alone
   auto loaded = LoadedPlan::open(dir, options);
   if (!loaded)
     return fail(loaded.status().message());

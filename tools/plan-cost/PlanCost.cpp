@@ -103,8 +103,12 @@ InstructionCost instructionCost(const plan::Plan &p, const plan::Instruction &in
     case plan::CollectiveOp::AllGather:
       c.wireBytes = rt::allGatherWireBytes(uint64_t(rows * rowBytes(ins->Get(0))), ranks);
       break;
-    default: // the rows this rank sends, all but its own experts'
-      c.wireBytes = uint64_t(rows * rowBytes(ins->Get(0)) * double(ranks - 1) / ranks);
+    default: {
+      // The exchange out (rows, slots) and back (y): either way its
+      // tokens' rows [T, P, H], all but those of its own experts.
+      const uint32_t local = ins->size() == 2 ? ins->Get(0) : inst.outputs()->Get(0);
+      c.wireBytes = uint64_t(rows * rowBytes(local) * double(ranks - 1) / ranks);
+    }
     }
     return c;
   }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace moe::cost {
@@ -30,22 +31,43 @@ rt::Expected<MeasuredLaunches> MeasuredLaunches::fromTrace(const std::string &pa
     return rt::Status::error(path + ": not a trace-event file (moe-run --trace)");
   MeasuredLaunches m;
   m.tokens = tokens;
-  // The first step of `tokens` tokens.
-  int64_t step = -1;
+  // Per rank, its first step of `tokens` tokens; a launch takes the
+  // longest of the ranks' (their collectives wait for the slowest).
+  // A collective takes the shortest of the ranks' (the last to arrive
+  // waits least: what moving the data took).
+  std::map<int64_t, int64_t> stepOf;
+  std::map<int64_t, std::map<std::pair<std::string, std::string>, std::vector<double>>> ranks;
+  std::set<std::pair<std::string, std::string>> collectives;
   for (const auto &e : doc["traceEvents"]) {
-    if (e.value("ph", "") != "X" || e.value("pid", -1) != 0 || e.value("cat", "") != "launch" ||
+    const std::string category = e.value("cat", "");
+    if (e.value("ph", "") != "X" || (category != "launch" && category != "collective") ||
         !e.contains("args") || e["args"].value("tokens", int64_t(-1)) != tokens)
       continue;
-    if (step < 0)
-      step = e["args"].value("step", int64_t(0));
-    if (e["args"].value("step", int64_t(0)) != step)
+    if (category == "collective")
+      collectives.insert({e.value("name", ""), e["args"].value("at", "")});
+    const int64_t rank = e.value("pid", int64_t(0)), step = e["args"].value("step", int64_t(0));
+    if (stepOf.try_emplace(rank, step).first->second != step)
       continue;
-    m.seconds[{e.value("name", ""), e["args"].value("at", "")}].push_back(e.value("dur", 0.0) *
-                                                                          1e-6);
+    ranks[rank][{e.value("name", ""), e["args"].value("at", "")}].push_back(e.value("dur", 0.0) *
+                                                                            1e-6);
   }
+  for (const auto &[rank, launches] : ranks)
+    for (const auto &[key, seconds] : launches) {
+      std::vector<double> &longest = m.seconds[key];
+      if (!longest.empty() && longest.size() != seconds.size())
+        return rt::Status::error(path + ": rank " + std::to_string(rank) + " ran " + key.first +
+                                 " at " + key.second + " " + std::to_string(seconds.size()) +
+                                 " times in the step, another rank " +
+                                 std::to_string(longest.size()));
+      const bool collective = collectives.count(key) > 0;
+      longest.resize(seconds.size(), collective ? 1e30 : 0.0);
+      for (size_t i = 0; i < seconds.size(); ++i)
+        longest[i] = collective ? std::min(longest[i], seconds[i])
+                                : std::max(longest[i], seconds[i]);
+    }
   if (m.seconds.empty())
     return rt::Status::error(path + ": no step of " + std::to_string(tokens) +
-                             " tokens on rank 0 (trace a run whose steps have that many)");
+                             " tokens (trace a run whose steps have that many)");
   return m;
 }
 
@@ -68,7 +90,7 @@ rt::Expected<Simulation> simulate(const plan::Plan &p, int rank, const Hardware 
     const plan::Instruction &inst = *program.instructions()->Get(i);
     const InstructionCost c = instructionCost(p, inst, tokens);
     double seconds = c.collective ? link.seconds(c.wireBytes) : modelled(c, hw);
-    if (measured && !c.collective) {
+    if (measured) {
       const std::string name = rt::instructionName(inst),
                         at = inst.location() ? inst.location()->str() : "";
       const size_t n = seen[{name, at, rt::rowsOf(p, inst).part}]++;
@@ -76,8 +98,13 @@ rt::Expected<Simulation> simulate(const plan::Plan &p, int rank, const Hardware 
       if (it == measured->seconds.end() || n >= it->second.size())
         return rt::Status::error("the measured trace has no launch " + std::to_string(n) + " of " +
                                  name + " at " + at + ": trace a run of the same model");
-      seconds = it->second[n] * modelled(c, hw) /
-                modelled(instructionCost(p, inst, tokens, /*whole=*/true), hw);
+      if (c.collective) // the run's own transfer, then the link's
+        seconds += it->second[n] * double(c.wireBytes) /
+                   double(std::max<uint64_t>(
+                       instructionCost(p, inst, tokens, /*whole=*/true).wireBytes, 1));
+      else
+        seconds = it->second[n] * modelled(c, hw) /
+                  modelled(instructionCost(p, inst, tokens, /*whole=*/true), hw);
     }
     const int on = inst.stream();
     auto &[free, last] = stream.try_emplace(on, 0.0, kNone).first->second;

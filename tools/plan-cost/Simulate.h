@@ -37,16 +37,19 @@ struct Simulation {
   std::vector<size_t> criticalPath;
 };
 
-/// Launch times measured on a run (a trace of moe-run or moe-bench --trace):
-/// per (kernel, plan location), the seconds of each launch of that key in
-/// program order, in one step of a given number of tokens, on rank 0. A
-/// launch of a micro-batch takes its whole launch's measured time scaled
-/// by the cost model's ratio of part to whole.
+/// Times measured on a run (a trace of moe-run or moe-bench --trace) of the
+/// plan without micro-batches: per (kernel or collective, plan location),
+/// the seconds of each of that key in program order, in each rank's first
+/// step of a given number of tokens. A launch takes the longest over the
+/// ranks (a collective waits for the slowest rank), a micro-batch's scaled
+/// by the cost model's ratio of part to whole; a collective takes the
+/// shortest (the run's own transfer, which the last rank to arrive waits
+/// for least), scaled by its part of the wire bytes, plus the link's time.
 struct MeasuredLaunches {
   int64_t tokens = 0;
   std::map<std::pair<std::string, std::string>, std::vector<double>> seconds;
-  /// From trace-event JSON: the first step of `tokens` tokens on rank 0;
-  /// an error when the trace has none.
+  /// From trace-event JSON; an error when the trace has no step of
+  /// `tokens` tokens.
   static rt::Expected<MeasuredLaunches> fromTrace(const std::string &path, int64_t tokens);
 };
 

@@ -32,7 +32,7 @@ inline constexpr const char *kWeightFilePrefix = "weights-";
 /// 2.4: all_to_all_v exchanges expert rows with their slots and returns
 /// them (data-parallel attention; the 2.0 form with count tensors was
 /// never run). 2.5: micro-batches, tensors that are rows of another
-/// (Tensor.base, part, parts).
+/// (Tensor.base, part, parts); shape-only plans (Provenance.shape_only).
 inline constexpr uint16_t kFormatMajor = 2;
 inline constexpr uint16_t kFormatMinor = 5;
 
