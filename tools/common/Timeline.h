@@ -14,6 +14,7 @@
 #include "moe/runtime/LinkEmulation.h"
 #include "moe/runtime/Trace.h"
 #include "tools/common/Cli.h"
+#include "tools/common/LinkFlag.h"
 #include "tools/common/Ranks.h"
 
 #include <algorithm>
@@ -40,10 +41,7 @@ inline void addTimelineFlags(Cli &cli, TimelineFlags &f) {
                   "GB/s would (latency + wire bytes / bandwidth), to measure overlap where "
                   "loopback is too fast")
       ->type_name("LATENCY_US:GB_PER_S")
-      ->check([](const std::string &text) {
-        auto link = rt::LinkModel::parse(text);
-        return link ? std::string() : link.status().message();
-      });
+      ->check(linkValidator());
 }
 
 /// The job's collective (joinJob), over the emulated link the flags name.

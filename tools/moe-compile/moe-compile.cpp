@@ -11,7 +11,7 @@
 #include "compiler/target/PlanWriter.h"
 #include "AutoOverlap.h"
 #include "AutoPrecision.h"
-#include "moe/runtime/LinkEmulation.h"
+#include "tools/common/LinkFlag.h"
 #include "moe/runtime/File.h"
 #include "moe/runtime/PlanFormat.h"
 #include "tools/common/Cli.h"
@@ -128,10 +128,7 @@ void addFlags(moe::tools::Cli &cli, Flags &f) {
   app.add_option("--link", f.link,
                  "with --overlap auto: the link between ranks instead of the profile's")
       ->type_name("LATENCY_US:GB_PER_S")
-      ->check([](const std::string &text) {
-        auto link = moe::rt::LinkModel::parse(text);
-        return link ? std::string() : link.status().message();
-      });
+      ->check(moe::tools::linkValidator());
   app.add_option("--micro-batches", f.microBatches,
                  "with --overlap two-batch: parts of each step (default 2)")
       ->check(integerIn(2, moe::rt::kMaxMicroBatches))

@@ -21,6 +21,7 @@
 #include "moe/runtime/RoutingProfile.h"
 #include "tools/common/Cli.h"
 #include "tools/common/Output.h"
+#include "tools/common/LinkFlag.h"
 #include "tools/common/PlacementReport.h"
 #include "tools/plan-cost/Simulate.h"
 #include "moe/runtime/PlanView.h"
@@ -466,10 +467,7 @@ int main(int argc, char **argv) {
                    "the link between ranks instead of the profile's (as moe-run "
                    "--emulate-link)")
       ->type_name("LATENCY_US:GB_PER_S")
-      ->check([](const std::string &text) {
-        auto link = LinkModel::parse(text);
-        return link ? std::string() : link.status().message();
-      });
+      ->check(moe::tools::linkValidator());
   simulateCmd
       ->add_option("--baseline", simulated.baseline,
                    "also simulate this plan (e.g. compiled without --overlap) and print the "
