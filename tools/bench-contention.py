@@ -24,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 
+from bench_common import cpu_model
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -51,8 +53,7 @@ def main():
         plan = f"{work}/plan"
         subprocess.run([f"{a.bin}/moe-compile", f"{HERE}/../examples/kjv-moe", "-o", plan],
                        check=True, capture_output=True)
-        cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                    if l.startswith("model name")), "?")
+        cpu = cpu_model()
         print(f"cpu: {cpu}, {os.cpu_count()} cores; {a.busy} busy loops; "
               f"{a.requests} requests of {a.tokens} decode tokens per run")
         runs = {(mode, v): [] for mode in ("quiet", "busy") for v in variants}

@@ -22,19 +22,12 @@ import json
 import os
 import sys
 
-from bench_common import MPIRUN, run
+from bench_common import MPIRUN, cpu_model, run
 
 LINKS = ["20:0.1", "20:0.2", "20:0.4"]
 TOKENS = 255
 ROUNDS = 7
 REQUESTS = 6
-
-
-def cpu_model():
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "?"
 
 
 def main():

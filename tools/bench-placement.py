@@ -29,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 
+from bench_common import cpu_model
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXPERTS, TOP_K, LAYERS, RANKS, PER_NODE, DAYS = 64, 8, 4, 8, 4, 8
 
@@ -153,8 +155,7 @@ def main():
         profile, decayed = f"{work}/profile.json", f"{work}/decayed.json"
         counts = write_profile(profile, 1.0)
         write_profile(decayed, 0.5)
-        cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                    if l.startswith("model name")), "?")
+        cpu = cpu_model()
         print(f"{EXPERTS} experts top-{TOP_K}, {LAYERS} layers, {RANKS} ranks in "
               f"{RANKS // PER_NODE} nodes; {a.steps} steps of {a.tokens} tokens a day, "
               f"profile of days 1-{DAYS - 1}, replayed on days 1-{DAYS - 1} and day {DAYS} "

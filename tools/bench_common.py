@@ -1,4 +1,4 @@
-"""What the multi-rank benchmark scripts share (standard library only)."""
+"""What the benchmark scripts share (standard library only)."""
 import subprocess
 import sys
 
@@ -6,6 +6,12 @@ import sys
 # when idle (this machine has fewer cores than ranks).
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca",
           "btl_vader_single_copy_mechanism", "none", "--mca", "mpi_yield_when_idle", "1"]
+
+
+def cpu_model():
+    """This machine's CPU, as /proc/cpuinfo names it (for every figure)."""
+    return next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                 if l.startswith("model name")), "?")
 
 
 def run(*cmd):

@@ -27,12 +27,6 @@ using namespace mlir;
 
 namespace {
 
-/// Led by the step's tokens: split into parts.
-bool tokenLed(Value v) {
-  auto type = dyn_cast<MemRefType>(v.getType());
-  return type && type.getRank() >= 1 && type.isDynamicDim(0);
-}
-
 struct ScheduleOverlapPass : ::moe::impl::ScheduleOverlapPassBase<ScheduleOverlapPass> {
   using ScheduleOverlapPassBase::ScheduleOverlapPassBase;
 
@@ -144,7 +138,7 @@ struct ScheduleOverlapPass : ::moe::impl::ScheduleOverlapPassBase<ScheduleOverla
     llvm::DenseMap<Value, SmallVector<Value>> views;
     OpBuilder b(fn.getContext());
     auto view = [&](Value v, int64_t k) -> Value {
-      if (!tokenLed(v))
+      if (!plan::isTokenLed(v))
         return v;
       auto [it, added] = views.try_emplace(v);
       if (added) {

@@ -157,13 +157,17 @@ LogicalResult InputOp::verify() {
   return success();
 }
 
+bool mlir::plan::isTokenLed(Value v) {
+  auto type = dyn_cast<MemRefType>(v.getType());
+  return type && type.getRank() >= 1 && type.isDynamicDim(0);
+}
+
 LogicalResult RowsOp::verify() {
-  auto type = cast<MemRefType>(getBase().getType());
   if (!getBase().getDefiningOp<AllocOp>() && !getBase().getDefiningOp<InputOp>())
     return emitOpError() << "views rows of a plan.alloc or a plan.input";
-  if (type.getRank() < 1 || !type.isDynamicDim(0))
+  if (!isTokenLed(getBase()))
     return emitOpError() << "views the token rows of a buffer whose dimension 0 is dynamic, got "
-                         << type;
+                         << getBase().getType();
   const int64_t part = int64_t(getPart()), parts = int64_t(getParts());
   if (parts < 2 || part < 0 || part >= parts)
     return emitOpError() << "part " << part << " of " << parts
@@ -189,8 +193,7 @@ LogicalResult checkParts(Operation *op) {
   if (!first)
     return success();
   for (Value v : op->getOperands()) {
-    auto type = dyn_cast<MemRefType>(v.getType());
-    if (!type || type.getRank() < 1 || !type.isDynamicDim(0))
+    if (!isTokenLed(v))
       continue;
     auto rows = v.getDefiningOp<RowsOp>();
     if (!rows || rows.getPart() != first.getPart() || rows.getParts() != first.getParts())

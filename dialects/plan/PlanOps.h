@@ -21,5 +21,11 @@
 #define GET_OP_CLASSES
 #include "dialects/plan/PlanOps.h.inc"
 
+namespace mlir::plan {
+/// Whether `v` is a buffer led by the step's tokens (dimension 0 dynamic):
+/// what micro-batches split into rows.
+bool isTokenLed(Value v);
+} // namespace mlir::plan
+
 
 #endif

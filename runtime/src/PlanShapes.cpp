@@ -69,10 +69,7 @@ public:
 
 private:
   uint32_t in(uint32_t i) const { return inst_->inputs()->Get(i); }
-  /// The tensor whose rows `id` is (a micro-batch's base), or `id`.
-  uint32_t whole(uint32_t id) const {
-    return tensor(id).parts() > 1 ? tensor(id).base() : id;
-  }
+  uint32_t whole(uint32_t id) const { return baseOf(p_, id); }
   uint32_t out(uint32_t i) const { return inst_->outputs()->Get(i); }
   size_t numIn() const { return inst_->inputs()->size(); }
   const plan::Tensor &tensor(uint32_t id) const { return *p_.tensors()->Get(id); }

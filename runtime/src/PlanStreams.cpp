@@ -71,11 +71,9 @@ Status checkStreams(const plan::Plan &p, const plan::Program &program) {
     return id < int64_t(numTensors) &&
            p.tensors()->Get(uint32_t(id))->storage() == plan::Storage::Arena;
   };
-  // A micro-batch's rows are of its base (the loader checked the base).
+  // A micro-batch's rows are of its base (KV layers are their own).
   auto base = [&](int64_t id) {
-    if (id >= int64_t(numTensors) || p.tensors()->Get(uint32_t(id))->parts() == 1)
-      return id;
-    return int64_t(p.tensors()->Get(uint32_t(id))->base());
+    return id < int64_t(numTensors) ? int64_t(baseOf(p, uint32_t(id))) : id;
   };
   auto rows = [&](int64_t id) {
     return id < int64_t(numTensors) ? rowsOf(*p.tensors()->Get(uint32_t(id))) : RowRange();

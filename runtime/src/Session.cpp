@@ -607,7 +607,7 @@ const std::vector<KernelCall> &Session::bind(int64_t count) {
     v.shape.assign(t->shape()->begin(), t->shape()->end());
     // A micro-batch: its rows of the base (the loader checked the base).
     const RowRange rows = rowsOf(*t);
-    const uint32_t whole = rows.parts > 1 ? t->base() : id;
+    const uint32_t whole = baseOf(p, id);
     size_t first = 0;
     if (v.shape[0] == -1) {
       v.shape[0] = exchanges_->allRanksRows.count(id) ? maxBatchTokens() : count;

@@ -62,9 +62,9 @@ struct TraceOutput {
 
   /// Null when `path` is empty.
   static rt::Expected<std::unique_ptr<TraceOutput>> open(const std::string &path, int rank) {
-    auto out = std::make_unique<TraceOutput>();
     if (path.empty())
       return std::unique_ptr<TraceOutput>();
+    auto out = std::make_unique<TraceOutput>();
     if (rank == 0) {
       auto file = rt::OutputFile::create(path);
       if (!file)

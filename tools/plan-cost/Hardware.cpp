@@ -2,6 +2,7 @@
 #include "tools/plan-cost/Hardware.h"
 #include "moe/runtime/File.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -30,15 +31,17 @@ double Hardware::tflops(plan::DType type) const {
 rt::Expected<Hardware> Hardware::fromJson(const nlohmann::json &j) {
   if (!j.is_object())
     return rt::Status::error("a hardware profile is a JSON object");
-  const std::set<std::string> known = {"name",         "description",
-                                       "matmul_tflops", "memory_gb_per_s",
-                                       "launch_overhead_us", "link",
-                                       "host_runs_stream_zero", "sources"};
+  const std::vector<std::string> known = {"name",         "description",
+                                          "matmul_tflops", "memory_gb_per_s",
+                                          "launch_overhead_us", "link",
+                                          "host_runs_stream_zero", "sources"};
   for (const auto &[key, value] : j.items())
-    if (!known.count(key))
-      return rt::Status::error("unknown field \"" + key + "\" (fields: name, description, "
-                               "matmul_tflops, memory_gb_per_s, launch_overhead_us, link, "
-                               "host_runs_stream_zero, sources)");
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      std::string fields;
+      for (const std::string &k : known)
+        fields += (fields.empty() ? "" : ", ") + k;
+      return rt::Status::error("unknown field \"" + key + "\" (fields: " + fields + ")");
+    }
   Hardware h;
   try {
     h.name = j.at("name").get<std::string>();

@@ -60,6 +60,13 @@ bool sameElements(const flatbuffers::Vector<T> *x, const flatbuffers::Vector<T> 
   return (!x && !y) || (x && y && std::equal(x->begin(), x->end(), y->begin(), y->end()));
 }
 
+/// The tensor whose rows tensor `id` is (a micro-batch's base; the loader
+/// checked it), or `id` itself.
+inline uint32_t baseOf(const plan::Plan &p, uint32_t id) {
+  const plan::Tensor *t = p.tensors()->Get(id);
+  return t->parts() > 1 ? t->base() : id;
+}
+
 /// The rows of a step a tensor holds: its micro-batch (format 2.5), or all.
 inline RowRange rowsOf(const plan::Tensor &t) { return {t.part(), t.parts()}; }
 /// Those an instruction runs on: its operands' micro-batch (the loader
