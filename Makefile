@@ -42,6 +42,8 @@ demo: build
 	@echo "== moe-run --prompt \"$(DEMO_PROMPT)\" (sampled, temperature 0.7)"
 	@$(BUILD)/bin/moe-run $(BUILD)/demo-plan --prompt "$(DEMO_PROMPT)" --max-new-tokens 220 \
 	  --temperature 0.7 --seed 3 --expert-histogram
+	@echo "== moe-serve $(BUILD)/demo-plan: one streaming request over HTTP"
+	@$(PYTHON) tools/serve-demo.py $(BUILD)/bin $(BUILD)/demo-plan "$(DEMO_PROMPT)"
 
 # Shape-only import of the full DeepSeek-V3 config (61 layers, 256 experts).
 bench-import: build

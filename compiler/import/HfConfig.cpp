@@ -394,7 +394,8 @@ json parseConfigJson(const std::string &text, const std::string &path) {
   return j;
 }
 
-/// A small JSON file beside config.json, or null when there is none.
+} // namespace
+
 json readSibling(const std::string &configPath, const char *name) {
   std::string path = (std::filesystem::path(configPath).parent_path() / name).string();
   if (!std::filesystem::exists(std::filesystem::symlink_status(path)))
@@ -407,8 +408,6 @@ json readSibling(const std::string &configPath, const char *name) {
     throw InputError(path + ": not a JSON object");
   return j;
 }
-
-} // namespace
 
 HfConfig HfConfig::parse(const json &config, const std::string &path) {
   if (!config.is_object())

@@ -88,6 +88,10 @@ struct HfConfig {
   std::string defaultDtype() const;
 };
 
+/// A JSON file beside config.json (`configPath`), or null when there is
+/// none; an InputError when it is not a JSON object.
+nlohmann::json readSibling(const std::string &configPath, const char *name);
+
 } // namespace moe
 
 #endif

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/target/PlanWriter.h"
 #include "compiler/import/Safetensors.h"
+#include "compiler/import/TextFiles.h"
 #include "compiler/target/EventFolding.h"
 #include "compiler/target/StagedDirectory.h"
 #include "compiler/target/WeightPacker.h"
@@ -596,9 +597,13 @@ private:
     auto provenance = fb::CreateProvenanceDirect(b_, compiler.c_str(),
                                                  options_.pipeline.c_str(), source.c_str(),
                                                  hash.c_str(), options_.shapeOnly);
+    TextFiles text = readTextFiles((fs::path(options_.checkpointDir) / "config.json").string());
+    auto textSpec = fb::CreateTextSpecDirect(b_, text.tokenizerJson.c_str(),
+                                             text.chatTemplate.c_str(), text.bosToken.c_str(),
+                                             text.eosToken.c_str());
     auto plan = fb::CreatePlanDirect(b_, rt::kFormatMajor, rt::kFormatMinor, modelConfig,
                                      &tensors, &files, &programs, int32_t(maxTokens_), kv,
-                                     provenance, &placement);
+                                     provenance, &placement, textSpec);
     fb::FinishPlanBuffer(b_, plan);
     auto out = rt::OutputFile::create((fs::path(dir_) / rt::kPlanFileName).string());
     if (!out)

@@ -145,7 +145,13 @@ Expected<int64_t> Engine::submit(GenerationRequest request) {
     if (t < 0 || t >= vocab_)
       return reject("token id " + std::to_string(t) + " out of vocabulary [0, " +
                     std::to_string(vocab_) + ")");
-  auto stop = StopRules::create(plan_->plan(), request.stop);
+  if (!request.stop.strings.empty() && !options_.tokenizer) {
+    auto tokenizer = Tokenizer::forPlan(plan_->plan());
+    if (!tokenizer)
+      return reject("stop strings need a tokenizer: " + tokenizer.status().message());
+    options_.tokenizer = *tokenizer;
+  }
+  auto stop = StopRules::create(plan_->plan(), request.stop, options_.tokenizer);
   if (!stop)
     return reject(stop.status().message());
   auto s = std::make_unique<Sequence>(Sequence{nextId_++, request, request.prompt,
@@ -279,13 +285,47 @@ Status Engine::swapIn() {
   return Status::ok();
 }
 
-void Engine::finish(size_t index) {
-  Sequence &s = *running_[index];
+void Engine::retire(Sequence &s) {
   for (int32_t b : s.blocks)
     blocks_->release(b);
+  s.blocks.clear();
+  for (int32_t slot : s.hostSlots)
+    hostFree_.push_back(slot);
+  hostUsed_ -= int64_t(s.hostSlots.size());
+  s.hostSlots.clear();
   s.result.finished = now();
   finished_.push_back(std::move(s.result));
+}
+
+void Engine::finish(size_t index) {
+  retire(*running_[index]);
   running_.erase(running_.begin() + long(index));
+}
+
+bool Engine::cancel(int64_t id) {
+  auto take = [&](auto &queue) {
+    auto it = std::find_if(queue.begin(), queue.end(), [&](const auto &s) { return s->id == id; });
+    if (it == queue.end())
+      return false;
+    (*it)->result.finishReason = FinishReason::Cancelled;
+    retire(**it);
+    queue.erase(it);
+    ++stats_.cancelled;
+    return true;
+  };
+  return take(running_) || take(waiting_) || take(swapped_);
+}
+
+EngineLoad Engine::load() const {
+  EngineLoad l;
+  l.waiting = int64_t(waiting_.size());
+  l.running = int64_t(running_.size());
+  l.swapped = int64_t(swapped_.size());
+  l.usedBlocks = blocks_->usedBlocks();
+  l.totalBlocks = session_->numBlocks();
+  l.usedHostBlocks = hostUsed_;
+  l.totalHostBlocks = hostBlocks();
+  return l;
 }
 
 Status Engine::step() {
@@ -385,6 +425,7 @@ Status Engine::step() {
     s.context.push_back(next);
     s.result.tokens.push_back(next);
     s.result.tokenTimes.push_back(t1);
+    sampled_.push_back({s.id, next});
     if (auto reason = s.stop.check(s.result.tokens)) {
       s.result.finishReason = *reason;
       s.result.tokenTimes.resize(s.result.tokens.size()); // a stop string's tokens went
@@ -396,6 +437,12 @@ Status Engine::step() {
         int64_t(running_[i]->result.tokens.size()) >= running_[i]->request.maxNewTokens)
       finish(i);
   return Status::ok();
+}
+
+std::vector<SampledToken> Engine::takeSampled() {
+  std::vector<SampledToken> out;
+  out.swap(sampled_);
+  return out;
 }
 
 std::vector<GenerationResult> Engine::takeFinished() {

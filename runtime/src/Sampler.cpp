@@ -18,9 +18,18 @@ Expected<int32_t> Sampler::next(const float *logits, int64_t vocab) {
     return int32_t(std::max_element(logits, logits + vocab) - logits);
   std::vector<int32_t> order(static_cast<size_t>(vocab));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
-  std::vector<double> probs(static_cast<size_t>(vocab));
+  // Likeliest first, the lower id first among equals. Top-k first, then
+  // top-p within it (as transformers' warpers do).
+  auto likelier = [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  if (options_.topK > 0 && options_.topK < vocab) {
+    std::partial_sort(order.begin(), order.begin() + options_.topK, order.end(), likelier);
+    order.resize(size_t(options_.topK));
+  } else {
+    std::sort(order.begin(), order.end(), likelier);
+  }
+  std::vector<double> probs(order.size());
   double top = logits[order[0]], sum = 0;
   for (size_t i = 0; i < order.size(); ++i)
     sum += probs[i] = std::exp((logits[order[i]] - top) / options_.temperature);

@@ -11,29 +11,26 @@ const char *finishReasonName(FinishReason reason) {
   case FinishReason::Length: return "length";
   case FinishReason::Eos: return "eos";
   case FinishReason::Stop: return "stop";
+  case FinishReason::Cancelled: return "cancelled";
   }
   return "?";
 }
 
-Expected<StopRules> StopRules::create(const plan::Plan &plan, const StopOptions &options) {
-  std::optional<ByteTokenizer> tokenizer;
+Expected<StopRules> StopRules::create(const plan::Plan &plan, const StopOptions &options,
+                                      std::shared_ptr<const Tokenizer> tokenizer) {
   for (const std::string &s : options.strings)
     if (s.empty())
       return Status::error("a stop string must not be empty");
-  if (!options.strings.empty()) {
-    auto t = ByteTokenizer::forPlan(plan);
-    if (!t)
-      return Status::error("stop strings need a byte-level tokenizer, and this plan has none "
-                           "(its checkpoint had no ByT5Tokenizer)");
-    tokenizer = *t;
-  }
+  if (!options.strings.empty() && !tokenizer)
+    return Status::error("stop strings need a tokenizer, and this plan has none (its "
+                         "checkpoint had neither a tokenizer.json nor a ByT5Tokenizer)");
   return StopRules(options.ignoreEos ? std::vector<int32_t>{} : eosTokens(plan), options.strings,
-                   tokenizer);
+                   std::move(tokenizer));
 }
 
 StopRules::StopRules(std::vector<int32_t> eos, std::vector<std::string> strings,
-                     std::optional<ByteTokenizer> tokenizer)
-    : eos_(std::move(eos)), strings_(std::move(strings)), tokenizer_(tokenizer) {
+                     std::shared_ptr<const Tokenizer> tokenizer)
+    : eos_(std::move(eos)), strings_(std::move(strings)), tokenizer_(std::move(tokenizer)) {
   for (const std::string &s : strings_)
     longest_ = std::max(longest_, s.size());
 }
@@ -51,13 +48,16 @@ std::optional<FinishReason> StopRules::check(std::vector<int32_t> &generated) co
   while (from > 0 && bytes < longest_)
     bytes += tokenizer_->decode({generated[--from]}).size();
   std::vector<int32_t> tail(generated.begin() + long(from), generated.end());
-  const std::string text = tokenizer_->decode(tail);
+  std::string text = tokenizer_->decode(tail);
   for (const std::string &s : strings_) {
-    if (text.size() < s.size() || text.compare(text.size() - s.size(), s.size(), s) != 0)
+    size_t at = text.find(s);
+    if (at == std::string::npos)
       continue;
-    // Drop the tokens that spell it (and specials among them).
-    for (size_t cut = 0; cut < s.size();) {
-      cut += tokenizer_->decode({generated.back()}).size();
+    // Drop the tokens that spell it (and specials among them); a token
+    // that also spells text before it stays.
+    while (!generated.empty() && tokenizer_->decode({generated.back()}).size() <=
+                                     text.size() - at) {
+      text.resize(text.size() - tokenizer_->decode({generated.back()}).size());
       generated.pop_back();
     }
     return FinishReason::Stop;

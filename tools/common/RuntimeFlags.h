@@ -36,8 +36,8 @@ inline void addStopFlags(Cli &cli, bool &ignoreEos, std::vector<std::string> &st
                    "go on generating through the model's end-of-sequence tokens");
   cli.app
       .add_option("--stop", stop,
-                  "end a sequence when its text ends with STRING, which is cut off (byte-level "
-                  "models; repeat the flag for several)")
+                  "end a sequence when its text ends with STRING, which is cut off (plans with "
+                  "a tokenizer; repeat the flag for several)")
       ->type_name("STRING");
 }
 

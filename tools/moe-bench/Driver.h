@@ -43,6 +43,7 @@ struct Outcome {
   uint64_t collectiveBytes = 0;           ///< handed to the plan's collectives
   double seconds = 0;
   int64_t kvBytesPerBlock = 0, hostBlocks = 0;
+  int64_t kvBlocks = 0; ///< the pool, when not the options' (a server's)
 };
 
 /// Runs every request through a fresh engine. Rejected requests are

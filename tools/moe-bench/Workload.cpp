@@ -57,7 +57,7 @@ readWorkload(const std::string &path, const plan::Plan &plan, uint64_t seed,
     return text.status();
   std::istringstream in(*text);
   TokenSource token{std::mt19937_64(seed), int64_t(plan.config()->vocab_size())};
-  std::optional<rt::ByteTokenizer> tokenizer;
+  std::shared_ptr<const rt::Tokenizer> tokenizer;
   std::vector<rt::GenerationRequest> requests;
   std::string line;
   for (int lineNo = 1; std::getline(in, line); ++lineNo) {
@@ -109,16 +109,14 @@ readWorkload(const std::string &path, const plan::Plan &plan, uint64_t seed,
       if (!j["prompt"].is_string() || j["prompt"].get<std::string>().empty())
         return bad("\"prompt\" must be a non-empty string");
       if (!tokenizer) {
-        auto t = rt::ByteTokenizer::forPlan(plan);
+        auto t = rt::Tokenizer::forPlan(plan);
         if (!t)
           return bad("\"prompt\" text needs a tokenizer: " + t.status().message() +
                      "; give \"prompt_tokens\" instead");
         tokenizer = t.take();
       }
-      // As moe-run --prompt: the start id, then the text.
-      r.prompt.assign(1, tokenizer->startId());
-      for (int32_t id : tokenizer->encode(j["prompt"].get<std::string>()))
-        r.prompt.push_back(id);
+      // As moe-run --prompt: with the tokens the tokenizer adds (a start id).
+      r.prompt = tokenizer->encode(j["prompt"].get<std::string>(), /*addSpecial=*/true);
     } else if (j.contains("prompt_tokens")) {
       const nlohmann::json &ids = j["prompt_tokens"];
       if (!ids.is_array() || ids.empty())

@@ -21,8 +21,10 @@
 #include "tools/moe-bench/Compare.h"
 #include "tools/common/Output.h"
 #include "tools/common/Ranks.h"
-#include "tools/common/RuntimeFlags.h"
+#include "tools/common/EngineFlags.h"
 #include "tools/moe-bench/Driver.h"
+#include "tools/moe-bench/HttpDriver.h"
+#include "tools/common/ApiKeys.h"
 #include "tools/moe-bench/Report.h"
 #include "tools/moe-bench/Workload.h"
 
@@ -38,14 +40,14 @@ using namespace moe::bench;
 namespace {
 
 struct Flags {
-  std::string planDir, promptLen, outputLen, workload, json, kvDtype, routingProfile, outputs,
-      compareTo, device = "cpu";
+  std::string planDir, promptLen, outputLen, workload, json, routingProfile, outputs, compareTo,
+      url, apiKeyFile, device = "cpu";
   int64_t rounds = 5;
   std::vector<int64_t> concurrency;
   std::vector<double> rate;
-  int64_t requests = 0, sharedPrefix = 0, blockSize = 16, kvBlocks = 0, budget = 0,
-          maxWaiting = 1024;
-  double memoryLimit = 0, hostPool = 0, profileDecay = 1;
+  int64_t requests = 0, sharedPrefix = 0;
+  tools::EngineFlags engine;
+  double profileDecay = 1;
   uint64_t seed = 0;
   int threads = 0;
   bool verify = false, prefixCaching = false, ignoreEos = false;
@@ -137,6 +139,26 @@ int benchMain(Flags f, tools::Cli &cli) {
   }
   const plan::Plan &p = (*plan)->plan();
   int64_t context = p.kv_cache()->max_context(), vocab = p.config()->vocab_size();
+  std::optional<HttpTarget> server; // --url
+  if (!f.url.empty()) {
+    for (auto [given, flag] : {std::pair{f.verify, "--verify"},
+                               {!f.compareTo.empty(), "--compare-to"},
+                               {f.prefixCaching, "--prefix-caching (give it to moe-serve)"},
+                               {!f.outputs.empty(), "--outputs (token ids do not come back)"},
+                               {!f.timeline.trace.empty(), "--trace"},
+                               {ranks.size() > 1, "several ranks"}})
+      if (given)
+        return fail(std::string("--url: ") + flag + " works in process only");
+    server = HttpTarget{f.url, "", ""};
+    if (!f.apiKeyFile.empty()) {
+      auto keys = tools::ApiKeys::load(f.apiKeyFile);
+      if (!keys)
+        return fail(keys.status().message());
+      server->apiKey = keys->first();
+    }
+    if (rt::Status st = connect(*server); !st)
+      return fail(st.message());
+  }
   if (f.verify && tools::ranksHoldDifferentTokens(**plan, ranks.rank()))
     return fail("--verify: the plan's ranks hold different tokens (data-parallel "
                 "attention), and solo reruns of its requests are not built yet; drop "
@@ -161,7 +183,11 @@ int benchMain(Flags f, tools::Cli &cli) {
   spec.seed = f.seed;
   spec.stop = rt::StopOptions{f.ignoreEos, f.stop};
   // Checked once here, as moe-run does: not once per request.
-  if (auto rules = rt::StopRules::create(p, spec.stop); !rules)
+  std::shared_ptr<const rt::Tokenizer> tokenizer;
+  if (!spec.stop.strings.empty())
+    if (auto t = rt::Tokenizer::forPlan(p))
+      tokenizer = t.take();
+  if (auto rules = rt::StopRules::create(p, spec.stop, tokenizer); !rules)
     return fail(rules.status().message());
   if (!f.workload.empty()) {
     auto w = readWorkload(f.workload, p, f.seed, spec.stop);
@@ -182,23 +208,15 @@ int benchMain(Flags f, tools::Cli &cli) {
                   " exceed the plan's context of " + std::to_string(context));
   }
 
-  rt::EngineOptions options;
-  options.blockSize = f.blockSize;
   int64_t longest = spec.sharedPrefix + spec.promptHi + spec.outputHi;
   if (!fromFile.empty()) {
     longest = 0;
     for (const rt::GenerationRequest &r : fromFile)
       longest = std::max(longest, std::min(context, int64_t(r.prompt.size()) + r.maxNewTokens));
   }
-  options.numBlocks = f.kvBlocks > 0
-                          ? f.kvBlocks
-                          : 32 * ((longest + options.blockSize - 1) / options.blockSize);
-  options.tokenBudget = f.budget;
-  options.maxWaiting = f.maxWaiting;
-  options.kvDtype = tools::kvDtype(f.kvDtype);
-  options.memoryLimit = tools::memoryLimitBytes(f.memoryLimit);
-  if (f.hostPool > 0)
-    options.hostPoolBytes = uint64_t(f.hostPool * 1048576.0);
+  const int64_t blockSize = f.engine.blockSize;
+  rt::EngineOptions options =
+      tools::engineOptions(f.engine, 32 * ((longest + blockSize - 1) / blockSize));
   options.ranks = &ranks;
   options.trace = *trace ? &(*trace)->trace : nullptr;
 
@@ -247,7 +265,8 @@ int benchMain(Flags f, tools::Cli &cli) {
       baseline = plain.take();
       levelOptions.prefixCaching = true;
     }
-    auto outcome = drive(**plan, *device, levelOptions, requests, load, progress);
+    auto outcome = server ? driveHttp(*server, requests, load, progress)
+                          : drive(**plan, *device, levelOptions, requests, load, progress);
     if (!outcome)
       return fail(outcome.status().message());
     const Outcome &o = *outcome;
@@ -282,7 +301,7 @@ int benchMain(Flags f, tools::Cli &cli) {
         return fail(identical.status().message());
       report.identical = *identical;
     }
-    printLevel(out.text(), report, options.numBlocks);
+    printLevel(out.text(), report, o.kvBlocks ? o.kvBlocks : options.numBlocks);
     nlohmann::json levelDoc = levelJson(report);
     if (compared) {
       printComparison(out.text(), f.compareTo, *compared);
@@ -409,31 +428,19 @@ int main(int argc, char **argv) {
   app.add_option("--seed", f.seed, "seed of prompts and arrivals (default 0)")
       ->check(moe::tools::integerIn(0, INT64_MAX))
       ->type_name("S");
-  app.add_option("--block-size", f.blockSize, "KV tokens per block (default 16)")
-      ->check(tools::integerIn(1, 1 << 16))
-      ->type_name("N");
-  app.add_option("--kv-blocks", f.kvBlocks,
-                 "KV pool size in blocks (default: 32 of the longest requests)")
-      ->check(tools::integerIn(1, int64_t(1) << 30))
-      ->type_name("N");
-  app.add_option("--budget", f.budget, "tokens per step (default: the plan's max batch)")
-      ->check(tools::integerIn(1, 1 << 24))
-      ->type_name("N");
-  app.add_option("--max-waiting", f.maxWaiting, "waiting-queue bound (default 1024)")
-      ->check(tools::integerIn(1, 1 << 24))
-      ->type_name("N");
+  tools::addEngineFlags(cli, f.engine, "32 of the longest requests");
   tools::addStopFlags(cli, f.ignoreEos, f.stop);
-  tools::addKvDtype(cli, f.kvDtype);
-  tools::addMemoryLimit(cli, f.memoryLimit);
-  app.add_option("--host-pool", f.hostPool,
-                 "host memory for the KV of preempted requests (swapped out, back in later); "
-                 "without it preemption recomputes")
-      ->check(tools::positiveFinite())
-      ->type_name("MIB");
   app.add_flag("--prefix-caching", f.prefixCaching,
                "share KV blocks of common prefixes; each level also runs without it and "
                "prints the ratios");
   app.add_flag("--verify", f.verify, "rerun each request alone; require identical outputs");
+  auto *url = app.add_option("--url", f.url,
+                             "send the requests to a running moe-serve at http://HOST:PORT "
+                             "(the same PLAN) instead of running them in this process")
+                  ->type_name("URL");
+  app.add_option("--api-key-file", f.apiKeyFile, "with --url: the first key in FILE")
+      ->needs(url)
+      ->type_name("FILE");
   CLI::Option *compareTo =
       app.add_option("--compare-to", f.compareTo,
                      "also run each level's requests through this plan and this one in turn "

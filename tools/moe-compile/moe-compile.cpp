@@ -9,6 +9,7 @@
 #include "compiler/import/Importer.h"
 #include "compiler/pipelines/Pipelines.h"
 #include "compiler/target/PlanWriter.h"
+#include "tools/moe-compile/TextCheck.h"
 #include "AutoOverlap.h"
 #include "AutoPrecision.h"
 #include "tools/common/LinkFlag.h"
@@ -337,6 +338,9 @@ int main(int argc, char **argv) {
     return fail(error);
   if (f.emit == "mlir")
     return 0;
+  auto config = (*module)->getAttrOfType<mlir::DictionaryAttr>("moe.config");
+  auto vocab = config ? config.getAs<mlir::IntegerAttr>("vocab_size") : mlir::IntegerAttr();
+  moe::warnAboutTextFiles(f.input, vocab ? vocab.getInt() : INT64_MAX, llvm::errs());
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   struct rusage usage;
   ::getrusage(RUSAGE_SELF, &usage);

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/File.h"
+#include "moe/runtime/HfTokenizer.h"
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/PlanFormat.h"
 #include "moe/runtime/Session.h"
@@ -97,9 +98,18 @@ int show(const LoadedPlan &loaded) {
   if (c.eos_token_ids())
     for (int32_t id : *c.eos_token_ids())
       eos += (eos.empty() ? "" : ", ") + std::to_string(id);
-  const std::string tokenizer = c.tokenizer() && c.tokenizer()->size()
-                                    ? "tokenizer " + c.tokenizer()->str()
-                                    : "no tokenizer (token ids)";
+  std::string tokenizer = c.tokenizer() && c.tokenizer()->size()
+                              ? "tokenizer " + c.tokenizer()->str()
+                              : "no tokenizer (token ids)";
+  if (const fb::TextSpec *text = p.text()) {
+    if (text->tokenizer_json() && text->tokenizer_json()->size()) {
+      auto hf = moe::rt::HfTokenizer::fromJson(text->tokenizer_json()->string_view());
+      tokenizer = hf ? "tokenizer.json (" + std::to_string((*hf)->vocabSize()) + " tokens)"
+                     : "tokenizer.json that cannot be used: " + hf.status().message();
+    }
+    if (text->chat_template() && text->chat_template()->size())
+      tokenizer += ", chat template";
+  }
   const std::string ends = eos.empty() ? "generation ends at its length limit (no eos_token_id)"
                            : eos.find(',') == std::string::npos
                                ? "generation ends at token " + eos

@@ -58,7 +58,7 @@ struct Run {
   std::unique_ptr<LoadedPlan> plan;
   std::unique_ptr<Device> device;
   std::unique_ptr<Session> session;
-  std::optional<ByteTokenizer> tokenizer;
+  std::shared_ptr<const Tokenizer> tokenizer;
   double loadSeconds = 0;
   Collective *ranks = nullptr;
   std::unique_ptr<moe::tools::TraceOutput> trace; ///< --trace
@@ -150,7 +150,11 @@ int Run::evaluate() {
         std::fprintf(stderr, "\r%60s\r", "");
     };
   auto t0 = std::chrono::steady_clock::now();
-  auto score = text ? scoreText(*session, *tokenizer, bytes, window, refSession.get(), progress)
+  auto *byteTokenizer = dynamic_cast<const ByteTokenizer *>(tokenizer.get());
+  if (text && !byteTokenizer)
+    return fail("scoring text in bits per byte needs a byte-level tokenizer; this plan's "
+                "is a tokenizer.json: score token ids (--prompt-tokens with --compare-to)");
+  auto score = text ? scoreText(*session, *byteTokenizer, bytes, window, refSession.get(), progress)
                     : scoreTokens(*session, tokens, window, refSession.get(), std::nullopt,
                                   progress);
   if (!score)
@@ -187,10 +191,11 @@ int Run::evaluate() {
 int Run::generate() {
   Session &s = *session;
   std::vector<int32_t> tokens;
-  if (tokenizer) {
-    tokens.assign(1, tokenizer->startId());
-    std::vector<int32_t> text = tokenizer->encode(flags.prompt);
-    tokens.insert(tokens.end(), text.begin(), text.end());
+  const bool text = flags.promptTokens.empty();
+  if (text) {
+    tokens = tokenizer->encode(flags.prompt, /*addSpecial=*/true);
+    if (tokens.empty())
+      return fail("the prompt encodes to no tokens");
   } else {
     for (int64_t t : flags.promptTokens) {
       if (t < 0 || t >= s.vocabSize())
@@ -238,7 +243,7 @@ int Run::generate() {
     return Status::ok();
   };
 
-  auto stop = StopRules::create(plan->plan(), StopOptions{flags.ignoreEos, flags.stop});
+  auto stop = StopRules::create(plan->plan(), StopOptions{flags.ignoreEos, flags.stop}, tokenizer);
   if (!stop)
     return fail(stop.status().message());
   SamplingOptions sampling;
@@ -278,18 +283,18 @@ int Run::generate() {
     if (Status st = dump->close(); !st)
       return fail(st.message());
 
-  std::string text = tokenizer ? tokenizer->decode(generated) : "";
+  std::string generatedText = text ? tokenizer->decode(generated) : "";
   json document = {{"prompt_tokens", tokens},
                    {"generated_tokens", generated},
                    {"tokens_per_second", perSecond},
                    {"time_to_first_token_ms", firstToken * 1e3},
                    {"plan_load_ms", loadSeconds * 1e3},
                    {"finish_reason", finishReasonName(reason)}};
-  if (tokenizer)
-    document["text"] = text;
+  if (text)
+    document["text"] = generatedText;
   std::FILE *t = out.text();
-  if (tokenizer) {
-    std::fprintf(t, "%s%s\n", flags.prompt.c_str(), text.c_str());
+  if (text) {
+    std::fprintf(t, "%s%s\n", flags.prompt.c_str(), generatedText.c_str());
   } else {
     std::fprintf(t, "prompt:    ");
     for (size_t i = 0; i < tokens.size(); ++i)
@@ -438,12 +443,11 @@ int main(int argc, char **argv) {
             f.profileDecay);
         !profile)
       return fail(profile.status().message());
-  if (f.promptTokens.empty()) {
-    auto t = ByteTokenizer::forPlan(run.plan->plan());
-    if (!t)
-      return fail(t.status().message());
-    run.tokenizer = *t;
-  }
+  // Text needs the tokenizer; token ids use it for stop strings only.
+  if (auto t = Tokenizer::forPlan(run.plan->plan()))
+    run.tokenizer = t.take();
+  else if (f.promptTokens.empty())
+    return fail(t.status().message() + "; pass token ids with --prompt-tokens");
   // Data-parallel attention: rank 0 runs the sequence; the others serve
   // its MoE layers (the rows of their experts) until it is done.
   const bool serving = run.session->stepsWithRanks() && (*ranks)->rank() != 0;

@@ -8,10 +8,12 @@
 // request run alone (greedy: the engine guarantees they do not change).
 // The BlockManager is tested by itself first.
 #include "moe/runtime/Engine.h"
+#include "moe/runtime/EngineService.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
+#include <thread>
 
 namespace {
 
@@ -263,6 +265,110 @@ TEST_F(EngineTest, RejectsWhatCanNeverRunAndWhatDoesNotFit) {
   EXPECT_EQ(message(request(2, 4, 4)),
             "request rejected: the waiting queue is full (1 requests); retry later");
   EXPECT_EQ(e->stats().rejected, 5u);
+}
+
+TEST_F(EngineTest, CancelFreesBlocksWhereverTheRequestIs) {
+  // Blocks for three prompts of 6 tokens (2 blocks each) and a host pool
+  // of 4: a, b and c run, d waits; when a needs a third block the newest
+  // running sequence, c, is swapped out. Cancel b (running), c (swapped)
+  // and d (waiting): every block and host slot comes back, and a generates
+  // what it does alone.
+  EngineOptions o;
+  o.blockSize = 4;
+  o.numBlocks = 6;
+  o.hostPoolBytes = uint64_t(engine(EngineOptions{})->kvBytesPerBlock()) * 4;
+  auto e = engine(o);
+  GenerationRequest a = request(1, 6, 12);
+  int64_t ia = *e->submit(a), ib = *e->submit(request(2, 6, 12)),
+          ic = *e->submit(request(3, 6, 12)), id = *e->submit(request(4, 6, 12));
+  for (int i = 0; i < 200 && e->load().swapped == 0; ++i)
+    ASSERT_TRUE(e->step());
+  EngineLoad l = e->load();
+  ASSERT_EQ(l.running, 2);
+  ASSERT_EQ(l.swapped, 1);
+  ASSERT_EQ(l.waiting, 1);
+  ASSERT_GT(l.usedHostBlocks, 0);
+  EXPECT_TRUE(e->cancel(ib));
+  EXPECT_TRUE(e->cancel(ic));
+  EXPECT_TRUE(e->cancel(id));
+  EXPECT_FALSE(e->cancel(id)); // already gone
+  EXPECT_FALSE(e->cancel(999));
+  l = e->load();
+  EXPECT_EQ(l.running + l.swapped + l.waiting, 1);
+  EXPECT_EQ(l.usedHostBlocks, 0);
+  std::map<int64_t, GenerationResult> done;
+  for (GenerationResult &r : e->takeFinished())
+    done[r.id] = std::move(r);
+  for (auto &[rid, r] : drain(*e))
+    done[rid] = std::move(r);
+  ASSERT_EQ(done.size(), 4u);
+  for (int64_t cancelled : {ib, ic, id})
+    EXPECT_EQ(done[cancelled].finishReason, FinishReason::Cancelled) << cancelled;
+  EXPECT_TRUE(done[id].tokens.empty());
+  EXPECT_EQ(done[ia].tokens, alone(a));
+  EXPECT_EQ(e->load().usedBlocks, 0);
+  EXPECT_EQ(e->stats().cancelled, 3u);
+}
+
+TEST_F(EngineTest, TheServiceStreamsWhatTheEngineGenerates) {
+  // Requests from several threads: each stream's tokens, in order, are the
+  // result's, and equal the request run alone; a cancelled one frees its
+  // blocks; drain() with no grace cancels what is left.
+  EngineOptions o;
+  o.blockSize = 4;
+  o.numBlocks = 16;
+  EngineService service(engine(o));
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 4; ++i) {
+    requests.push_back(request(10 + i, 5 + size_t(i), 10));
+    requests.back().sampling = {0.8f, 0.9f, 0, uint64_t(i)};
+  }
+  std::vector<std::vector<int32_t>> streamed(requests.size()), results(requests.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < requests.size(); ++i)
+    threads.emplace_back([&, i] {
+      Submitted s = service.submit(requests[i]);
+      ASSERT_TRUE(s.stream) << s.reason;
+      for (;;) {
+        RequestStream::Update u = s.stream->next(std::chrono::milliseconds(100));
+        streamed[i].insert(streamed[i].end(), u.tokens.begin(), u.tokens.end());
+        if (u.result) {
+          results[i] = u.result->tokens;
+          return;
+        }
+      }
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(streamed[i], results[i]) << i;
+    EXPECT_EQ(results[i], alone(requests[i])) << i;
+  }
+  // Cancelled mid-way: the stream ends cancelled and the blocks come back.
+  GenerationRequest longer = request(30, 6, 40);
+  Submitted s = service.submit(longer);
+  ASSERT_TRUE(s.stream);
+  while (s.stream->next(std::chrono::milliseconds(100)).tokens.empty()) {
+  }
+  service.cancel(s.stream->id());
+  std::optional<GenerationResult> end;
+  while (!end)
+    end = s.stream->next(std::chrono::milliseconds(100)).result;
+  EXPECT_EQ(end->finishReason, FinishReason::Cancelled);
+  EXPECT_LT(end->tokens.size(), 40u);
+  // A rejection says why, in kind.
+  Submitted bad = service.submit(request(1, 80, 4));
+  EXPECT_FALSE(bad.stream);
+  EXPECT_EQ(bad.rejection, Rejection::Invalid);
+  // Drain without grace: the running request is cancelled and reported.
+  Submitted last = service.submit(request(31, 6, 40));
+  ASSERT_TRUE(last.stream);
+  std::vector<int64_t> cancelled = service.drain(std::chrono::milliseconds(0));
+  EXPECT_EQ(cancelled, std::vector<int64_t>{last.stream->id()});
+  EXPECT_EQ(service.submit(request(1, 4, 4)).rejection, Rejection::Unavailable);
+  for (int i = 0; i < 100 && service.snapshot().load.usedBlocks != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(service.snapshot().load.usedBlocks, 0);
 }
 
 } // namespace

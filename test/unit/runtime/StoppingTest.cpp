@@ -25,17 +25,17 @@ std::optional<FinishReason> feed(const StopRules &rules, const std::vector<int32
 }
 
 TEST(Stopping, EndOfSequenceTokensEndAndStay) {
-  StopRules rules({1, 13}, {}, std::nullopt);
+  StopRules rules({1, 13}, {}, nullptr);
   std::vector<int32_t> generated;
   EXPECT_EQ(feed(rules, {50, 60, 13, 70}, generated), FinishReason::Eos);
   EXPECT_EQ(generated, (std::vector<int32_t>{50, 60, 13}));
   generated.clear();
-  EXPECT_EQ(feed(StopRules({}, {}, std::nullopt), {50, 13, 1}, generated), std::nullopt);
+  EXPECT_EQ(feed(StopRules({}, {}, nullptr), {50, 13, 1}, generated), std::nullopt);
   EXPECT_EQ(generated.size(), 3u);
 }
 
 TEST(Stopping, StopStringIsCutOffAcrossTokens) {
-  StopRules rules({}, {"LORD", "\n\n"}, ByteTokenizer());
+  StopRules rules({}, {"LORD", "\n\n"}, std::make_shared<ByteTokenizer>());
   std::vector<int32_t> generated;
   EXPECT_EQ(feed(rules, bytes("the LORD said"), generated), FinishReason::Stop);
   EXPECT_EQ(ByteTokenizer().decode(generated), "the ");
@@ -48,7 +48,7 @@ TEST(Stopping, StopStringIsCutOffAcrossTokens) {
 
 TEST(Stopping, SpecialTokensInsideAStopStringAreDroppedWithIt) {
   // 2 (unk) decodes to nothing: "LO" <unk> "RD" still spells LORD.
-  StopRules rules({}, {"LORD"}, ByteTokenizer());
+  StopRules rules({}, {"LORD"}, std::make_shared<ByteTokenizer>());
   std::vector<int32_t> generated = bytes("xx");
   std::vector<int32_t> tail = bytes("LO");
   tail.push_back(2);
@@ -60,7 +60,7 @@ TEST(Stopping, SpecialTokensInsideAStopStringAreDroppedWithIt) {
 
 TEST(Stopping, EosWinsOverAStopStringEndingWithIt) {
   // Token 13 is '\n' and an end-of-sequence token: it ends as eos, kept.
-  StopRules rules({13}, {"\n"}, ByteTokenizer());
+  StopRules rules({13}, {"\n"}, std::make_shared<ByteTokenizer>());
   std::vector<int32_t> generated;
   EXPECT_EQ(feed(rules, bytes("ab\n"), generated), FinishReason::Eos);
   EXPECT_EQ(generated, bytes("ab\n"));

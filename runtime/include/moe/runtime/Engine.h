@@ -18,6 +18,7 @@
 #include "moe/runtime/Sampler.h"
 #include "moe/runtime/Session.h"
 #include "moe/runtime/Stopping.h"
+#include "moe/runtime/Tokenizer.h"
 
 #include <cstdint>
 #include <deque>
@@ -49,6 +50,9 @@ struct EngineOptions {
   /// Where to time every step's launches and collectives (see
   /// SessionOptions); null: none.
   Trace *trace = nullptr;
+  /// The plan's tokenizer, for stop strings; null: loaded when a request
+  /// first has one.
+  std::shared_ptr<const Tokenizer> tokenizer;
 };
 
 struct GenerationRequest {
@@ -79,6 +83,20 @@ struct EngineStats {
   uint64_t swapOuts = 0, swapIns = 0, swapOutBytes = 0, swapInBytes = 0;
   int64_t peakHostBlocks = 0;
   double swapSeconds = 0;
+  uint64_t cancelled = 0;
+};
+
+/// Where the engine's requests are now.
+struct EngineLoad {
+  int64_t waiting = 0, running = 0, swapped = 0;
+  int64_t usedBlocks = 0, totalBlocks = 0; ///< KV blocks (cached-unused count as free)
+  int64_t usedHostBlocks = 0, totalHostBlocks = 0;
+};
+
+/// A token sampled for a request in the last step.
+struct SampledToken {
+  int64_t id;
+  int32_t token;
 };
 
 /// Fixed-size KV blocks with reference counts and a prefix cache: a full
@@ -119,10 +137,21 @@ public:
   Expected<int64_t> submit(GenerationRequest request);
   /// One batch: decode tokens first, then prompt chunks.
   Status step();
+  /// submit() would refuse a request for want of room in the queue.
+  bool queueFull() const { return int64_t(waiting_.size()) >= options_.maxWaiting; }
   /// Nothing waiting, running or swapped out.
   bool idle() const { return waiting_.empty() && running_.empty() && swapped_.empty(); }
   /// Results completed since the last call.
   std::vector<GenerationResult> takeFinished();
+  /// Every token sampled since the last call, in order. A stop string's
+  /// tokens are reported here before check() cuts them from the result.
+  std::vector<SampledToken> takeSampled();
+  /// Ends request `id` wherever it is (waiting, running or swapped out):
+  /// its KV blocks and host slots are free at once, and its result (the
+  /// tokens so far, FinishReason::Cancelled) comes from takeFinished().
+  /// False when no such request is pending.
+  bool cancel(int64_t id);
+  EngineLoad load() const;
   const EngineStats &stats() const { return stats_; }
   int64_t kvBytesPerBlock() const { return kvBytesPerBlock_; }
   /// Blocks the host pool holds (0: no pool).
@@ -169,6 +198,8 @@ private:
   /// Swaps sequences back in, oldest first, while their blocks fit.
   Status swapIn();
   void finish(size_t index);
+  /// Frees what `s` holds and moves its result to finished_.
+  void retire(Sequence &s);
 
   const LoadedPlan *plan_ = nullptr;
   std::unique_ptr<Session> session_;
@@ -181,6 +212,7 @@ private:
   std::vector<int32_t> hostFree_;
   int64_t hostUsed_ = 0;
   std::vector<GenerationResult> finished_;
+  std::vector<SampledToken> sampled_;
   EngineStats stats_;
   int64_t nextId_ = 0;
   double start_ = 0;

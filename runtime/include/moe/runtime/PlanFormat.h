@@ -33,8 +33,9 @@ inline constexpr const char *kWeightFilePrefix = "weights-";
 /// them (data-parallel attention; the 2.0 form with count tensors was
 /// never run). 2.5: micro-batches, tensors that are rows of another
 /// (Tensor.base, part, parts); shape-only plans (Provenance.shape_only).
+/// 2.6: the checkpoint's tokenizer.json and chat template (Plan.text).
 inline constexpr uint16_t kFormatMajor = 2;
-inline constexpr uint16_t kFormatMinor = 5;
+inline constexpr uint16_t kFormatMinor = 6;
 
 /// plan.moeplan ends with this 8-byte tag and an 8-byte little-endian
 /// checksum64 of every byte before the tag, so that any flipped byte is

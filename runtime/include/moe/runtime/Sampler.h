@@ -12,6 +12,7 @@ namespace moe::rt {
 struct SamplingOptions {
   float temperature = 0.0f; ///< 0: greedy (argmax, lowest id on ties)
   float topP = 1.0f;        ///< nucleus: smallest set with probability >= topP
+  int32_t topK = 0;         ///< the k likeliest tokens only (before top-p); 0: all
   uint64_t seed = 0;
 };
 

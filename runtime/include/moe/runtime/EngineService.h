@@ -1,0 +1,130 @@
+//===- EngineService.h - the serving engine on its own thread ---*- C++ -*-===//
+//
+// An Engine is single-threaded; a server has a thread per connection. The
+// service owns the engine on a thread of its own that steps it while there
+// is work; request threads submit, read each request's tokens as they are
+// sampled, and cancel, through this thread-safe interface. Submissions and
+// cancellations are handed over between steps, so a call waits at most one
+// step.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_ENGINESERVICE_H
+#define MOE_RUNTIME_ENGINESERVICE_H
+
+#include "moe/runtime/Engine.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+namespace moe::rt {
+
+/// One request's tokens as the engine samples them. A stop string's tokens
+/// arrive before the result that cuts them: hold back text that could
+/// start one (StopOptions::strings) until the result comes.
+class RequestStream {
+public:
+  struct Update {
+    std::vector<int32_t> tokens;              ///< sampled since the last call
+    std::optional<GenerationResult> result;   ///< set once: the request ended
+  };
+  int64_t id() const { return id_; }
+  /// What came since the last call; waits up to `timeout` for something.
+  Update next(std::chrono::milliseconds timeout);
+
+private:
+  friend class EngineService;
+  int64_t id_ = -1;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  Update pending_;
+  bool ended_ = false;
+};
+
+/// Why a submission was refused, for the caller to answer in kind.
+enum class Rejection {
+  None,
+  Busy,        ///< the waiting queue is full: retry later
+  Invalid,     ///< the request can never run (too long, bad token id, ...)
+  Unavailable, ///< the service is draining, or its engine failed
+};
+
+struct Submitted {
+  std::shared_ptr<RequestStream> stream; ///< null when rejected
+  Rejection rejection = Rejection::None;
+  std::string reason;
+};
+
+/// What the engine holds now, published after every step.
+struct ServiceSnapshot {
+  EngineLoad load;
+  EngineStats stats;
+  std::vector<ExpertLoad> experts; ///< token selections per (layer, expert) so far
+  int64_t kvBytesPerBlock = 0;
+  bool draining = false;
+};
+
+class EngineService {
+public:
+  /// Starts the engine's thread.
+  explicit EngineService(std::unique_ptr<Engine> engine);
+  /// Cancels what is pending and joins the thread.
+  ~EngineService();
+
+  /// Queues `request`: a stream of its tokens, or why it was rejected
+  /// (Engine::submit's reasons, or that the service is draining).
+  Submitted submit(GenerationRequest request);
+  /// Ends a request early (a client went away); its stream gets a result
+  /// with FinishReason::Cancelled. Unknown or finished ids are ignored.
+  void cancel(int64_t id);
+  ServiceSnapshot snapshot() const;
+  /// Stops admitting requests, waits up to `grace` for the pending ones to
+  /// finish, then cancels the rest. Returns the ids it cancelled.
+  std::vector<int64_t> drain(std::chrono::milliseconds grace);
+  /// The error that stopped the engine's thread, if one did (every pending
+  /// request then ends cancelled, and submissions are refused).
+  std::optional<std::string> failure() const;
+
+private:
+  struct Submission {
+    GenerationRequest request;
+    Submitted result;
+    bool done = false;
+  };
+  /// The engine thread: steps while there is work, sleeps otherwise.
+  void run();
+  /// On the engine thread: hands over submissions and cancellations.
+  void takeInbox();
+  /// Cancels every pending request; their ids.
+  std::vector<int64_t> cancelPending();
+  /// Sampled tokens and results to their streams.
+  void deliver();
+  /// A new snapshot; wakes drain().
+  void publish();
+
+  std::unique_ptr<Engine> engine_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_, handed_;
+  std::deque<Submission *> submissions_;
+  std::vector<int64_t> cancels_;
+  bool stop_ = false, draining_ = false;
+  /// Set by drain() when its grace is over: the engine thread cancels what
+  /// is pending and reports the ids through it.
+  std::function<void(std::vector<int64_t>)> drainCancel_;
+  std::optional<std::string> failure_;
+  ServiceSnapshot snapshot_;
+  /// Engine-thread only: the streams of pending requests.
+  std::map<int64_t, std::shared_ptr<RequestStream>> streams_;
+  std::thread thread_;
+};
+
+} // namespace moe::rt
+
+#endif

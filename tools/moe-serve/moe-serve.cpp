@@ -1,0 +1,210 @@
+//===- moe-serve.cpp - an OpenAI-compatible server for a plan -------------===//
+//
+//   moe-serve PLAN [--host 127.0.0.1] [--port 8000] [--api-key-file FILE]
+//
+// Loads the plan, starts the engine on its own thread (EngineService) and
+// serves it over HTTP (Server.h). SIGTERM or SIGINT: stop admitting, let
+// the running requests finish for --grace seconds, cancel the rest, and
+// report what was cancelled.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/runtime/ChatTemplate.h"
+#include "moe/runtime/EngineService.h"
+#include "moe/runtime/Plan.h"
+#include "moe/runtime/Registry.h"
+#include "tools/common/Cli.h"
+#include "tools/common/EngineFlags.h"
+#include "tools/moe-serve/Server.h"
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <pthread.h>
+#include <thread>
+
+using namespace moe;
+
+namespace {
+
+struct Flags {
+  std::string planDir, modelName, apiKeyFile, portFile, device = "cpu";
+  tools::EngineFlags engine;
+  serve::ServeOptions serve;
+  double maxBodyMiB = 1, pricePerHour = 0, grace = 30;
+  int64_t maxPromptTokens = 0;
+  bool prefixCaching = false;
+  int threads = 0;
+};
+
+/// The model's name in requests: --model-name, else the plan directory's.
+std::string modelName(const Flags &f) {
+  if (!f.modelName.empty())
+    return f.modelName;
+  return std::filesystem::absolute(f.planDir).lexically_normal().filename().string();
+}
+
+int serveMain(Flags &f, tools::Cli &cli) {
+  auto fail = [&](const std::string &m) { return cli.fail(m); };
+  // Every thread started from here on leaves SIGTERM and SIGINT to the one
+  // that waits for them.
+  sigset_t stopSignals;
+  sigemptyset(&stopSignals);
+  sigaddset(&stopSignals, SIGTERM);
+  sigaddset(&stopSignals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN); // a client gone mid-write is an error return, not a signal
+
+  auto device = rt::createDevice(f.device, {f.threads});
+  if (!device)
+    return fail(device.status().message());
+  auto plan = rt::LoadedPlan::open(f.planDir, {});
+  if (!plan)
+    return fail(plan.status().message());
+  const plan::Plan &p = (*plan)->plan();
+  if (p.programs()->size() != 1)
+    return fail("the plan has " + std::to_string(p.programs()->size()) +
+                " ranks; moe-serve runs single-rank plans (compile without --ep/--tp)");
+  auto tokenizer = rt::Tokenizer::forPlan(p);
+  if (!tokenizer)
+    return fail(tokenizer.status().message() + "; moe-serve needs text in and out");
+  std::optional<rt::ChatTemplate> chat;
+  serve::ModelInfo model;
+  model.name = modelName(f);
+  model.tokenizer = tokenizer->get();
+  if (const plan::TextSpec *text = p.text()) {
+    if (text->chat_template() && text->chat_template()->size()) {
+      auto parsed = rt::ChatTemplate::parse(text->chat_template()->string_view());
+      if (!parsed)
+        return fail("the plan's chat template: " + parsed.status().message());
+      chat = parsed.take();
+      model.chatTemplate = &*chat;
+    }
+    model.bosToken = text->bos_token() ? text->bos_token()->str() : "";
+    model.eosToken = text->eos_token() ? text->eos_token()->str() : "";
+  }
+
+  const int64_t context = p.kv_cache()->max_context();
+  const int64_t blockSize = f.engine.blockSize;
+  rt::EngineOptions options =
+      tools::engineOptions(f.engine, 8 * ((context + blockSize - 1) / blockSize));
+  options.prefixCaching = f.prefixCaching;
+  options.tokenizer = *tokenizer;
+  auto engine = rt::Engine::create(**plan, **device, options);
+  if (!engine)
+    return fail(engine.status().message());
+  model.maxContext = (*engine)->session().maxContext();
+  model.maxPromptTokens = f.maxPromptTokens > 0 ? f.maxPromptTokens : model.maxContext;
+  const rt::EngineLoad idle = (*engine)->load();
+
+  if (!f.apiKeyFile.empty()) {
+    auto keys = tools::ApiKeys::load(f.apiKeyFile);
+    if (!keys)
+      return fail(keys.status().message());
+    f.serve.apiKeys = keys.take();
+  }
+  f.serve.maxBodyBytes = size_t(f.maxBodyMiB * 1048576.0);
+  rt::EngineService service(engine.take());
+  serve::Metrics metrics(f.pricePerHour);
+  serve::Server server(service, model, metrics, f.serve);
+  if (rt::Status st = server.bind(); !st)
+    return fail(st.message());
+  std::fprintf(stderr,
+               "moe-serve: serving \"%s\" on http://%s:%d (%s, chat template: %s; KV pool "
+               "%lld blocks of %lld tokens; context %lld; at most %lld requests at once)\n",
+               model.name.c_str(), f.serve.host.c_str(), server.port(),
+               p.text() && p.text()->tokenizer_json() && p.text()->tokenizer_json()->size()
+                   ? "tokenizer.json"
+                   : "byte tokenizer",
+               chat ? "yes" : "none", (long long)idle.totalBlocks,
+               (long long)options.blockSize, (long long)model.maxContext,
+               (long long)f.serve.maxConnections);
+  if (!f.portFile.empty()) // last: whoever waits for it may connect at once
+    std::ofstream(f.portFile) << server.port() << '\n';
+
+  std::thread stopper([&] {
+    int signal = 0;
+    sigwait(&stopSignals, &signal);
+    std::fprintf(stderr, "moe-serve: %s: no new requests; %g s for the running ones\n",
+                 signal == SIGTERM ? "SIGTERM" : "SIGINT", f.grace);
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<int64_t> cancelled = service.drain(std::chrono::milliseconds(int64_t(f.grace * 1e3)));
+    std::string ids;
+    for (int64_t id : cancelled)
+      ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+    std::fprintf(stderr, "moe-serve: drained in %.2f s: %zu request(s) cancelled%s%s\n",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                 cancelled.size(), ids.empty() ? "" : ": ids ", ids.c_str());
+    // The cancelled streams still write their last events; closing the
+    // server cuts whatever is left of them.
+    if (!server.waitAnswered(std::chrono::seconds(5)))
+      std::fprintf(stderr, "moe-serve: some answers were still being written after 5 s; "
+                           "their connections are closed\n");
+    server.stop();
+  });
+  server.run();
+  stopper.join();
+  if (auto failure = service.failure())
+    return fail("the engine stopped: " + *failure);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Flags f;
+  tools::Cli cli("moe-serve", "Serve a plan over HTTP with OpenAI's completions and chat "
+                              "completions API, server-sent-event streaming and Prometheus "
+                              "metrics.");
+  CLI::App &app = cli.app;
+  cli.addPlan(f.planDir);
+  app.add_option("--host", f.serve.host,
+                 "address to listen on (default 127.0.0.1: this machine only)")
+      ->type_name("ADDR");
+  app.add_option("--port", f.serve.port, "port to listen on (default 8000; 0: any free port)")
+      ->check(tools::integerIn(0, 65535))
+      ->type_name("N");
+  app.add_option("--port-file", f.portFile, "write the port listened on to FILE")
+      ->type_name("FILE");
+  app.add_option("--model-name", f.modelName,
+                 "the model's id in requests and /v1/models (default: the plan directory's "
+                 "name)")
+      ->type_name("NAME");
+  app.add_option("--api-key-file", f.apiKeyFile,
+                 "require \"Authorization: Bearer KEY\" on /v1/ with a KEY from FILE (one per "
+                 "line)")
+      ->type_name("FILE");
+  app.add_option("--max-connections", f.serve.maxConnections,
+                 "generation requests served at once; beyond them 503 (default 64)")
+      ->check(tools::integerIn(1, 4096))
+      ->type_name("N");
+  app.add_option("--request-timeout", f.serve.requestTimeout,
+                 "cancel a request that runs longer (default 600 s)")
+      ->check(tools::positiveFinite())
+      ->type_name("SECONDS");
+  app.add_option("--max-body-bytes", f.maxBodyMiB,
+                 "largest request body; beyond it 413 (default 1 MiB)")
+      ->check(tools::positiveFinite())
+      ->type_name("MIB");
+  app.add_option("--max-prompt-tokens", f.maxPromptTokens,
+                 "longest prompt accepted (default: the plan's context)")
+      ->check(tools::integerIn(1, int64_t(1) << 30))
+      ->type_name("N");
+  app.add_option("--grace", f.grace,
+                 "on SIGTERM, seconds the running requests get to finish before they are "
+                 "cancelled (default 30)")
+      ->check(tools::finiteIn(0, 86400))
+      ->type_name("SECONDS");
+  app.add_option("--price-per-hour", f.pricePerHour,
+                 "the machine's price per hour: /metrics then shows the cost per million "
+                 "generated tokens")
+      ->check(tools::positiveFinite())
+      ->type_name("PRICE");
+  tools::addEngineFlags(cli, f.engine, "8 sequences of the full context");
+  app.add_flag("--prefix-caching", f.prefixCaching, "share KV blocks of common prompt prefixes");
+  cli.addThreads(f.threads);
+  cli.addDevice(f.device);
+  if (auto code = cli.parse(argc, argv))
+    return *code;
+  return serveMain(f, cli);
+}
