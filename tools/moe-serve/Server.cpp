@@ -4,7 +4,11 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <thread>
 
@@ -72,6 +76,13 @@ Server::Server(rt::EngineService &service, ModelInfo model, Metrics &metrics,
   const size_t threads = size_t(options_.maxConnections) + 8;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(options_.maxBodyBytes);
+  // The library listens with a backlog of 5 (compiled in): a burst of new
+  // connections beyond it is dropped by the kernel and the clients see
+  // resets. Keep the listening socket to listen again with a real backlog.
+  http_->set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listening_ = sock;
+  });
   http_->set_keep_alive_timeout(5);
   routes();
 }
@@ -91,6 +102,9 @@ rt::Status Server::bind() {
                                "with --port or --host");
     port_ = options_.port;
   }
+  if (::listen(listening_, SOMAXCONN) != 0)
+    return rt::Status::error("cannot listen on " + options_.host + ":" + std::to_string(port_) +
+                             ": " + std::strerror(errno));
   return rt::Status::ok();
 }
 

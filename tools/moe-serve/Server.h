@@ -63,6 +63,7 @@ private:
   const ServeOptions options_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
+  int listening_ = -1; ///< the listening socket
   std::atomic<int64_t> active_{0}, nextId_{0};
 };
 
