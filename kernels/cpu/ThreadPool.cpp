@@ -92,6 +92,10 @@ int coresAvailable() {
 
 } // namespace
 
+/// The chunk index of a claim word while a region is being set up: no
+/// count reaches it, so nothing can be claimed.
+constexpr uint64_t kClosed = 0xffffffffu;
+
 struct Chunks::Shared {
   std::atomic<uint64_t> claim{0};   ///< generation << 32 | next chunk
   std::atomic<int64_t> unfinished{0};
@@ -109,7 +113,7 @@ struct Chunks::Shared {
     uint64_t v = claim.load(std::memory_order_acquire);
     for (;;) {
       if (uint32_t(v >> 32) != generation ||
-          int64_t(v & 0xffffffffu) >= count.load(std::memory_order_relaxed))
+          int64_t(v & 0xffffffffu) >= count.load(std::memory_order_acquire))
         return -1;
       if (claim.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel))
         return int64_t(v & 0xffffffffu);
@@ -170,7 +174,14 @@ public:
       return;
     }
     const uint32_t generation = ++generation_;
-    s_.count.store(count, std::memory_order_relaxed);
+    // Close the claim word to the last region before its count changes: a
+    // thread still claiming from that region (it read the old generation)
+    // must not pair it with the new count, claim an index the old region
+    // never had, and finish it against this region (one finish too many:
+    // this region would end with a chunk still running, and the next wait
+    // for ever). Its compare-and-swap fails on the closed word instead.
+    s_.claim.store(uint64_t(generation) << 32 | kClosed, std::memory_order_seq_cst);
+    s_.count.store(count, std::memory_order_release);
     s_.body.store(&body, std::memory_order_relaxed);
     s_.unfinished.store(count, std::memory_order_relaxed);
     const uint32_t finished = s_.finished.load(std::memory_order_relaxed);
