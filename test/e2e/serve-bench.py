@@ -4,7 +4,8 @@
 Runs one closed-loop workload (greedy, so that the tokens are the seeds'
 alone) in process and through a moe-serve on the same plan, prints
 moe-bench's --url report, and checks that both report the same requests,
-generated tokens and finish reasons."""
+generated tokens and finish reasons. Then an open loop far past what the
+server sustains: every request is completed or refused, none lost."""
 import json
 import os
 import signal
@@ -23,7 +24,7 @@ port_file = os.path.join(WORK, "port")
 if os.path.exists(port_file):
     os.remove(port_file)
 server = subprocess.Popen([os.path.join(BIN, "moe-serve"), PLAN, "--port", "0", "--port-file",
-                           port_file], stderr=subprocess.DEVNULL)
+                           port_file, "--max-waiting", "4"], stderr=subprocess.DEVNULL)
 try:
     for _ in range(600):
         if os.path.exists(port_file) and open(port_file).read().strip():
@@ -34,6 +35,17 @@ try:
     report = subprocess.run([os.path.join(BIN, "moe-bench"), PLAN, *flags, "--url", url,
                              "--json", http], check=True, capture_output=True, text=True)
     sys.stdout.write(report.stderr if not report.stdout else report.stdout)
+    # Far past what the server sustains (Poisson arrivals at 5000 req/s on a
+    # queue of 4): moe-bench fails if a request is lost; each is completed
+    # or refused 429.
+    over = os.path.join(WORK, "over.json")
+    subprocess.run([os.path.join(BIN, "moe-bench"), PLAN, "--rate", "5000", "--requests", "64",
+                    "--prompt-len", "8:24", "--output-len", "8:24", "--url", url, "--json", over],
+                   check=True, capture_output=True)
+    o = json.load(open(over))["levels"][0]
+    assert o["completed"] + o["rejected_queue_full"] == 64 and o["rejected_invalid"] == 0, o
+    print(f"overload over HTTP: {o['completed']} completed, {o['rejected_queue_full']} refused "
+          f"429, none lost")
 finally:
     server.send_signal(signal.SIGTERM)
     assert server.wait(timeout=60) == 0

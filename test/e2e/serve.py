@@ -344,7 +344,7 @@ def check_sigterm():
     log = s.stderr()
     assert code == 0, (code, log)
     assert "SIGTERM: no new requests" in log and "1 request(s) cancelled: ids 0" in log, log
-    assert rest.rstrip().endswith("data: [DONE]"), rest[-200:]
+    assert rest.rstrip().endswith("data: [DONE]") and '"code":"cancelled"' in rest, rest[-300:]
     print("sigterm: the running request was cancelled after the grace period and reported; "
           "exit 0")
 

@@ -242,8 +242,8 @@ rt::Expected<Outcome> driveHttp(const HttpTarget &target,
                    out.results.size() + out.queueFull + out.invalid.size(), requests.size());
   };
   std::vector<std::thread> threads;
+  std::atomic<size_t> next{0}; // closed loop: the next request to send
   if (load.arrivals.empty()) {
-    std::atomic<size_t> next{0};
     for (int64_t w = 0; w < std::min<int64_t>(load.concurrency, int64_t(requests.size())); ++w)
       threads.emplace_back([&] {
         for (size_t i; (i = next++) < requests.size();)

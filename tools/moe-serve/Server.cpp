@@ -205,6 +205,16 @@ void Server::generate(bool chat, const std::string &body, httplib::Response &res
                              std::to_string(int64_t(options_.requestTimeout)) + " s; it was "
                              "cancelled",
                          "timeout", "", "timeout"};
+  // Cancelled by the server itself (a drain past its grace, or the engine
+  // failed): an error, not a short answer.
+  auto cancelled = [this] {
+    std::optional<std::string> failure = service_.failure();
+    return ApiError{503,
+                    "the request was cancelled: " +
+                        (failure ? "the engine stopped: " + *failure
+                                 : std::string("the server is shutting down")),
+                    "service_unavailable", "", "cancelled"};
+  };
   auto text = std::make_shared<StreamText>(*model_.tokenizer, stops);
   // Waits for the stream's next update, cancelling at the deadline.
   auto next = [this, stream = sub.stream, deadline](bool &timedOut) {
@@ -226,6 +236,8 @@ void Server::generate(bool chat, const std::string &body, httplib::Response &res
       if (timedOut)
         return fail(timeout);
       metrics_.finished(*u.result, promptTokens);
+      if (u.result->finishReason == rt::FinishReason::Cancelled)
+        return replyError(res, cancelled());
       text->finish(u.result->finishReason);
       return reply(res, 200,
                    responseObject(r, id, created, model_.name, text->released(),
@@ -250,6 +262,9 @@ void Server::generate(bool chat, const std::string &body, httplib::Response &res
           if (state->timedOut) {
             metrics_.outcome("timeout");
             out += sse(timeout.body());
+          } else if (u.result->finishReason == rt::FinishReason::Cancelled) {
+            metrics_.finished(*u.result, promptTokens);
+            out += sse(cancelled().body());
           } else {
             metrics_.finished(*u.result, promptTokens);
             piece += text->finish(u.result->finishReason);

@@ -45,7 +45,6 @@ private:
   std::mutex mutex_;
   std::condition_variable ready_;
   Update pending_;
-  bool ended_ = false;
 };
 
 /// Why a submission was refused, for the caller to answer in kind.
