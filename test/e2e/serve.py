@@ -195,7 +195,7 @@ def check_outputs():
 
 
 def check_errors():
-    s = Server("--max-connections", "2", "--max-body-bytes", "0.01", "--max-prompt-tokens", "64")
+    s = Server("--max-connections", "2", "--max-body", "0.01", "--max-prompt-tokens", "64")
     good = {"model": "kjv", "prompt": "And God said", "max_tokens": 4, "temperature": 0}
     cases = [
         ("malformed JSON", dict(raw="{\"model\": "), 400, "not valid JSON"),

@@ -139,13 +139,13 @@ void Server::routes() {
                      "invalid_request_error", "", "invalid_api_key"});
     return httplib::Server::HandlerResponse::Handled;
   });
-  // 404, 405, 413 (a body over --max-body-bytes) with OpenAI's error body.
+  // 404, 405, 413 (a body over --max-body) with OpenAI's error body.
   http_->set_error_handler([this](const httplib::Request &req, httplib::Response &res) {
     if (!res.body.empty())
       return;
     std::string message =
         res.status == 413 ? "the request body exceeds " + std::to_string(options_.maxBodyBytes) +
-                                " bytes (--max-body-bytes)"
+                                " bytes (--max-body)"
         : res.status == 404 ? "no route " + req.method + " " + req.path
                             : "HTTP " + std::to_string(res.status);
     metrics_.outcome("rejected");

@@ -182,7 +182,7 @@ int main(int argc, char **argv) {
                  "cancel a request that runs longer (default 600 s)")
       ->check(tools::positiveFinite())
       ->type_name("SECONDS");
-  app.add_option("--max-body-bytes", f.maxBodyMiB,
+  app.add_option("--max-body", f.maxBodyMiB,
                  "largest request body; beyond it 413 (default 1 MiB)")
       ->check(tools::positiveFinite())
       ->type_name("MIB");
