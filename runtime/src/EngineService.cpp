@@ -148,8 +148,10 @@ void EngineService::takeInbox() {
   if (drainCancel)
     ids = cancelPending();
   // Before submit() returns, the snapshot counts what it handed over (so a
-  // drain right after sees it pending).
-  publish();
+  // drain right after sees it pending); with nothing handed over, the one
+  // after the step will do.
+  if (!submissions.empty() || !cancels.empty() || drainCancel)
+    publish();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (Submission *s : submissions)

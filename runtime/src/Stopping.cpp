@@ -55,9 +55,11 @@ std::optional<FinishReason> StopRules::check(std::vector<int32_t> &generated) co
       continue;
     // Drop the tokens that spell it (and specials among them); a token
     // that also spells text before it stays.
-    while (!generated.empty() && tokenizer_->decode({generated.back()}).size() <=
-                                     text.size() - at) {
-      text.resize(text.size() - tokenizer_->decode({generated.back()}).size());
+    while (!generated.empty()) {
+      size_t bytes = tokenizer_->decode({generated.back()}).size();
+      if (bytes > text.size() - at)
+        break;
+      text.resize(text.size() - bytes);
       generated.pop_back();
     }
     return FinishReason::Stop;

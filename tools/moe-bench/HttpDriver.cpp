@@ -1,5 +1,6 @@
 //===- HttpDriver.cpp - feed a workload to moe-serve over HTTP ------------===//
 #include "tools/moe-bench/HttpDriver.h"
+#include "tools/common/EngineCounters.h"
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -49,30 +50,14 @@ rt::Expected<std::map<std::string, double>> scrape(const HttpTarget &t) {
 /// The engine's counters between two scrapes.
 void engineDelta(const std::map<std::string, double> &a, const std::map<std::string, double> &b,
                  Outcome &out) {
-  auto d = [&](const std::string &name) {
-    std::string key = "moe_engine_" + name + "_total";
-    auto x = b.find(key), y = a.find(key);
-    return (x == b.end() ? 0 : x->second) - (y == a.end() ? 0 : y->second);
+  auto value = [](const std::map<std::string, double> &m, const std::string &key) {
+    auto it = m.find(key);
+    return it == m.end() ? 0.0 : it->second;
   };
-  auto at = [&](const std::string &key) {
-    auto it = b.find(key);
-    return it == b.end() ? 0.0 : it->second;
-  };
+  auto at = [&](const std::string &key) { return value(b, key); };
   rt::EngineStats &s = out.stats;
-  s.steps = uint64_t(d("steps"));
-  s.prefillTokens = uint64_t(d("prefill_tokens"));
-  s.decodeTokens = uint64_t(d("decode_tokens"));
-  s.prefillSeconds = d("prefill_seconds");
-  s.decodeSeconds = d("decode_seconds");
-  s.preemptions = uint64_t(d("preemptions"));
-  s.recomputedTokens = uint64_t(d("recomputed_tokens"));
-  s.cachedTokens = uint64_t(d("cached_tokens"));
-  s.swapOuts = uint64_t(d("swap_outs"));
-  s.swapIns = uint64_t(d("swap_ins"));
-  s.swapOutBytes = uint64_t(d("swap_out_bytes"));
-  s.swapInBytes = uint64_t(d("swap_in_bytes"));
-  s.swapSeconds = d("swap_seconds");
-  s.rejected = uint64_t(d("rejected"));
+  for (const tools::EngineCounter &c : tools::kEngineCounters)
+    tools::setCounter(s, c, at(tools::engineMetric(c)) - value(a, tools::engineMetric(c)));
   s.peakBlocks = int64_t(at("moe_kv_blocks_peak"));
   s.peakHostBlocks = int64_t(at("moe_host_kv_blocks_peak"));
   out.kvBytesPerBlock = int64_t(at("moe_kv_block_bytes"));

@@ -51,13 +51,12 @@ std::vector<rt::GenerationRequest> syntheticWorkload(const SyntheticSpec &spec, 
 
 rt::Expected<std::vector<rt::GenerationRequest>>
 readWorkload(const std::string &path, const plan::Plan &plan, uint64_t seed,
-             const rt::StopOptions &defaults) {
+             const rt::StopOptions &defaults, std::shared_ptr<const rt::Tokenizer> &tokenizer) {
   auto text = rt::readFile(path);
   if (!text)
     return text.status();
   std::istringstream in(*text);
   TokenSource token{std::mt19937_64(seed), int64_t(plan.config()->vocab_size())};
-  std::shared_ptr<const rt::Tokenizer> tokenizer;
   std::vector<rt::GenerationRequest> requests;
   std::string line;
   for (int lineNo = 1; std::getline(in, line); ++lineNo) {

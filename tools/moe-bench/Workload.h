@@ -3,7 +3,9 @@
 #define MOE_TOOLS_MOEBENCH_WORKLOAD_H
 
 #include "moe/runtime/Engine.h"
+#include "moe/runtime/Tokenizer.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,10 +29,11 @@ std::vector<rt::GenerationRequest> syntheticWorkload(const SyntheticSpec &spec, 
 /// override `defaults`. Blank lines are skipped; errors name the file and
 /// line.
 /// Requests that parse but cannot run (too long, bad ids) are left for the
-/// engine to reject one by one.
+/// engine to reject one by one. `tokenizer`: the plan's, loaded into it
+/// when a text prompt first needs it (null until then).
 rt::Expected<std::vector<rt::GenerationRequest>>
 readWorkload(const std::string &path, const plan::Plan &plan, uint64_t seed,
-             const rt::StopOptions &defaults);
+             const rt::StopOptions &defaults, std::shared_ptr<const rt::Tokenizer> &tokenizer);
 
 /// Arrival times (seconds from the start) of `n` requests as a Poisson
 /// process of `rate` requests per second.

@@ -190,10 +190,16 @@ int benchMain(Flags f, tools::Cli &cli) {
   if (auto rules = rt::StopRules::create(p, spec.stop, tokenizer); !rules)
     return fail(rules.status().message());
   if (!f.workload.empty()) {
-    auto w = readWorkload(f.workload, p, f.seed, spec.stop);
+    auto w = readWorkload(f.workload, p, f.seed, spec.stop, tokenizer);
     if (!w)
       return fail(w.status().message());
     fromFile = w.take();
+    // Stop strings of the file's own need the tokenizer too.
+    if (!tokenizer && std::any_of(fromFile.begin(), fromFile.end(), [](const auto &r) {
+          return !r.stop.strings.empty();
+        }))
+      if (auto t = rt::Tokenizer::forPlan(p))
+        tokenizer = t.take();
   } else {
     try {
       std::tie(spec.promptLo, spec.promptHi) = range("prompt-len", f.promptLen, {16, 64});
@@ -218,6 +224,7 @@ int benchMain(Flags f, tools::Cli &cli) {
   rt::EngineOptions options =
       tools::engineOptions(f.engine, 32 * ((longest + blockSize - 1) / blockSize));
   options.ranks = &ranks;
+  options.tokenizer = tokenizer; // parsed once, not by every engine a level starts
   options.trace = *trace ? &(*trace)->trace : nullptr;
 
   bool progress = ::isatty(2);

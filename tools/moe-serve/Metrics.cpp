@@ -1,5 +1,6 @@
 //===- Metrics.cpp - the server's figures in Prometheus text --------------===//
 #include "tools/moe-serve/Metrics.h"
+#include "tools/common/EngineCounters.h"
 
 #include <cmath>
 #include <cstdio>
@@ -114,25 +115,9 @@ std::string Metrics::text(const rt::ServiceSnapshot &s) {
         double(generatedTokens_), "counter");
   // The engine's own counters (moe-bench --url reads them before and after).
   const rt::EngineStats &st = s.stats;
-  const std::pair<const char *, double> engine[] = {
-      {"steps", double(st.steps)},
-      {"prefill_tokens", double(st.prefillTokens)},
-      {"decode_tokens", double(st.decodeTokens)},
-      {"prefill_seconds", st.prefillSeconds},
-      {"decode_seconds", st.decodeSeconds},
-      {"preemptions", double(st.preemptions)},
-      {"recomputed_tokens", double(st.recomputedTokens)},
-      {"cached_tokens", double(st.cachedTokens)},
-      {"swap_outs", double(st.swapOuts)},
-      {"swap_ins", double(st.swapIns)},
-      {"swap_out_bytes", double(st.swapOutBytes)},
-      {"swap_in_bytes", double(st.swapInBytes)},
-      {"swap_seconds", st.swapSeconds},
-      {"rejected", double(st.rejected)},
-      {"cancelled", double(st.cancelled)}};
-  for (auto &[name, value] : engine)
-    gauge(os, std::string("moe_engine_") + name + "_total",
-          std::string("the engine's ") + name + " (EngineStats)", value, "counter");
+  for (const tools::EngineCounter &c : tools::kEngineCounters)
+    gauge(os, tools::engineMetric(c), std::string("the engine's ") + c.name + " (EngineStats)",
+          tools::counterValue(st, c), "counter");
   gauge(os, "moe_kv_blocks_peak", "most KV blocks in use at once since the start",
         double(st.peakBlocks));
   gauge(os, "moe_host_kv_blocks_peak", "most host-pool blocks in use at once since the start",

@@ -113,9 +113,8 @@ int serveMain(Flags &f, tools::Cli &cli) {
                "moe-serve: serving \"%s\" on http://%s:%d (%s, chat template: %s; KV pool "
                "%lld blocks of %lld tokens; context %lld; at most %lld requests at once)\n",
                model.name.c_str(), f.serve.host.c_str(), server.port(),
-               p.text() && p.text()->tokenizer_json() && p.text()->tokenizer_json()->size()
-                   ? "tokenizer.json"
-                   : "byte tokenizer",
+               dynamic_cast<const rt::ByteTokenizer *>(tokenizer->get()) ? "byte tokenizer"
+                                                                         : "tokenizer.json",
                chat ? "yes" : "none", (long long)idle.totalBlocks,
                (long long)options.blockSize, (long long)model.maxContext,
                (long long)f.serve.maxConnections);
