@@ -4,9 +4,10 @@
 // rows), shared by the threads of one parallel region (linearGroup runs many
 // problems, e.g. every routed expert, in one region). An item walks k in
 // chunks of kChunk (cut at scale-group ends for int8/int4). Up to
-// kDirectTokens tokens, a two-row tile reads 16-bit or quantized weights
+// kDirectTokens tokens, a direct tile (two rows half a matrix apart; on
+// AVX-512 two such pairs of adjacent rows) reads 16-bit or quantized weights
 // straight from memory and converts (and scales) them in registers: the
-// decode GEMV reads each weight byte once, in two sequential streams per
+// decode GEMV reads each weight byte once, in two sequential regions per
 // thread, and dequantization costs no memory traffic. For more tokens, each
 // chunk of the kRows rows is converted to f32 once into a per-thread L1
 // buffer and swept by every token of the block (whose x chunks stay in L2).
@@ -15,15 +16,18 @@
 // per chunk instead of a multiply per element, the same operations either
 // way, so they agree bit for bit.
 //
-// The tile comes in two builds chosen at run time: AVX2+FMA (8-lane
-// accumulators, explicit intrinsics) and a portable one for any x86-64.
-// Either way every output element is the same fixed sequence of operations
-// whatever the number of tokens, the thread count or its position in a
+// The tile comes in three builds chosen at run time (Isa.h): AVX-512 and
+// AVX2+FMA (8-lane accumulators, explicit intrinsics; the AVX-512 tile holds
+// two rows' 8 lanes per register and gives the same bits) and a portable one
+// for any x86-64. Either way every output element is the same fixed
+// sequence of operations whatever the number of tokens, the thread count,
+// the ISA (AVX2 or AVX-512; the portable build rounds differently) or its position in a
 // block: a token's result does not depend on what it is batched with (the
 // serving engine relies on this), and equal weight rows give equal outputs.
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/cpu/Isa.h"
 #include "kernels/cpu/Kernels.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/WeightDetail.h"
@@ -39,13 +43,16 @@
 namespace moe::cpu {
 namespace {
 
-// Output rows per tile: each x vector loaded feeds kRows multiply-adds.
-constexpr int64_t kRows = 4;
-// Tokens per tile: kRows x kTileTokens accumulators and kRows weight vectors
-// in the 16 AVX2 registers. f32 rows fold into the multiply-adds as memory
-// operands, so three tokens fit; rows converted from 16 bits take registers,
-// so two.
-constexpr int64_t kTileTokens = 3, kTileTokens16 = 2;
+// Output rows of a buffered work item: each x vector loaded feeds kRows
+// multiply-adds in the AVX-512 tile (8 rows x 6 tokens ran its
+// micro-kernel 1.3-1.5x as fast as 4 x 12 on a Sapphire Rapids core: half
+// the x traffic from L2). The AVX2 tile sweeps the item's rows 4 at a time.
+constexpr int64_t kRows = 8;
+// Rows and tokens of an AVX2 tile: 4 x kTileTokens accumulators and 4 weight
+// vectors in the 16 registers. f32 rows fold into the multiply-adds as
+// memory operands, so three tokens fit; rows converted from 16 bits take
+// registers, so two.
+constexpr int64_t kAvx2Rows = 4, kTileTokens = 3, kTileTokens16 = 2;
 // Up to this many tokens the AVX2 two-row tile converts weights as it loads
 // them (each 4 tokens convert again: cheap next to reading them from
 // memory); more tokens convert a chunk once into an L1 buffer.
@@ -68,7 +75,7 @@ constexpr int64_t kRunsPerThread = 4;
 // acc[(t * kRows + i) * kLanes ...]; the rows r are of type `type`. With a
 // scale (quantized rows: len never crosses a scale group) the sum is
 // multiplied by scale[i] before it is added. Tiles come for kRows rows (the
-// buffered path), two rows (the pair path) and one (a pair's odd row out).
+// buffered path) and for the few rows a direct tile reads from memory.
 using TileFn = void (*)(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
                         WeightType type, const float *scale, int64_t len, float *acc);
 using ConvertFn = void (*)(Weight w, int64_t first, int64_t count, float *dst);
@@ -210,13 +217,14 @@ __attribute__((target("avx2,fma,f16c"))) void tileAvx2T(const float *x, int64_t 
     }
 }
 
-// All tokens, Step at a time, then the rest. kRows rows: f32 rows fold into
+// All tokens, Step at a time, then the rest. Four rows: f32 rows fold into
 // the multiply-adds as memory operands, so three tokens fit in the
 // registers; rows converted from 16 bits take registers, so two. One or two
 // rows (the decode path): four tokens.
 template <int R, WeightType W>
 void tileAvx2Typed(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
                    const float *scale, int64_t len, float *acc) {
+  static_assert(R <= kAvx2Rows, "an AVX2 tile holds at most four rows");
   constexpr int Step = R <= 2 ? 4 : W == WeightType::F32 ? kTileTokens : kTileTokens16;
   int64_t t = 0;
   for (; t + Step <= tokens; t += Step)
@@ -248,7 +256,136 @@ template <typename F> decltype(auto) withType(WeightType type, F &&f) {
 template <int R>
 void tileAvx2(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
               WeightType type, const float *scale, int64_t len, float *acc) {
-  withType(type, [&](auto w) { tileAvx2Typed<R, w.value>(x, ldx, tokens, r, scale, len, acc); });
+  if constexpr (R == kRows) { // the buffered path (f32 rows): 4 rows at a time
+    for (int i = 0; i < kRows; i += kAvx2Rows)
+      tileAvx2Typed<kAvx2Rows, WeightType::F32>(x, ldx, tokens, r + i, scale ? scale + i : nullptr,
+                                                len, acc + i * kLanes);
+  } else {
+    withType(type,
+             [&](auto w) { tileAvx2Typed<R, w.value>(x, ldx, tokens, r, scale, len, acc); });
+  }
+}
+
+// --- AVX-512 build ---
+//
+// The same per-lane sums as the AVX2 tile, twice as wide: a 16-lane
+// accumulator holds the 8 lanes of row i in its low half and those of row
+// i + 1 in its high half, the token's 8 x values are broadcast to both
+// halves, and each lane sees exactly the AVX2 tile's multiply-adds in the
+// same order, so the two builds give the same bits. The 32 registers hold
+// tiles of 6 tokens x 8 rows (AVX2: 2-3 tokens x 4 rows).
+
+#define MOE_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
+
+// Elements [0, 8) of rows a and b (type W, before any scale): a's in the low
+// half, b's in the high half.
+template <WeightType W> MOE_AVX512 __m512 load8x2(const void *a, const void *b) {
+  if constexpr (W == WeightType::BF16 || W == WeightType::F16) {
+    const __m256i h = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(static_cast<const __m128i *>(a))),
+        _mm_loadu_si128(static_cast<const __m128i *>(b)), 1);
+    if constexpr (W == WeightType::BF16)
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    else
+      return _mm512_cvtph_ps(h);
+  } else if constexpr (W == WeightType::I8) {
+    const __m128i q = _mm_unpacklo_epi64(_mm_loadl_epi64(static_cast<const __m128i *>(a)),
+                                         _mm_loadl_epi64(static_cast<const __m128i *>(b)));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
+  } else { // f32, and the rarer fp8 and int4, as two AVX2 halves
+    return _mm512_insertf32x8(_mm512_castps256_ps512(load8<W>(a)), load8<W>(b), 1);
+  }
+}
+
+// R rows (R even) as R / 2 pairs, T tokens: tileAvx2T's sums. (Rows
+// staged interleaved by 8, so that one load fetches a pair, measured no
+// faster than these two loads and an insert.)
+template <int R, int T, WeightType W>
+MOE_AVX512 void tileAvx512T(const float *x, int64_t ldx, const void *const *r,
+                            const float *scale, int64_t len, float *acc) {
+  constexpr int P = R / 2;
+  // Elements [p, p + n) of pair j, n <= 8 (the rest 0.0).
+  auto load = [&](int j, int64_t p, int64_t n) MOE_AVX512 {
+    const char *a = static_cast<const char *>(r[2 * j]) + detail::bytesOf(W, size_t(p));
+    const char *b = static_cast<const char *>(r[2 * j + 1]) + detail::bytesOf(W, size_t(p));
+    if (n == kLanes)
+      return load8x2<W>(a, b);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(load8<W>(a, n)), load8<W>(b, n), 1);
+  };
+  // Rows 2j and 2j + 1 of token t are adjacent in acc.
+  auto slot = [&](int t, int j) { return acc + (t * kRows + 2 * j) * kLanes; };
+  __m512 a[T][P];
+  for (int t = 0; t < T; ++t)
+    for (int j = 0; j < P; ++j)
+      a[t][j] = scale ? _mm512_setzero_ps() : _mm512_loadu_ps(slot(t, j));
+  int64_t p = 0;
+  for (; p + kLanes <= len; p += kLanes) {
+    if constexpr (R < kRows) { // rows streamed from memory: as the AVX2 pair tile
+      const size_t at = detail::bytesOf(W, size_t(p));
+      if (at % 64 == 0)
+        for (int i = 0; i < R; ++i)
+          _mm_prefetch(static_cast<const char *>(r[i]) + at + 1024, _MM_HINT_T0);
+    }
+    __m512 w[P];
+    for (int j = 0; j < P; ++j)
+      w[j] = load(j, p, kLanes);
+    for (int t = 0; t < T; ++t) {
+      const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + t * ldx + p));
+      for (int j = 0; j < P; ++j)
+        a[t][j] = _mm512_fmadd_ps(xv, w[j], a[t][j]);
+    }
+  }
+  if (p < len) { // missing lanes are 0.0 in both operands, as in tileAvx2T
+    __m512 w[P];
+    for (int j = 0; j < P; ++j)
+      w[j] = load(j, p, len - p);
+    for (int t = 0; t < T; ++t) {
+      const __m512 xv =
+          _mm512_broadcast_f32x8(_mm256_maskload_ps(x + t * ldx + p, tailMask(len - p)));
+      for (int j = 0; j < P; ++j)
+        a[t][j] = _mm512_fmadd_ps(xv, w[j], a[t][j]);
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int j = 0; j < P; ++j) {
+      if (!scale) {
+        _mm512_storeu_ps(slot(t, j), a[t][j]);
+        continue;
+      }
+      const __m512 s = _mm512_insertf32x8(_mm512_set1_ps(scale[2 * j]),
+                                          _mm256_set1_ps(scale[2 * j + 1]), 1);
+      _mm512_storeu_ps(slot(t, j), _mm512_fmadd_ps(a[t][j], s, _mm512_loadu_ps(slot(t, j))));
+    }
+}
+
+// All tokens, Step at a time, the rest in tiles of 4, 2 and 1.
+template <int R, WeightType W>
+void tileAvx512Typed(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
+                     const float *scale, int64_t len, float *acc) {
+  constexpr int Step = R <= 2 ? 8 : 6;
+  int64_t t = 0;
+  auto run = [&](auto width) {
+    tileAvx512T<R, width.value, W>(x + t * ldx, ldx, r, scale, len, acc + t * kRows * kLanes);
+    t += width.value;
+  };
+  while (t + Step <= tokens)
+    run(std::integral_constant<int, Step>());
+  if (tokens - t >= 4)
+    run(std::integral_constant<int, 4>());
+  if (tokens - t >= 2)
+    run(std::integral_constant<int, 2>());
+  if (tokens - t >= 1)
+    run(std::integral_constant<int, 1>());
+}
+
+template <int R>
+void tileAvx512(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
+                WeightType type, const float *scale, int64_t len, float *acc) {
+  if constexpr (R == kRows) // the buffered path: rows converted to f32
+    tileAvx512Typed<R, WeightType::F32>(x, ldx, tokens, r, scale, len, acc);
+  else
+    withType(type,
+             [&](auto w) { tileAvx512Typed<R, w.value>(x, ldx, tokens, r, scale, len, acc); });
 }
 
 // Converts the first whole multiple of 8 of `count` elements from `first`
@@ -284,14 +421,43 @@ void prefetch(Weight w, int64_t first, int64_t count) {
     __builtin_prefetch(p + byte);
 }
 
+// Requests what the row element `first` (element k0 of its row) starts
+// reads next: the row's next chunk, or after its last one the first chunk of
+// the same row of the next block (usually this thread's next item; expert
+// rows are too short for the hardware prefetcher).
+void prefetchNext(Weight w, int64_t first, int64_t k, int64_t k0) {
+  const bool more = k0 + kChunk < k;
+  prefetch(w, more ? first + kChunk : first - k0 + kRows * k,
+           std::min(kChunk, more ? k - k0 - kChunk : k));
+}
+
+// Points r[i] at chunk [k0, k0 + len) of row row[i] of w as f32 for i <
+// kRows (the first `rows` distinct, the rest repeating the last): read in
+// place, or converted into buf + i * kChunk.
+void stageRows(ConvertFn convert, Weight w, const int64_t *row, int64_t rows, int64_t k,
+               int64_t k0, int64_t len, float *buf, const void **r) {
+  for (int64_t i = 0; i < kRows; ++i) {
+    const int64_t first = row[i] * k + k0;
+    if (w.type == WeightType::F32) {
+      r[i] = static_cast<const float *>(w.data) + first;
+      continue;
+    }
+    if (i < rows) {
+      prefetchNext(w, first, k, k0);
+      convert(w, first, len, buf + i * kChunk);
+    }
+    r[i] = buf + std::min(i, rows - 1) * kChunk;
+  }
+}
+
 // Fixed-order sum of one accumulator's lanes.
 float lanesSum(const float *a) {
   return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
 // out[i] = lanesSum(acc + i * kLanes) + bias[i] for i < kRows: the same
-// sums (hadd pairs lanes as lanesSum does, and addition commutes), four at
-// once.
+// sums (hadd pairs lanes as lanesSum does, and addition commutes), four rows
+// at a time.
 using FinishFn = void (*)(const float *acc, const float *bias, float *out);
 
 void finishPortable(const float *acc, const float *bias, float *out) {
@@ -301,30 +467,54 @@ void finishPortable(const float *acc, const float *bias, float *out) {
 
 __attribute__((target("avx2"))) void finishAvx2(const float *acc, const float *bias,
                                                 float *out) {
-  const __m256 h01 = _mm256_hadd_ps(_mm256_loadu_ps(acc), _mm256_loadu_ps(acc + kLanes));
-  const __m256 h23 =
-      _mm256_hadd_ps(_mm256_loadu_ps(acc + 2 * kLanes), _mm256_loadu_ps(acc + 3 * kLanes));
-  // Lanes 0-3: (a0 + a1) + (a2 + a3) of rows 0-3; lanes 4-7: (a4 + a5) + (a6 + a7).
-  const __m256 q = _mm256_hadd_ps(h01, h23);
-  const __m128 sum = _mm_add_ps(_mm256_castps256_ps128(q), _mm256_extractf128_ps(q, 1));
-  _mm_storeu_ps(out, _mm_add_ps(sum, _mm_loadu_ps(bias)));
+  for (int64_t i = 0; i < kRows; i += 4, acc += 4 * kLanes) {
+    const __m256 h01 = _mm256_hadd_ps(_mm256_loadu_ps(acc), _mm256_loadu_ps(acc + kLanes));
+    const __m256 h23 =
+        _mm256_hadd_ps(_mm256_loadu_ps(acc + 2 * kLanes), _mm256_loadu_ps(acc + 3 * kLanes));
+    // Lanes 0-3: (a0 + a1) + (a2 + a3) of rows i..i+3; lanes 4-7: (a4 + a5) + (a6 + a7).
+    const __m256 q = _mm256_hadd_ps(h01, h23);
+    const __m128 sum = _mm_add_ps(_mm256_castps256_ps128(q), _mm256_extractf128_ps(q, 1));
+    _mm_storeu_ps(out + i, _mm_add_ps(sum, _mm_loadu_ps(bias + i)));
+  }
+}
+
+// The tiles, conversion and finish of one instruction set. The direct tile
+// reads directRows rows straight from memory (few tokens).
+struct LinearKernels {
+  TileFn tile, directTile;
+  int64_t directRows;
+  ConvertFn convert;
+  FinishFn finish;
+};
+
+LinearKernels kernelsFor(Isa level) {
+  switch (level) {
+  case Isa::Avx512:
+    // Two adjacent pairs of rows, each a register: two independent chains of
+    // multiply-adds. One pair (one chain, four cycles a step) made an int8
+    // GEMV latency-bound at 15 G elements/s a core on a Xeon (Granite Rapids
+    // class); two pairs reach 22 (and a bf16 GEMV from L3 1.08x).
+    return {tileAvx512<kRows>, tileAvx512<4>, 4, convertAvx2, finishAvx2};
+  case Isa::Avx2:
+    return {tileAvx2<kRows>, tileAvx2<2>, 2, convertAvx2, finishAvx2};
+  case Isa::Portable:
+    break;
+  }
+  return {tilePortable<kRows>, tilePortable<2>, 2, convertPortable, finishPortable};
 }
 
 } // namespace
 
 void linearGroup(const LinearProblem *problems, size_t count) {
-  const bool avx2 = useAvx2();
-  const TileFn tile = avx2 ? tileAvx2<kRows> : tilePortable<kRows>;
-  const TileFn pairTile = avx2 ? tileAvx2<2> : tilePortable<2>;
-  const TileFn rowTile = avx2 ? tileAvx2<1> : tilePortable<1>;
-  const ConvertFn convert = avx2 ? convertAvx2 : convertPortable;
-  const FinishFn finish = avx2 ? finishAvx2 : finishPortable;
-  // Per problem: its bias as f32, whether it goes by row pairs (few
-  // tokens), its row blocks (or pairs) and where its work items start in
+  const Isa level = isa();
+  const bool avx2 = level >= Isa::Avx2;
+  const auto [tile, directTile, directRows, convert, finish] = kernelsFor(level);
+  // Per problem: its bias as f32, whether its tile reads the weight
+  // directly (few tokens), its row blocks and where its work items start in
   // the flat list of (problem, token block, row block).
   struct Prepared {
     std::vector<float> bias;
-    bool pairs = false;
+    bool direct = false;
     int64_t rowBlocks = 0, firstItem = 0;
   };
   std::vector<Prepared> prep(count);
@@ -336,9 +526,10 @@ void linearGroup(const LinearProblem *problems, size_t count) {
     q.bias.assign(size_t(p.n), 0.0f);
     if (p.bias)
       detail::toF32(*p.bias, 0, size_t(p.n), q.bias.data());
-    q.pairs = p.tokens <= kDirectTokens && (avx2 || p.w.type == WeightType::F32);
-    anyBuffered |= !q.pairs && p.w.type != WeightType::F32;
-    q.rowBlocks = q.pairs ? (p.n + 1) / 2 : (p.n + kRows - 1) / kRows;
+    q.direct = p.tokens <= kDirectTokens && (avx2 || p.w.type == WeightType::F32);
+    anyBuffered |= !q.direct && p.w.type != WeightType::F32;
+    const int64_t rowsPerItem = q.direct ? directRows : kRows;
+    q.rowBlocks = (p.n + rowsPerItem - 1) / rowsPerItem;
     q.firstItem = items;
     items += (p.tokens + kTokens - 1) / kTokens * q.rowBlocks;
   }
@@ -354,7 +545,7 @@ void linearGroup(const LinearProblem *problems, size_t count) {
   int64_t total = 0;
   for (size_t i = 0; i < count; ++i) {
     const LinearProblem &p = problems[i];
-    const int64_t rowsPerItem = prep[i].pairs ? 2 : kRows;
+    const int64_t rowsPerItem = prep[i].direct ? directRows : kRows;
     for (int64_t t0 = 0; t0 < p.tokens; t0 += kTokens) {
       const Span span{total, prep[i].firstItem + t0 / kTokens * prep[i].rowBlocks,
                       std::min(kTokens, p.tokens - t0) * rowsPerItem * p.k};
@@ -393,21 +584,32 @@ void linearGroup(const LinearProblem *problems, size_t count) {
         const Weight w = p.w;
         const int64_t t0 = (item - q.firstItem) / q.rowBlocks * kTokens;
         const int64_t blockTokens = std::min(kTokens, p.tokens - t0);
-        // The item's rows (accumulator slot i is row[i]).
+        // The item's rows (accumulator slot i is row[i]), increasing: the
+        // first `rows` exist, the rest repeat the last of them (computed,
+        // not stored).
         int64_t row[kRows], rows;
-        if (q.pairs) {
-          // Row j and row j + ceil(n / 2), straight from the weight: over its
-          // run of items a thread reads two sequential streams half a matrix
-          // apart, which this hardware's prefetchers follow best (1.6x
-          // the bandwidth of four adjacent rows read together on the 2-core
-          // VM, 1.3x that of one row at a time).
-          row[0] = (item - q.firstItem) % q.rowBlocks;
-          row[1] = row[0] + q.rowBlocks;
-          rows = row[1] < n ? 2 : 1;
+        const int64_t block = (item - q.firstItem) % q.rowBlocks;
+        if (q.direct) {
+          // Rows j.. and the same rows half a matrix further on, straight
+          // from the weight: over its run of items a thread reads two
+          // sequential streams half a matrix apart, which this hardware's
+          // prefetchers follow best (1.6x the bandwidth of four adjacent
+          // rows read together on a 2-core Zen 3 VM, 1.3x that of one row at
+          // a time).
+          const int64_t half = directRows / 2;
+          for (int64_t s = 0; s < half; ++s) {
+            row[s] = block * half + s;
+            row[half + s] = row[s] + q.rowBlocks * half;
+          }
+          rows = 0;
+          while (rows < directRows && row[rows] < n)
+            ++rows;
+          for (int64_t i = rows; i < directRows; ++i)
+            row[i] = row[rows - 1];
         } else {
-          const int64_t n0 = (item - q.firstItem) % q.rowBlocks * kRows;
+          const int64_t n0 = block * kRows;
           rows = std::min(kRows, n - n0);
-          for (int64_t i = 0; i < kRows; ++i) // a short block repeats its last row
+          for (int64_t i = 0; i < kRows; ++i)
             row[i] = n0 + std::min(i, rows - 1);
         }
         std::memset(acc.data(), 0, size_t(blockTokens * kRows * kLanes) * sizeof(float));
@@ -415,34 +617,22 @@ void linearGroup(const LinearProblem *problems, size_t count) {
           len = std::min(kChunk, k - k0);
           if (w.quantized()) // one scale per row across the chunk
             len = std::min(len, w.group - k0 % w.group);
-          const int64_t tileRows = q.pairs ? rows : kRows;
+          const int64_t tileRows = q.direct ? directRows : kRows;
           const void *r[kRows];
           float scale[kRows];
           for (int64_t i = 0; i < tileRows && w.quantized(); ++i)
             scale[i] = w.scales[w.scaleIndex(row[i], k0)];
-          for (int64_t i = 0; i < tileRows; ++i) {
-            const int64_t first = row[i] * k + k0;
-            if (q.pairs || w.type == WeightType::F32) { // read in place
-              r[i] = static_cast<const char *>(w.data) + detail::bytesOf(w.type, size_t(first));
-              continue;
-            }
-            // Converted rows: request what this row reads next, its next
-            // chunk, or after its last one the first chunk of the same row of
-            // the next block (usually this thread's next item;
-            // expert rows are too short for the hardware prefetcher).
-            if (i < rows) {
-              prefetch(w, k0 + kChunk < k ? first + kChunk : first - k0 + kRows * k,
-                       std::min(kChunk, k0 + kChunk < k ? k - k0 - kChunk : k));
-              convert(w, first, len, buf.data() + i * kChunk);
-            }
-            r[i] = buf.data() + std::min(i, rows - 1) * kChunk;
-          }
-          const TileFn run = !q.pairs ? tile : rows == 2 ? pairTile : rowTile;
-          run(p.x + t0 * k + k0, k, blockTokens, r, q.pairs ? w.type : WeightType::F32,
+          if (!q.direct)
+            stageRows(convert, w, row, rows, k, k0, len, buf.data(), r);
+          else // read in place
+            for (int64_t i = 0; i < directRows; ++i)
+              r[i] = static_cast<const char *>(w.data) +
+                     detail::bytesOf(w.type, size_t(row[i] * k + k0));
+          (q.direct ? directTile : tile)(p.x + t0 * k + k0, k, blockTokens, r, q.direct ? w.type : WeightType::F32,
               w.quantized() ? scale : nullptr, len, acc.data());
         }
         for (int64_t t = 0; t < blockTokens; ++t) {
-          if (!q.pairs && rows == kRows) { // rows row[0] .. row[0] + 3
+          if (!q.direct && rows == kRows) { // rows row[0] .. row[0] + kRows - 1
             finish(&acc[t * kRows * kLanes], &q.bias[size_t(row[0])], &p.out[(t0 + t) * n + row[0]]);
             continue;
           }

@@ -5,19 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <string>
 
 namespace moe::cpu {
-
-bool useAvx2() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c") &&
-                          !(std::getenv("MOE_CPU_ISA") &&
-                            std::string(std::getenv("MOE_CPU_ISA")) == "baseline");
-  return yes;
-}
-
 namespace {
 
 float dotPortable(const float *a, const float *b, int64_t n) {

@@ -1,6 +1,6 @@
 //===- Vector.h - small vector primitives with ISA dispatch -----*- C++ -*-===//
 //
-// Built twice (AVX2+FMA and portable), picked at run time. Each result is a
+// Built twice (AVX2+FMA and portable), picked at run time (Isa.h). Each result is a
 // fixed sequence of operations for a given length, whatever the caller
 // batches, so batched and solo runs agree bit for bit.
 //
@@ -8,12 +8,11 @@
 #ifndef MOE_KERNELS_CPU_VECTOR_H
 #define MOE_KERNELS_CPU_VECTOR_H
 
+#include "kernels/cpu/Isa.h"
+
 #include <cstdint>
 
 namespace moe::cpu {
-
-/// Whether the AVX2+FMA+F16C builds run here (MOE_CPU_ISA=baseline: no).
-bool useAvx2();
 
 /// sum a[i] * b[i] over n elements.
 float dot(const float *a, const float *b, int64_t n);

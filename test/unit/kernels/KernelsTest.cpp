@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/cpu/Isa.h"
 #include "kernels/cpu/Kernels.h"
 #include "kernels/cpu/Numeric.h"
 #include "kernels/cpu/ThreadPool.h"
@@ -476,6 +477,37 @@ TEST_P(Quantizable, LinearBatchInvariant) {
       EXPECT_EQ(0, std::memcmp(out.data(), alone.data(), out.size() * sizeof(float)));
     }
   setKernelThreads(threads);
+}
+
+// The AVX-512 tiles give the AVX2 tiles' bits for every weight type, token
+// count (tile widths and their remainders) and row count (pairs, a pair's odd
+// row, blocks of four and a short last block), with and without bias: a plan
+// gives the same tokens on either kind of CPU.
+TEST_P(Quantizable, LinearSameBitsOnAvx2AndAvx512) {
+  if (cpuIsa() < Isa::Avx512)
+    GTEST_SKIP() << "this CPU has no AVX-512 (F/BW/DQ/VL): its tiles were built, not run";
+  const Isa saved = isa();
+  const std::pair<int64_t, int64_t> shapes[] = {{2100, 19}, {37, 5}, {64, 8}, {1030, 3}};
+  for (auto [k, n] : shapes) {
+    if (!fits(k))
+      continue;
+    const TestWeight w = randomWeight(GetParam(), n * k, rng, 1.0f, k);
+    const TestWeight bias = randomWeight(vectorFormat(), n, rng);
+    const Weight b = bias.weight();
+    for (int64_t tokens : {1, 2, 3, 5, 8, 9, 12, 13, 23, 31, 140}) {
+      SCOPED_TRACE(testing::Message() << tokens << " tokens, k " << k << ", n " << n);
+      const std::vector<float> x = randomFloats(rng, tokens * k);
+      auto run = [&](Isa level) {
+        setIsa(level);
+        std::vector<float> out(tokens * n);
+        linear(x.data(), tokens, k, w.weight(), n, tokens % 2 ? &b : nullptr, out.data());
+        return out;
+      };
+      const std::vector<float> avx2 = run(Isa::Avx2), avx512 = run(Isa::Avx512);
+      EXPECT_EQ(0, std::memcmp(avx2.data(), avx512.data(), avx2.size() * sizeof(float)));
+    }
+  }
+  setIsa(saved);
 }
 
 // --- Router ---
