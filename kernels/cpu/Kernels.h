@@ -35,6 +35,12 @@ struct Weight {
   const float *scales = nullptr;    ///< scaled types only
   int64_t cols = 0, group = 0;      ///< scaled types only
   int64_t rowGroup = 1, rowOffset = 0;
+  /// W8A8 (I8 with one scale per row only): linear(), linearGroup() and
+  /// experts() quantize each row of x to int8, symmetric with one f32 scale
+  /// per row (s = max|x| / 127, q = clamp(rint(x * (127 / max|x|)), -127,
+  /// 127); all zero for a zero row), sum q_x * q_w exactly in integers and
+  /// give float(sum) * s_x * s_w (+ bias). Other kernels do not take it.
+  bool int8Activations = false;
   bool quantized() const {
     return type == WeightType::I8 || type == WeightType::I4 || type == WeightType::F8;
   }

@@ -29,6 +29,7 @@
 
 #include "kernels/cpu/Isa.h"
 #include "kernels/cpu/Kernels.h"
+#include "kernels/cpu/LinearInt8.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/WeightDetail.h"
 #include "kernels/cpu/Vector.h"
@@ -516,6 +517,7 @@ void linearGroup(const LinearProblem *problems, size_t count) {
     std::vector<float> bias;
     bool direct = false;
     int64_t rowBlocks = 0, firstItem = 0;
+    detail::Int8Rows int8x; // W8A8: x quantized
   };
   std::vector<Prepared> prep(count);
   int64_t items = 0;
@@ -527,7 +529,10 @@ void linearGroup(const LinearProblem *problems, size_t count) {
     if (p.bias)
       detail::toF32(*p.bias, 0, size_t(p.n), q.bias.data());
     q.direct = p.tokens <= kDirectTokens && (avx2 || p.w.type == WeightType::F32);
-    anyBuffered |= !q.direct && p.w.type != WeightType::F32;
+    if (p.w.int8Activations)
+      q.int8x = detail::quantizeRows(p.x, p.tokens, p.k);
+    else
+      anyBuffered |= !q.direct && p.w.type != WeightType::F32;
     const int64_t rowsPerItem = q.direct ? directRows : kRows;
     q.rowBlocks = (p.n + rowsPerItem - 1) / rowsPerItem;
     q.firstItem = items;
@@ -611,6 +616,10 @@ void linearGroup(const LinearProblem *problems, size_t count) {
           rows = std::min(kRows, n - n0);
           for (int64_t i = 0; i < kRows; ++i)
             row[i] = n0 + std::min(i, rows - 1);
+        }
+        if (w.int8Activations) { // integer sums, the rows read in place
+          detail::linearInt8(q.int8x, t0, blockTokens, w, k, row, rows, q.bias.data(), p.out, n);
+          continue;
         }
         std::memset(acc.data(), 0, size_t(blockTokens * kRows * kLanes) * sizeof(float));
         for (int64_t k0 = 0, len; k0 < k; k0 += len) {

@@ -510,6 +510,106 @@ TEST_P(Quantizable, LinearSameBitsOnAvx2AndAvx512) {
   setIsa(saved);
 }
 
+// --- W8A8 (Weight::int8Activations) ---
+
+// Row t of x quantized as Kernels.h defines it: the int8 values and scale.
+std::pair<std::vector<int32_t>, float> quantizeActivations(const float *x, int64_t k) {
+  float amax = 0.0f;
+  for (int64_t c = 0; c < k; ++c)
+    amax = std::max(amax, std::abs(x[c]));
+  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  std::vector<int32_t> q(size_t(k), 0);
+  for (int64_t c = 0; c < k; ++c)
+    q[size_t(c)] = int32_t(std::clamp(std::rint(x[c] * inv), -127.0f, 127.0f));
+  return {q, amax / 127.0f};
+}
+
+// An I8 weight with one scale per row, values in [-128, 127] (the whole
+// int8 range: -128 too), for W8A8.
+TestWeight randomInt8Rows(int64_t n, int64_t k, std::mt19937 &rng) {
+  TestWeight w;
+  w.type = WeightType::I8;
+  w.cols = w.group = k;
+  for (int64_t i = 0; i < n * k; ++i)
+    w.bytes.push_back(uint8_t(rng() % 7 == 0 ? 0x80 : rng()));
+  for (float s : randomFloats(rng, size_t(n), 0.05f))
+    w.scales.push_back(std::abs(s) + 1e-3f);
+  return w;
+}
+
+// Every build (portable, AVX2, AVX-512 VNNI where the CPU has them) gives
+// exactly the definition: integer sums, then float(sum) * s_x * s_w + bias
+// (volatile keeps the reference's operations apart as the kernel's are), for
+// any token count: batched equals solo without further argument.
+TEST(LinearW8A8, EveryBuildMatchesTheDefinitionExactly) {
+  std::mt19937 rng(8);
+  const Isa saved = isa();
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 3}, {31, 5}, {64, 8}, {100, 19}, {1030, 9}};
+  for (auto [k, n] : shapes)
+    for (int64_t tokens : {1, 3, 8, 9, 33, 140}) {
+      SCOPED_TRACE(testing::Message() << tokens << " tokens, k " << k << ", n " << n);
+      std::vector<float> x = randomFloats(rng, size_t(tokens * k), 3.0f);
+      std::fill(x.begin(), x.begin() + k, 0.0f); // a zero row
+      if (tokens > 1)
+        x[size_t(k)] = -1e-30f; // a tiny one
+      TestWeight w = randomInt8Rows(n, k, rng);
+      Weight weight = w.weight();
+      weight.int8Activations = true;
+      const TestWeight bias = randomWeight(Format(), size_t(n), rng);
+      const Weight b = bias.weight();
+      std::vector<float> want(size_t(tokens * n));
+      for (int64_t t = 0; t < tokens; ++t) {
+        const auto [q, sx] = quantizeActivations(x.data() + t * k, k);
+        for (int64_t o = 0; o < n; ++o) {
+          int64_t sum = 0;
+          for (int64_t c = 0; c < k; ++c)
+            sum += q[size_t(c)] * int64_t(int8_t(w.bytes[size_t(o * k + c)]));
+          volatile float scaled = float(sum) * sx;
+          volatile float product = scaled * w.scales[size_t(o)];
+          want[size_t(t * n + o)] = product + bias.f32[size_t(o)];
+        }
+      }
+      for (Isa level : {Isa::Portable, Isa::Avx2, Isa::Avx512}) {
+        if (level > cpuIsa())
+          continue;
+        setIsa(level);
+        std::vector<float> out(size_t(tokens * n));
+        linear(x.data(), tokens, k, weight, n, &b, out.data());
+        EXPECT_EQ(0, std::memcmp(out.data(), want.data(), out.size() * sizeof(float)))
+            << isaName(level);
+      }
+    }
+  setIsa(saved);
+  if (cpuIsa() < Isa::Avx512 || !__builtin_cpu_supports("avx512vnni"))
+    GTEST_SKIP() << "this CPU has no AVX-512 VNNI: the VNNI tiles were built, not run";
+}
+
+// The activation rounding error is within its closed-form bound: half a
+// step of x's scale times sum |w| (plus f32 rounding).
+TEST(LinearW8A8, ErrorWithinTheRoundingBound) {
+  std::mt19937 rng(9);
+  const int64_t tokens = 17, k = 700, n = 13;
+  const std::vector<float> x = randomFloats(rng, size_t(tokens * k), 2.0f);
+  const TestWeight w = randomInt8Rows(n, k, rng);
+  Weight weight = w.weight();
+  weight.int8Activations = true;
+  std::vector<float> out(size_t(tokens * n));
+  linear(x.data(), tokens, k, weight, n, nullptr, out.data());
+  for (int64_t t = 0; t < tokens; ++t) {
+    const double sx = quantizeActivations(x.data() + t * k, k).second;
+    for (int64_t o = 0; o < n; ++o) {
+      double exact = 0, absSum = 0;
+      for (int64_t c = 0; c < k; ++c) {
+        const double wv = double(int8_t(w.bytes[size_t(o * k + c)])) * w.scales[size_t(o)];
+        exact += x[size_t(t * k + c)] * wv;
+        absSum += std::abs(wv);
+      }
+      EXPECT_LE(std::abs(out[size_t(t * n + o)] - exact), 0.5 * sx * absSum * (1 + 1e-5) + 1e-6)
+          << "token " << t << ", row " << o;
+    }
+  }
+}
+
 // --- Router ---
 
 struct Routing {

@@ -1,0 +1,256 @@
+//===- LinearInt8.cpp - W8A8 matrix products -------------------------------===//
+//
+// Activations quantized per row to int8, multiplied by int8 weights with
+// integer dot products: AVX-512 VNNI (vpdpbusd, 64 multiply-adds per
+// instruction), AVX2 (vpmaddubsw + vpmaddwd) or portable C++. For AVX2 the
+// unsigned operand is |w| and the signed one x with w's sign (|w| <= 128,
+// |x| <= 127: vpmaddubsw's pair sums stay below 32767, where x + 128 would
+// saturate), so -128 weights are exact too.
+// Built with -ffp-contract=off: the f32 epilogue float(sum) * s_x * s_w + b
+// is two multiplies and an add everywhere, as the tests compute it.
+//
+//===----------------------------------------------------------------------===//
+#include "kernels/cpu/LinearInt8.h"
+#include "kernels/cpu/Isa.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+namespace moe::cpu::detail {
+namespace {
+
+constexpr int64_t kAlign = 64; // a quantized row's stride, one AVX-512 vector
+
+// dots[t * ld + i] = sum_c x_t[c] * w_i[c] over c < k for T tokens (rows of
+// x, `stride` apart and zero past k up to the stride) and R weight rows.
+using TileFn = void (*)(const int8_t *x, int64_t stride, const int8_t *const *w, int64_t k,
+                        int32_t *dots, int64_t ld);
+
+template <int R, int T>
+void tilePortable(const int8_t *x, int64_t stride, const int8_t *const *w, int64_t k,
+                  int32_t *dots, int64_t ld) {
+  for (int t = 0; t < T; ++t)
+    for (int i = 0; i < R; ++i) {
+      int32_t sum = 0;
+      for (int64_t c = 0; c < k; ++c)
+        sum += int32_t(x[t * stride + c]) * int32_t(w[i][c]);
+      dots[t * ld + i] = sum;
+    }
+}
+
+// 32 bytes of a weight row from c on, zero past k (rows are not padded).
+__attribute__((target("avx2"))) __m256i loadRow32(const int8_t *row, int64_t c, int64_t k) {
+  if (c + 32 <= k)
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + c));
+  alignas(32) int8_t tail[32] = {};
+  std::memcpy(tail, row + c, size_t(k - c));
+  return _mm256_load_si256(reinterpret_cast<const __m256i *>(tail));
+}
+
+__attribute__((target("avx2"))) int32_t sum8(__m256i v) {
+  const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  const __m128i s2 = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xb1)));
+}
+
+template <int R, int T>
+__attribute__((target("avx2"))) void tileAvx2(const int8_t *x, int64_t stride,
+                                              const int8_t *const *w, int64_t k, int32_t *dots,
+                                              int64_t ld) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[T][R];
+  for (int t = 0; t < T; ++t)
+    for (int i = 0; i < R; ++i)
+      acc[t][i] = _mm256_setzero_si256();
+  for (int64_t c = 0; c < k; c += 32) {
+    __m256i wv[R], aw[R];
+    for (int i = 0; i < R; ++i) {
+      wv[i] = loadRow32(w[i], c, k);
+      aw[i] = _mm256_abs_epi8(wv[i]);
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x + t * stride + c));
+      for (int i = 0; i < R; ++i) {
+        const __m256i pairs = _mm256_maddubs_epi16(aw[i], _mm256_sign_epi8(xv, wv[i]));
+        acc[t][i] = _mm256_add_epi32(acc[t][i], _mm256_madd_epi16(pairs, ones));
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int i = 0; i < R; ++i)
+      dots[t * ld + i] = sum8(acc[t][i]);
+}
+
+#define MOE_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+// vpdpbusd multiplies unsigned by signed bytes: x + 128 (its sign bit
+// flipped) times w, less 128 times the row's sum (itself a vpdpbusd of ones
+// and w, shared by the tile's tokens). Half the instructions of the |w| and
+// sign(x, w) form per product.
+template <int R, int T>
+MOE_VNNI void tileVnni(const int8_t *x, int64_t stride, const int8_t *const *w, int64_t k,
+                       int32_t *dots, int64_t ld) {
+  const __m512i flip = _mm512_set1_epi8(char(0x80)), ones = _mm512_set1_epi8(1);
+  __m512i acc[T][R], rowSum[R];
+  for (int i = 0; i < R; ++i) {
+    rowSum[i] = _mm512_setzero_si512();
+    for (int t = 0; t < T; ++t)
+      acc[t][i] = _mm512_setzero_si512();
+  }
+  for (int64_t c = 0; c < k; c += 64) {
+    const __mmask64 live = k - c >= 64 ? ~__mmask64(0) : (__mmask64(1) << (k - c)) - 1;
+    __m512i wv[R];
+    for (int i = 0; i < R; ++i) {
+      wv[i] = _mm512_maskz_loadu_epi8(live, w[i] + c);
+      rowSum[i] = _mm512_dpbusd_epi32(rowSum[i], ones, wv[i]);
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m512i xu = _mm512_xor_si512(_mm512_loadu_si512(x + t * stride + c), flip);
+      for (int i = 0; i < R; ++i)
+        acc[t][i] = _mm512_dpbusd_epi32(acc[t][i], xu, wv[i]);
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    const int32_t offset = 128 * _mm512_reduce_add_epi32(rowSum[i]);
+    for (int t = 0; t < T; ++t)
+      dots[t * ld + i] = _mm512_reduce_add_epi32(acc[t][i]) - offset;
+  }
+}
+
+// The tile of R rows x T tokens of one build, for R, T in {4, 2, 1}.
+template <int R, int T> struct PortableTile {
+  static constexpr TileFn fn = tilePortable<R, T>;
+};
+template <int R, int T> struct Avx2Tile {
+  static constexpr TileFn fn = tileAvx2<R, T>;
+};
+template <int R, int T> struct VnniTile {
+  static constexpr TileFn fn = tileVnni<R, T>;
+};
+
+// The widest tile of a build, R x T, and its narrower ones for the rest.
+struct Build {
+  int64_t rows, tokens;
+  TileFn tile[3][3]; // [log2 rows][log2 tokens]
+};
+
+template <template <int, int> class Tile> constexpr Build buildOf(int64_t rows, int64_t tokens) {
+  return {rows,
+          tokens,
+          {{Tile<1, 1>::fn, Tile<1, 2>::fn, Tile<1, 4>::fn},
+           {Tile<2, 1>::fn, Tile<2, 2>::fn, Tile<2, 4>::fn},
+           {Tile<4, 1>::fn, Tile<4, 2>::fn, Tile<4, 4>::fn}}};
+}
+
+const Build &buildFor(Isa level) {
+  // AVX2: 2 rows x 4 tokens (8 accumulators and 4 weight vectors of 16
+  // registers); VNNI: 4 x 4 of 32.
+  static const Build portable = buildOf<PortableTile>(4, 4), avx2 = buildOf<Avx2Tile>(2, 4),
+                     vnni = buildOf<VnniTile>(4, 4);
+  static const bool hasVnni = __builtin_cpu_supports("avx512vnni");
+  if (level >= Isa::Avx512 && hasVnni)
+    return vnni;
+  return level >= Isa::Avx2 ? avx2 : portable;
+}
+
+// The largest power of two <= min(n, limit) (limit a power of two <= 4).
+int64_t step(int64_t n, int64_t limit) {
+  int64_t s = limit;
+  while (s > n)
+    s /= 2;
+  return s;
+}
+int log2of(int64_t s) { return s == 4 ? 2 : s == 2 ? 1 : 0; }
+
+// Rows of x: amax, then q = rint(x * (127 / amax)) (AVX2 rounds to nearest
+// even as rint does in the default mode; |x * inv| <= 127 up to rounding).
+void quantizeRowPortable(const float *x, int64_t k, int8_t *q, float &scale) {
+  float amax = 0.0f;
+  for (int64_t c = 0; c < k; ++c)
+    amax = std::max(amax, std::fabs(x[c]));
+  scale = amax / 127.0f;
+  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  for (int64_t c = 0; c < k; ++c)
+    q[c] = int8_t(std::clamp(std::rint(x[c] * inv), -127.0f, 127.0f));
+}
+
+__attribute__((target("avx2"))) void quantizeRowAvx2(const float *x, int64_t k, int8_t *q,
+                                                    float &scale) {
+  const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 m = _mm256_setzero_ps();
+  int64_t c = 0;
+  for (; c + 8 <= k; c += 8)
+    m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + c), absMask));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  float amax = *std::max_element(lanes, lanes + 8);
+  for (int64_t i = c; i < k; ++i)
+    amax = std::max(amax, std::fabs(x[i]));
+  scale = amax / 127.0f;
+  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  const __m256 vinv = _mm256_set1_ps(inv);
+  const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  for (c = 0; c + 32 <= k; c += 32) {
+    __m256i v[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256 y = _mm256_mul_ps(_mm256_loadu_ps(x + c + 8 * j), vinv);
+      v[j] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(y, lo), hi));
+    }
+    // packs interleave the 128-bit lanes; the permute puts them back in order
+    const __m256i w16 = _mm256_packs_epi32(v[0], v[1]), x16 = _mm256_packs_epi32(v[2], v[3]);
+    const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w16, x16),
+                                                  _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(q + c), b);
+  }
+  for (; c < k; ++c)
+    q[c] = int8_t(std::clamp(std::rint(x[c] * inv), -127.0f, 127.0f));
+}
+
+} // namespace
+
+Int8Rows quantizeRows(const float *x, int64_t rows, int64_t k) {
+  Int8Rows r;
+  r.stride = (k + kAlign - 1) / kAlign * kAlign;
+  r.q.assign(size_t(rows * r.stride), 0);
+  r.scale.resize(size_t(rows));
+  const bool avx2 = useAvx2();
+  for (int64_t t = 0; t < rows; ++t)
+    (avx2 ? quantizeRowAvx2 : quantizeRowPortable)(x + t * k, k, r.q.data() + t * r.stride,
+                                                   r.scale[size_t(t)]);
+  return r;
+}
+
+void linearInt8(const Int8Rows &x, int64_t t0, int64_t tokens, Weight w, int64_t k,
+                const int64_t *row, int64_t rows, const float *bias, float *out, int64_t n) {
+  const Build &build = buildFor(isa());
+  const int8_t *wrow[4];
+  int32_t dots[4 * 4];
+  std::vector<float> rowScale(static_cast<size_t>(rows)); // scaleIndex divides: once per row
+  for (int64_t i = 0; i < rows; ++i)
+    rowScale[size_t(i)] = w.scales[w.scaleIndex(row[i], 0)];
+  // Token groups outer: a group's x rows stay in L1 while the item's weight
+  // rows (a few KB) pass under them.
+  for (int64_t t = 0, tw; t < tokens; t += tw) {
+    tw = step(tokens - t, build.tokens);
+    for (int64_t i = 0, rw; i < rows; i += rw) {
+      rw = step(rows - i, build.rows);
+      for (int64_t j = 0; j < rw; ++j)
+        wrow[j] = static_cast<const int8_t *>(w.data) + row[i + j] * k;
+      build.tile[log2of(rw)][log2of(tw)](x.q.data() + (t0 + t) * x.stride, x.stride, wrow, k,
+                                         dots, 4);
+      for (int64_t a = 0; a < tw; ++a)
+        for (int64_t j = 0; j < rw; ++j) {
+          const int64_t r = row[i + j];
+          out[(t0 + t + a) * n + r] = float(dots[a * 4 + j]) * x.scale[size_t(t0 + t + a)] *
+                                          rowScale[size_t(i + j)] +
+                                      bias[r];
+        }
+    }
+  }
+}
+
+} // namespace moe::cpu::detail

@@ -1,0 +1,39 @@
+//===- LinearInt8.h - W8A8 matrix products ----------------------*- C++ -*-===//
+//
+// Not part of the public kernel contract (Kernels.h): the integer half of
+// linearGroup() for weights with Weight::int8Activations. Integer sums are
+// exact, so every build (portable, AVX2, AVX-512 VNNI) and every batch gives
+// the same bits.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_KERNELS_CPU_LINEARINT8_H
+#define MOE_KERNELS_CPU_LINEARINT8_H
+
+#include "kernels/cpu/Kernels.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace moe::cpu::detail {
+
+/// Rows of x quantized as Weight::int8Activations says: row t at
+/// q.data() + t * stride (stride: k rounded up to 64, the rest zero) with
+/// scale scale[t].
+struct Int8Rows {
+  std::vector<int8_t> q;
+  std::vector<float> scale;
+  int64_t stride = 0;
+};
+
+/// x: [rows, k].
+Int8Rows quantizeRows(const float *x, int64_t rows, int64_t k);
+
+/// For t < tokens and i < rows: out[(t0 + t) * n + row[i]] = row t0 + t of x
+/// times row row[i] of w (I8, one scale per row, [n, k]), as
+/// Weight::int8Activations defines it, plus bias[row[i]].
+void linearInt8(const Int8Rows &x, int64_t t0, int64_t tokens, Weight w, int64_t k,
+                const int64_t *row, int64_t rows, const float *bias, float *out, int64_t n);
+
+} // namespace moe::cpu::detail
+
+#endif
