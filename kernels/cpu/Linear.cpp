@@ -401,6 +401,17 @@ __attribute__((target("avx2,f16c"))) int64_t convert8s(const void *data, int64_t
   return i;
 }
 
+template <WeightType W>
+MOE_AVX512 int64_t convert16s(const void *data, int64_t first, int64_t count, float *dst) {
+  const char *src = static_cast<const char *>(data);
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const char *p = src + detail::bytesOf(W, size_t(first + i));
+    _mm512_storeu_ps(dst + i, load8x2<W>(p, p + detail::bytesOf(W, 8)));
+  }
+  return i;
+}
+
 void convertAvx2(Weight w, int64_t first, int64_t count, float *dst) {
   const int64_t i = withType(w.type, [&](auto type) -> int64_t {
     if constexpr (type.value == WeightType::F32)
@@ -409,6 +420,19 @@ void convertAvx2(Weight w, int64_t first, int64_t count, float *dst) {
       return convert8s<type.value>(w.data, first, count, dst);
   });
   convertPortable(w, first + i, count - i, dst + i);
+}
+
+// convertAvx2, 16 elements at a time where the type converts in one
+// AVX-512 register (8 + 8 adjacent elements are load8x2's two rows).
+void convertAvx512(Weight w, int64_t first, int64_t count, float *dst) {
+  const int64_t i = withType(w.type, [&](auto type) -> int64_t {
+    constexpr WeightType W = type.value;
+    if constexpr (W == WeightType::BF16 || W == WeightType::F16 || W == WeightType::I8)
+      return convert16s<W>(w.data, first, count, dst);
+    else
+      return 0;
+  });
+  convertAvx2(w, first + i, count - i, dst + i);
 }
 
 // Requests elements [first, first + count) of a 16-bit weight. Converting a
@@ -479,6 +503,26 @@ __attribute__((target("avx2"))) void finishAvx2(const float *acc, const float *b
   }
 }
 
+// finishAvx2's sums for kRows = 8 rows in four registers of two rows each:
+// the lanes paired (a0 + a1, a2 + a3, ...), the pairs paired, the quads
+// paired, by gathering even and odd lanes; the same additions.
+MOE_AVX512 void finishAvx512(const float *acc, const float *bias, float *out) {
+  static_assert(kRows == 8, "four registers of two rows");
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  auto pairUp = [&](__m512 a, __m512 b) MOE_AVX512 {
+    return _mm512_add_ps(_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b));
+  };
+  const __m512 pairs03 = pairUp(_mm512_loadu_ps(acc), _mm512_loadu_ps(acc + 16));
+  const __m512 pairs47 = pairUp(_mm512_loadu_ps(acc + 32), _mm512_loadu_ps(acc + 48));
+  const __m512 quads = pairUp(pairs03, pairs47); // rows 0-7, two per row
+  const __m512 split = _mm512_permutexvar_ps(
+      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15), quads);
+  const __m256 sum =
+      _mm256_add_ps(_mm512_castps512_ps256(split), _mm512_extractf32x8_ps(split, 1));
+  _mm256_storeu_ps(out, _mm256_add_ps(sum, _mm256_loadu_ps(bias)));
+}
+
 // The tiles, conversion and finish of one instruction set. The direct tile
 // reads directRows rows straight from memory (few tokens).
 struct LinearKernels {
@@ -495,7 +539,7 @@ LinearKernels kernelsFor(Isa level) {
     // multiply-adds. One pair (one chain, four cycles a step) made an int8
     // GEMV latency-bound at 15 G elements/s a core on a Xeon (Granite Rapids
     // class); two pairs reach 22 (and a bf16 GEMV from L3 1.08x).
-    return {tileAvx512<kRows>, tileAvx512<4>, 4, convertAvx2, finishAvx2};
+    return {tileAvx512<kRows>, tileAvx512<4>, 4, convertAvx512, finishAvx512};
   case Isa::Avx2:
     return {tileAvx2<kRows>, tileAvx2<2>, 2, convertAvx2, finishAvx2};
   case Isa::Portable:

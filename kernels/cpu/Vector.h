@@ -1,6 +1,7 @@
 //===- Vector.h - small vector primitives with ISA dispatch -----*- C++ -*-===//
 //
-// Built twice (AVX2+FMA and portable), picked at run time (Isa.h). Each result is a
+// Built for AVX2+FMA and portable (dotRows and axpyRows for AVX-512 too,
+// with the AVX2 builds' bits), picked at run time (Isa.h). Each result is a
 // fixed sequence of operations for a given length, whatever the caller
 // batches, so batched and solo runs agree bit for bit.
 //

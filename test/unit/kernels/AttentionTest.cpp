@@ -29,6 +29,35 @@ std::vector<float> uniform(std::mt19937 &rng, size_t count, float lo, float hi) 
   return v;
 }
 
+// The AVX-512 dotRows and axpyRows give the AVX2 builds' bits (what
+// dot() and axpy() row by row compute), for lengths around their steps.
+TEST(VectorRows, SameBitsOnAvx2AndAvx512) {
+  if (cpuIsa() < Isa::Avx512)
+    GTEST_SKIP() << "this CPU has no AVX-512: its builds were compiled, not run";
+  std::mt19937 rng(5);
+  const Isa saved = isa();
+  for (int64_t n : {1, 7, 8, 15, 16, 24, 64, 100, 128, 129, 200})
+    for (int64_t count : {1, 3, 4, 9}) {
+      SCOPED_TRACE(testing::Message() << "n " << n << ", count " << count);
+      const int64_t stride = n + 3;
+      const std::vector<float> rows = uniform(rng, size_t(count * stride), -1, 1);
+      const std::vector<float> q = uniform(rng, size_t(n), -1, 1);
+      const std::vector<float> s = uniform(rng, size_t(count), -1, 1);
+      const std::vector<float> y0 = uniform(rng, size_t(n), -1, 1);
+      std::vector<float> dots[2], ys[2];
+      for (int i = 0; i < 2; ++i) {
+        setIsa(i ? Isa::Avx512 : Isa::Avx2);
+        dots[i].resize(size_t(count));
+        dotRows(q.data(), rows.data(), stride, count, n, dots[i].data());
+        ys[i] = y0;
+        axpyRows(s.data(), rows.data(), stride, count, n, ys[i].data());
+      }
+      EXPECT_EQ(0, std::memcmp(dots[0].data(), dots[1].data(), dots[0].size() * 4));
+      EXPECT_EQ(0, std::memcmp(ys[0].data(), ys[1].data(), ys[0].size() * 4));
+    }
+  setIsa(saved);
+}
+
 TEST(Softmax, MatchesDoubleReference) {
   std::mt19937 rng(7);
   for (int64_t n : {1, 7, 8, 9, 100, 513}) {
