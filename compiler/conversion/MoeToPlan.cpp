@@ -28,7 +28,7 @@ MemRefType memrefOf(Type tensor) {
 }
 
 // How the plan stores a weight: its precision's element type, else the
-// checkpoint's.
+// checkpoint's (w8a8: i8, with int8_activations on the plan.weight).
 MemRefType storageOf(mm::WeightOp w) {
   auto type = cast<RankedTensorType>(w.getType());
   Builder b(w.getContext());
@@ -37,7 +37,8 @@ MemRefType storageOf(mm::WeightOp w) {
     switch (*p) {
     case mm::Precision::f32: elem = b.getF32Type(); break;
     case mm::Precision::bf16: elem = b.getBF16Type(); break;
-    case mm::Precision::int8: elem = b.getIntegerType(8); break;
+    case mm::Precision::int8:
+    case mm::Precision::w8a8: elem = b.getIntegerType(8); break;
     case mm::Precision::int4: elem = b.getIntegerType(4); break;
     case mm::Precision::fp8: elem = b.getFloat8E4M3FNType(); break;
     }
@@ -78,7 +79,10 @@ private:
                                              w.getConcatAttr(), w.getScaleAttr(),
                                              w.getBlockAttr(), w.getGroupAttr(),
                                              w.getAppendAttr(), DenseI64ArrayAttr(), IntegerAttr(),
-                                             DenseI64ArrayAttr(), DenseI64ArrayAttr()));
+                                             DenseI64ArrayAttr(), DenseI64ArrayAttr(),
+                                             w.getPrecision() == mm::Precision::w8a8
+                                                 ? b_.getUnitAttr()
+                                                 : UnitAttr()));
           return success();
         })
         .Case([&](mm::EmbeddingOp e) {

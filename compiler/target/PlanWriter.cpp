@@ -319,6 +319,7 @@ private:
       tensors_[pending.tensor].scales = pending.scales;
       tensors_[pending.tensor].group = int32_t(e.group);
       tensors_[pending.tensor].rowGroup = int32_t(e.rowGroup);
+      tensors_[pending.tensor].int8Activations = w.getInt8Activations(); // w8a8
       cur_->weightBytes += scales.size;
     }
     cur_->pending.push_back(std::move(pending));
@@ -538,7 +539,7 @@ private:
       tensors.push_back(fb::CreateTensorDirect(b_, t.name.c_str(), t.dtype, &t.shape,
                                                t.storage, t.weightFile, t.offset, t.size,
                                                t.checksum, t.scales, t.group, t.rowGroup,
-                                               t.base, t.part, t.parts));
+                                               t.base, t.part, t.parts, t.int8Activations));
     std::vector<flatbuffers::Offset<fb::KvLayer>> layers;
     for (auto &[layer, spec] : kvLayers_) {
       if (layer != int64_t(layers.size()))
@@ -634,6 +635,7 @@ private:
     int32_t group = 0, rowGroup = 1;
     uint32_t base = 0; ///< a micro-batch: the tensor it is rows of
     int32_t part = 0, parts = 1;
+    bool int8Activations = false; ///< w8a8 (format 2.7): an I8 weight with row scales
   };
   /// A weight to pack: its checkpoint parts in order, and how to store them.
   struct Pending {

@@ -2,7 +2,8 @@
 //
 // A weight's component comes from how it is used (see Passes.td); a policy
 // maps components to precisions. Precisions are ordered by how much they
-// keep, so a weight shared by two components takes the more precise choice.
+// keep (precisionRank), so a weight shared by two components takes the more
+// precise choice.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/transforms/Passes.h"
@@ -60,9 +61,43 @@ Component componentOf(OpOperand &use) {
       .Default([](Operation *) { return Component::Vector; });
 }
 
-// The moe dialect's precisions, most precise first: a weight shared by two
-// components takes the smaller.
+// Whether the kernel behind `use` honours w8a8 (quantizes its activations
+// per token): the matrix products the runtime runs through linear(),
+// linearGroup() and experts() (moe.linear, the LM head, the router, dense
+// and shared MLPs, routed experts). The embedding table (row lookup) and
+// MLA's kv_b (mlaAttention) take int8 instead.
+bool honoursInt8Activations(OpOperand &use) {
+  Operation *user = use.getOwner();
+  Value v = use.get();
+  if (auto e = dyn_cast<mm::EmbeddingOp>(user))
+    return v != e.getTable();
+  if (auto m = dyn_cast<mm::MlaAttentionOp>(user))
+    return v != m.getKvB();
+  return true;
+}
+
 using mm::Precision;
+
+// How much a precision keeps, most first: a weight shared by two
+// components takes the more precise choice. Explicit, since the enum's
+// values follow the order precisions were added. w8a8 stores what int8
+// stores but also rounds the activations, so it keeps less than int8; fp8
+// (3 mantissa bits) and int4 keep less than either.
+int precisionRank(Precision p) {
+  switch (p) {
+  case Precision::f32: return 0;
+  case Precision::bf16: return 1;
+  case Precision::int8: return 2;
+  case Precision::w8a8: return 3;
+  case Precision::fp8: return 4;
+  case Precision::int4: return 5;
+  }
+  llvm_unreachable("unknown precision");
+}
+
+Precision morePrecise(Precision a, Precision b) {
+  return precisionRank(a) <= precisionRank(b) ? a : b;
+}
 
 std::optional<Precision> parsePrecision(StringRef name) { return mm::symbolizePrecision(name); }
 
@@ -78,6 +113,15 @@ bool policyTable(StringRef policy, Table &t) {
   };
   if (policy == "fp32" || policy == "bf16") {
     t.fill(policy == "fp32" ? Precision::f32 : Precision::bf16);
+  } else if (policy == "w8a8") {
+    // Every matrix product in w8a8; the router keeps int8 weights with f32
+    // activations (its logits pick the experts: a flipped near tie changes
+    // which experts run, and its E x H matrix is too small for w8a8 to save
+    // anything), the embedding table int8 (a row lookup has no activations).
+    // MLA's kv_b, in `attention`, gets int8 in assign().
+    matrices(Precision::w8a8);
+    t[size_t(Component::Router)] = Precision::int8;
+    t[size_t(Component::Embedding)] = Precision::int8;
   } else if (auto p = parsePrecision(policy); p && policy != "f32") {
     matrices(*p); // int8, fp8, int4
   } else if (policy == "seed") {
@@ -100,7 +144,7 @@ struct AssignPrecisionPass : ::moe::impl::AssignPrecisionPassBase<AssignPrecisio
   void runOnOperation() override {
     if (!policyTable(policy, table_)) {
       getOperation().emitError() << "unknown precision policy '" << policy
-                                 << "'; expected keep, fp32, bf16, int8, fp8, int4 or seed";
+                                 << "'; expected keep, fp32, bf16, int8, w8a8, fp8, int4 or seed";
       return signalPassFailure();
     }
     for (const std::string &entry : overrides) {
@@ -113,7 +157,15 @@ struct AssignPrecisionPass : ::moe::impl::AssignPrecisionPassBase<AssignPrecisio
             << "override '" << entry
             << "' is not <component>=<precision>: components embedding, lm_head, router, "
                "experts, shared_expert, dense_mlp, attention; precisions keep, f32, bf16, "
-               "int8, fp8, int4";
+               "int8, w8a8, fp8, int4";
+        return signalPassFailure();
+      }
+      if (p == Precision::w8a8 && component == "embedding") {
+        getOperation().emitError()
+            << "override '" << entry
+            << "': the embedding table is looked up by row, not multiplied, so it cannot "
+               "quantize activations; w8a8 applies to lm_head, router, experts, "
+               "shared_expert, dense_mlp and attention";
         return signalPassFailure();
       }
       table_[size_t(c - std::begin(kComponents))] = p;
@@ -135,7 +187,9 @@ struct AssignPrecisionPass : ::moe::impl::AssignPrecisionPassBase<AssignPrecisio
       std::optional<Precision> p = table_[size_t(componentOf(use))];
       if (!p)
         return; // some use keeps the checkpoint's precision
-      chosen = chosen ? std::min(*chosen, *p) : *p;
+      if (*p == Precision::w8a8 && !honoursInt8Activations(use))
+        p = Precision::int8; // MLA's kv_b: its kernel takes plain int8
+      chosen = chosen ? morePrecise(*chosen, *p) : *p;
     }
     auto type = cast<RankedTensorType>(w.getType());
     const int64_t cols = type.getShape().back();
@@ -144,7 +198,7 @@ struct AssignPrecisionPass : ::moe::impl::AssignPrecisionPassBase<AssignPrecisio
       chosen = Precision::int8; // int4 packs rows of an even length
     OpBuilder b(w);
     w.setPrecisionAttr(mm::PrecisionAttr::get(b.getContext(), *chosen));
-    if (*chosen == Precision::int8)
+    if (*chosen == Precision::int8 || *chosen == Precision::w8a8)
       w.setGroupAttr(b.getI64IntegerAttr(cols));
     else if (*chosen == Precision::int4)
       w.setGroupAttr(b.getI64IntegerAttr(std::min<int64_t>(int4Group, cols)));

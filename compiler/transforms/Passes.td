@@ -68,22 +68,35 @@ def SplitExpertsPass : Pass<"moe-split-experts", "mlir::ModuleOp"> {
 }
 
 def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
-  let summary = "Choose how the plan stores each weight (f32, bf16, int8, int4)";
+  let summary = "Choose how the plan stores each weight (f32, bf16, int8, w8a8, fp8, int4)";
   let description = [{
-    Sets `precision` (and for int8/int4 `group`) on every `moe.weight` the
-    policy changes; the plan writer converts while packing. Components, from
-    how a weight is used: `embedding` (table), `lm_head`, `router`,
+    Sets `precision` (and for int8/w8a8/int4/fp8 `group`) on every
+    `moe.weight` the policy changes; the plan writer converts while packing.
+    Components, from how a weight is used: `embedding` (table), `lm_head`, `router`,
     `experts` (routed), `shared_expert`, `dense_mlp` (SwiGLU MLP layers),
     `attention` (the `moe.linear` projections and MLA's `kv_b`). Those are
     matrices the runtime multiplies by (or looks rows up in) and may be
     quantized; any other weight (norms, biases, the shared-expert gate
     vector) is a `vector` and stays float. A weight used by two components (tied
-    embedding and LM head) gets the more precise of their choices.
+    embedding and LM head) gets the more precise of their choices, in the
+    order f32, bf16, int8, w8a8, fp8, int4.
 
     Policies:
     - `keep` (default): the checkpoint's dtypes.
     - `fp32`, `bf16`: every weight in that type.
     - `int8`: every matrix int8, symmetric, one f32 scale per output row.
+    - `w8a8`: stored as `int8`, and the kernels that multiply by the weight
+      quantize each activation row to int8 (one scale per token) and sum in
+      integers (plan `Tensor.int8_activations`). Every matrix the runtime
+      multiplies through linear()/linearGroup()/experts(): routed and shared
+      experts, dense MLPs, the `moe.linear` projections, the LM head. The
+      router gets plain int8 (f32 activations): its logits choose the
+      experts, where an activation rounding error flips near ties and
+      changes which experts run, and its E x H matrix is too small for w8a8
+      to save time; `overrides=router=w8a8` is accepted (the router kernel
+      multiplies through linear()). MLA's `kv_b` (read by the MLA attention
+      kernel, which does not quantize activations) and the embedding table
+      (a row lookup) get int8. A tied embedding/LM head is int8.
     - `int4`: every matrix int4, symmetric, one f32 scale per `int4-group`
       elements of a row (the whole row when it is shorter); a matrix with an
       odd row length gets int8.
@@ -92,8 +105,10 @@ def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
     - `seed`: router f32, shared experts int8, routed experts fp8, embedding
       int8, LM head bf16; the rest as stored.
     `overrides` (`component=precision`, precision one of keep, f32, bf16,
-    int8, fp8, int4) change single components on top of the policy: what
-    `moe-compile --precision=auto` passes after its calibration search.
+    int8, w8a8, fp8, int4) change single components on top of the policy:
+    what `moe-compile --precision=auto` passes after its calibration search.
+    `embedding=w8a8` is refused (a row lookup multiplies nothing); with
+    `attention=w8a8` MLA's `kv_b` gets int8, as under the policy.
     Block-scaled fp8 checkpoint weights keep their precision.
 
     ```mlir
@@ -101,13 +116,18 @@ def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
     ```
     becomes with `policy=int8`
     ```mlir
-    %w = moe.weight "model.layers.0.self_attn.q_proj.weight" precision "int8" group 64
+    %w = moe.weight "model.layers.0.self_attn.q_proj.weight" precision int8 group 64
+           : tensor<64x64xbf16>
+    ```
+    and with `policy=w8a8`
+    ```mlir
+    %w = moe.weight "model.layers.0.self_attn.q_proj.weight" precision w8a8 group 64
            : tensor<64x64xbf16>
     ```
   }];
   let options = [
     Option<"policy", "policy", "std::string", "\"keep\"",
-           "keep, fp32, bf16, int8, fp8, int4 or seed">,
+           "keep, fp32, bf16, int8, w8a8, fp8, int4 or seed">,
     ListOption<"overrides", "overrides", "std::string",
                "component=precision entries applied on top of the policy">,
     Option<"int4Group", "int4-group", "int64_t", "128",

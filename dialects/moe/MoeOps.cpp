@@ -146,6 +146,17 @@ LogicalResult verifySwiglu(Operation *op, Value input, Value gate, Value up,
   return expectShape(op, result, "result", {tokens, hidden});
 }
 
+/// A weight read by a kernel that does not quantize its activations (the
+/// embedding lookup, MLA's kv_b) cannot be w8a8.
+LogicalResult refuseW8a8(Operation *op, Value weight, StringRef role) {
+  auto w = weight.getDefiningOp<WeightOp>();
+  if (!w || w.getPrecision() != Precision::w8a8)
+    return success();
+  return op->emitOpError() << "reads " << role << " '" << w.getName()
+                           << "' as w8a8, which this op's kernel does not take (it quantizes "
+                              "no activations); store it int8";
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -183,8 +194,9 @@ SmallVector<int64_t> WeightOp::getScaleShape() {
 }
 
 bool WeightOp::isQuantized() {
-  return getPrecision() && (*getPrecision() == Precision::int8 ||
-                            *getPrecision() == Precision::int4 || *getPrecision() == Precision::fp8);
+  return getPrecision() &&
+         (*getPrecision() == Precision::int8 || *getPrecision() == Precision::w8a8 ||
+          *getPrecision() == Precision::int4 || *getPrecision() == Precision::fp8);
 }
 
 LogicalResult WeightOp::verifyPrecision() {
@@ -201,7 +213,8 @@ LogicalResult WeightOp::verifyPrecision() {
                          << "' keeps its checkpoint precision";
   if (isQuantized() != getGroup().has_value())
     return emitOpError() << "weight '" << name
-                         << "' needs a 'group' exactly when its precision is int8, int4 or fp8";
+                         << "' needs a 'group' exactly when its precision is int8, w8a8, int4 "
+                            "or fp8";
   if (!isQuantized())
     return success();
   int64_t cols = type.getShape().back(), group = *getGroup();
@@ -210,6 +223,11 @@ LogicalResult WeightOp::verifyPrecision() {
   if (group < 1 || group > cols)
     return emitOpError() << "group " << group << " of weight '" << name
                          << "' must be in [1, " << cols << "] (its row length)";
+  // w8a8's kernels quantize activations per token and weights per row: one
+  // scale per whole row.
+  if (p == Precision::w8a8 && group != cols)
+    return emitOpError() << "w8a8 weight '" << name << "' needs one scale per row (group "
+                         << cols << ", its row length), got group " << group;
   if (p == Precision::int4 && (cols % 2 || group % 2))
     return emitOpError() << "int4 weight '" << name
                          << "' needs an even row length and group, got " << type << " and group "
@@ -303,7 +321,8 @@ LogicalResult WeightOp::verify() {
 LogicalResult EmbeddingOp::verify() {
   if (failed(expectRank(*this, getIds(), "ids", 1)) ||
       failed(expectIntegerElements(*this, getIds(), "ids")) ||
-      failed(expectRank(*this, getTable(), "table", 2)))
+      failed(expectRank(*this, getTable(), "table", 2)) ||
+      failed(refuseW8a8(*this, getTable(), "table")))
     return failure();
   return expectShape(*this, getResult(), "result",
                      {dim(getIds(), 0), dim(getTable(), 1)});
@@ -443,7 +462,8 @@ LogicalResult MlaAttentionOp::verify() {
       failed(expectShape(*this, getKvNorm(), "kv_norm weight", {rankKv})) ||
       failed(expectShape(*this, getKvB(), "kv_b weight",
                          {heads * (nope + vDim), rankKv})) ||
-      failed(verifyPositions(*this, getPositions(), tokens)))
+      failed(verifyPositions(*this, getPositions(), tokens)) ||
+      failed(refuseW8a8(*this, getKvB(), "kv_b weight")))
     return failure();
   return expectShape(*this, getResult(), "result", {tokens, heads * vDim});
 }

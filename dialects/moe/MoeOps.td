@@ -42,7 +42,9 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
     weight when it differs from the checkpoint: f32, bf16, symmetric
     int8/int4 with one f32 scale per `group` elements of each row (the last
     dimension), or fp8 (e4m3) with one f32 scale per `group` x `group`
-    block; the plan writer converts while packing.
+    block; the plan writer converts while packing. `w8a8` is stored as int8
+    with one scale per row (`group` is the row length) and tells the kernels
+    that multiply by it to quantize their activations to int8 per token.
 
     ```mlir
     %0 = moe.weight "model.embed_tokens.weight" : tensor<32000x4096xbf16>
@@ -73,7 +75,7 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
   let extraClassDeclaration = [{
     /// True when the name stands for one checkpoint tensor per expert.
     bool isPerExpert();
-    /// True when `precision` is int8, int4 or fp8.
+    /// True when `precision` is int8, w8a8, int4 or fp8.
     bool isQuantized();
     /// The checks of `precision` and `group`.
     ::mlir::LogicalResult verifyPrecision();

@@ -147,6 +147,11 @@ LogicalResult WeightOp::verify() {
                     (elem.isInteger(4) && (type.getShape().back() % 2 || *getGroup() % 2))))
     return emitOpError() << "weight '" << getName() << "' of " << type << " cannot have group "
                          << *getGroup();
+  if (getInt8Activations() &&
+      (!elem.isInteger(8) || type.getRank() < 2 || *getGroup() != type.getShape().back()))
+    return emitOpError() << "weight '" << getName() << "' of " << type
+                         << " has int8_activations (w8a8), which needs i8 with one scale per "
+                            "row (group = its row length)";
   return success();
 }
 

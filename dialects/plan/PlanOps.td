@@ -17,6 +17,10 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
     the plan writer converts to from the checkpoint's; i8 and i4 are
     symmetric integers with one f32 scale per `group` elements of each row,
     f8E4M3FN without `scale` has one per `group` x `group` block.
+    `int8_activations` (W8A8: an i8 weight with one scale per row, `group`
+    its row length) tells the kernels that multiply by it to quantize each
+    activation row to int8 and sum in integers; only the linear, router,
+    experts and expert_rows kernels take it (checked by the plan loader).
     `experts [e0, e1, ...] of S` (expert parallelism): of the S experts
     the names stack, only e0, e1, ... in that order (dim 0 of the result).
     `rows [start, count]` and `cols [start, count]` (tensor parallelism):
@@ -28,6 +32,8 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
     %0 = plan.weight "model.embed_tokens.weight" : memref<96x32xbf16>
     %1 = plan.weight "model.layers.0.self_attn.q_proj.weight" group 32 : memref<32x32xi8>
     %2 = plan.weight "model.layers.0.self_attn.o_proj.weight" cols [16, 16] : memref<32x16xf32>
+    %3 = plan.weight "model.layers.0.mlp.down_proj.weight" group 40 int8_activations
+           : memref<32x40xi8>
     ```
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$concat,
@@ -38,12 +44,13 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
                        OptionalAttr<DenseI64ArrayAttr>:$experts,
                        OptionalAttr<I64Attr>:$stacked,
                        OptionalAttr<DenseI64ArrayAttr>:$rows,
-                       OptionalAttr<DenseI64ArrayAttr>:$cols);
+                       OptionalAttr<DenseI64ArrayAttr>:$cols,
+                       UnitAttr:$int8_activations);
   let results = (outs AnyStaticShapeMemRef:$result);
   let assemblyFormat = [{
     $name (`concat` $concat^)? (`append` $append^)? (`scale` $scale^ `block` $block)?
     (`group` $group^)? (`experts` $experts^ `of` $stacked)? (`rows` $rows^)? (`cols` $cols^)?
-    attr-dict `:` type($result)
+    (`int8_activations` $int8_activations^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -52,12 +52,23 @@ MOE_SAME(RoutingPolicy, ExpertChoice);
 
 // A scaled (I8/I4/F8E4M3) weight's scales: an F32 weight
 // [ceil(rows / row_group), ceil(cols / group)] where cols is the last
-// dimension; I8/I4 have row_group 1; any other tensor has no group.
+// dimension; I8/I4 have row_group 1; any other tensor has no group. W8A8
+// (int8_activations) only on I8 weights with one scale per row (which
+// kernels may read it: checkShapes).
 static Status checkQuantization(const plan::Plan &p, uint32_t id, const std::string &where) {
   const plan::Tensor *t = p.tensors()->Get(id);
   const bool quantized = t->storage() == plan::Storage::Weight &&
                          (t->dtype() == plan::DType::I8 || t->dtype() == plan::DType::I4 ||
                           t->dtype() == plan::DType::F8E4M3);
+  if (t->int8_activations() &&
+      (t->storage() != plan::Storage::Weight || t->dtype() != plan::DType::I8 ||
+       t->shape()->size() < 2 || t->group() != t->shape()->Get(t->shape()->size() - 1) ||
+       t->row_group() != 1))
+    return Status::error(where + " has int8_activations (W8A8), which needs an I8 weight "
+                                 "with one scale per row (group = its row length, row_group "
+                                 "1); it is " + std::string(dtypeName(t->dtype())) +
+                         " with group " + std::to_string(t->group()) + " and row_group " +
+                         std::to_string(t->row_group()));
   if (!quantized)
     return t->group() == 0 ? Status::ok()
                            : Status::error(where + " has a quantization group but is not an "

@@ -101,10 +101,16 @@ private:
     return Status::ok();
   }
   /// A weight of f32, bf16 or f16 (or, for a matrix the kernels multiply or
-  /// look rows up in, quantized I8/I4) with exactly `dims`.
+  /// look rows up in, quantized I8/I4) with exactly `dims`; W8A8
+  /// (int8_activations) only where the kernel quantizes its activations
+  /// (`int8Activations`: linear, router, experts, expert_rows).
   Status weight(uint32_t id, const std::string &role, const std::vector<int64_t> &dims,
-                bool quantizable = false) const {
+                bool quantizable = false, bool int8Activations = false) const {
     const plan::Tensor &t = tensor(id);
+    if (t.int8_activations() && !int8Activations)
+      return Status::error(where_ + ": its " + role + " '" + (t.name() ? t.name()->str() : "?") +
+                           "' is W8A8 (int8_activations), which this kernel does not take "
+                           "(only linear, router, experts and expert_rows do)");
     bool floating = t.dtype() == plan::DType::F32 || t.dtype() == plan::DType::BF16 ||
                     t.dtype() == plan::DType::F16;
     bool quantized = t.group() > 0; // I8, I4 or F8E4M3 with scales (checked by the loader)
@@ -118,6 +124,11 @@ private:
   }
   Status matrix(uint32_t id, const std::string &role, const std::vector<int64_t> &dims) const {
     return weight(id, role, dims, true);
+  }
+  /// A matrix of a kernel that multiplies through linear(), linearGroup()
+  /// or experts(), which honour int8_activations.
+  Status product(uint32_t id, const std::string &role, const std::vector<int64_t> &dims) const {
+    return weight(id, role, dims, true, true);
   }
   Status input(uint32_t id, const std::string &role) const {
     const plan::Tensor &t = tensor(id);
@@ -151,10 +162,10 @@ private:
   Status stacks(const plan::ExpertsParams &x, uint32_t at, int64_t hidden) const {
     const int64_t e = x.num_experts() + x.num_shared(), inter = x.intermediate();
     const bool fused = x.fused_gate_up();
-    return all({fused ? matrix(in(at), "gate_up", {e, 2 * inter, hidden})
-                      : all({matrix(in(at), "gate", {e, inter, hidden}),
-                             matrix(in(at + 1), "up", {e, inter, hidden})}),
-                matrix(in(at + (fused ? 1 : 2)), "down", {e, hidden, inter})});
+    return all({fused ? product(in(at), "gate_up", {e, 2 * inter, hidden})
+                      : all({product(in(at), "gate", {e, inter, hidden}),
+                             product(in(at + 1), "up", {e, inter, hidden})}),
+                product(in(at + (fused ? 1 : 2)), "down", {e, hidden, inter})});
   }
 
   Status kvWidths(int layer, int64_t k, int64_t v) const {
@@ -233,7 +244,7 @@ private:
       if (!(st = rows(in(0), "input", k)))
         return st;
       int64_t n = dim(in(1), 0);
-      return all({matrix(in(1), "weight", {n, k}),
+      return all({product(in(1), "weight", {n, k}),
                   numIn() > 2 ? weight(in(2), "bias", {n}) : Status::ok(),
                   act(out(0), "output", {kTokens, n})});
     }
@@ -274,7 +285,8 @@ private:
       int64_t e = r->num_experts(), topK = r->top_k();
       if (!(st = rows(in(0), "input", c)))
         return st;
-      return all({matrix(in(1), "weight", {e, c}),
+      // The router's logits are a linear() (kernels/cpu/Router.cpp).
+      return all({product(in(1), "weight", {e, c}),
                   numIn() > 2 ? weight(in(2), "bias", {e}) : Status::ok(),
                   act(out(0), "weights", {kTokens, topK}),
                   act(out(1), "indices", {kTokens, topK}, plan::DType::I32)});

@@ -627,6 +627,7 @@ const std::vector<KernelCall> &Session::bind(int64_t count) {
         v.scales = reinterpret_cast<const float *>(weight(p.tensors()->Get(t->scales())));
         v.group = t->group();
         v.rowGroup = t->row_group();
+        v.int8Activations = t->int8_activations();
       }
       break;
     case plan::Storage::Arena:

@@ -69,7 +69,7 @@ std::string shapeText(const fb::Tensor &t) {
 int weights(const LoadedPlan &loaded) {
   const fb::Plan &p = loaded.plan();
   std::vector<bool> scales = scaleTensors(p);
-  std::printf("%-60s %-10s %-20s %s\n", "weight", "stored as", "shape", "bytes");
+  std::printf("%-60s %-14s %-20s %s\n", "weight", "stored as", "shape", "bytes");
   for (uint32_t id = 0; id < p.tensors()->size(); ++id) {
     const fb::Tensor &t = *p.tensors()->Get(id);
     if (t.storage() != fb::Storage::Weight || scales[id])
@@ -80,7 +80,9 @@ int weights(const LoadedPlan &loaded) {
       stored += " g" + std::to_string(t.group());
       bytes += p.tensors()->Get(t.scales())->size();
     }
-    std::printf("%-60s %-10s %-20s %s\n", t.name()->c_str(), stored.c_str(), shapeText(t).c_str(),
+    if (t.int8_activations())
+      stored += " w8a8"; // int8 activations (format 2.7)
+    std::printf("%-60s %-14s %-20s %s\n", t.name()->c_str(), stored.c_str(), shapeText(t).c_str(),
                 moe::rt::formatBytes(bytes).c_str());
   }
   return 0;
@@ -124,7 +126,10 @@ int show(const LoadedPlan &loaded) {
   for (uint32_t id = 0; id < p.tensors()->size(); ++id) {
     const fb::Tensor *t = p.tensors()->Get(id);
     if (t->storage() == fb::Storage::Weight) {
-      auto &w = weights[scales[id] ? "scales" : dtypeName(t->dtype())];
+      // W8A8 weights are I8 with int8 activations: counted apart.
+      auto &w = weights[scales[id]               ? "scales"
+                        : t->int8_activations() ? "I8 (w8a8)"
+                                                : dtypeName(t->dtype())];
       ++w.first;
       w.second += t->size();
     }
@@ -135,7 +140,7 @@ int show(const LoadedPlan &loaded) {
   std::printf("weights    %s in %u file(s)\n", moe::rt::formatBytes(weightBytes).c_str(),
               p.weight_files()->size());
   for (auto &[dtype, w] : weights)
-    std::printf("  %-8s %d tensors, %s\n", dtype.c_str(), w.first, moe::rt::formatBytes(w.second).c_str());
+    std::printf("  %-9s %d tensors, %s\n", dtype.c_str(), w.first, moe::rt::formatBytes(w.second).c_str());
   const fb::KvCacheSpec &kv = *p.kv_cache();
   for (uint32_t r = 0; r < p.programs()->size(); ++r) {
     auto perTokenNeeds = moe::rt::memoryNeeds(p, int(r), 1, kv.dtype());

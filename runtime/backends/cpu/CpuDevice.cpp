@@ -3,7 +3,8 @@
 // Streams and events: CpuStreams.h (stream 0 on the calling thread, the
 // others on worker threads); kernels share kernels/cpu's thread pool. Kernels come from
 // kernels/cpu; weights may be f32, bf16 or f16, and those of matrix
-// products and the embedding table also int8, int4 or fp8 with scales.
+// products and the embedding table also int8, int4 or fp8 with scales; int8
+// weights of linear, router and experts may be W8A8 (int8 activations).
 //
 //===----------------------------------------------------------------------===//
 #include "CpuStreams.h"
@@ -44,6 +45,7 @@ k::Weight weightOf(const TensorView &v) {
     w.cols = v.cols();
     w.group = v.group;
     w.rowGroup = v.rowGroup;
+    w.int8Activations = v.int8Activations; // W8A8: the loader allows it on I8 row scales only
   }
   return w;
 }

@@ -914,7 +914,7 @@ func.func @precision_group_without_precision() {
 // -----
 
 func.func @precision_int8_without_group() {
-  // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8, int4 or fp8}}
+  // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8, w8a8, int4 or fp8}}
   %0 = moe.weight "w" precision int8 : tensor<4x4xbf16>
   return
 }
@@ -922,7 +922,7 @@ func.func @precision_int8_without_group() {
 // -----
 
 func.func @precision_float_with_group() {
-  // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8, int4 or fp8}}
+  // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8, w8a8, int4 or fp8}}
   %0 = moe.weight "w" precision bf16 group 4 : tensor<4x4xf32>
   return
 }
@@ -940,6 +940,41 @@ func.func @precision_vector() {
 func.func @precision_group_too_large() {
   // expected-error @+1 {{group 8 of weight 'w' must be in [1, 4] (its row length)}}
   %0 = moe.weight "w" precision int8 group 8 : tensor<4x4xbf16>
+  return
+}
+
+// -----
+
+func.func @precision_w8a8_grouped() {
+  // expected-error @+1 {{w8a8 weight 'w' needs one scale per row (group 8, its row length), got group 4}}
+  %0 = moe.weight "w" precision w8a8 group 4 : tensor<4x8xbf16>
+  return
+}
+
+// -----
+
+func.func @precision_w8a8_without_group() {
+  // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8, w8a8, int4 or fp8}}
+  %0 = moe.weight "w" precision w8a8 : tensor<4x8xbf16>
+  return
+}
+
+// -----
+
+func.func @w8a8_embedding_table(%ids: tensor<?xi32>) {
+  %t = moe.weight "embed" precision w8a8 group 4 : tensor<8x4xbf16>
+  // expected-error @+1 {{'moe.embedding' op reads table 'embed' as w8a8, which this op's kernel does not take (it quantizes no activations); store it int8}}
+  %x = moe.embedding %ids, %t : (tensor<?xi32>, tensor<8x4xbf16>) -> tensor<?x4xf32>
+  return
+}
+
+// -----
+
+func.func @w8a8_mla_kv_b(%q: tensor<?x48xf32>, %kv: tensor<?x20xf32>, %p: tensor<?xi32>) {
+  %n = moe.weight "kv_norm" : tensor<16xbf16>
+  %b = moe.weight "kv_b" precision w8a8 group 16 : tensor<56x16xbf16>
+  // expected-error @+1 {{'moe.mla_attention' op reads kv_b weight 'kv_b' as w8a8, which this op's kernel does not take (it quantizes no activations); store it int8}}
+  %0 = moe.mla_attention %q, %kv, %n, %b positions %p layer 0 heads 4 kv_lora_rank 16 qk_dims(8, 4) v_dim 6 {softmax_scale = 0.25 : f64, rope_theta = 1.0e4 : f64} : (tensor<?x48xf32>, tensor<?x20xf32>, tensor<16xbf16>, tensor<56x16xbf16>, tensor<?xi32>) -> tensor<?x24xf32>
   return
 }
 

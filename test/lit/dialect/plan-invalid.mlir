@@ -303,6 +303,22 @@ func.func @weight_i4_odd_group() {
 
 // -----
 
+func.func @weight_w8a8_grouped() {
+  // expected-error @+1 {{'plan.weight' op weight 'w' of 'memref<4x8xi8>' has int8_activations (w8a8), which needs i8 with one scale per row (group = its row length)}}
+  %w = plan.weight "w" group 4 int8_activations : memref<4x8xi8>
+  return
+}
+
+// -----
+
+func.func @weight_w8a8_not_i8() {
+  // expected-error @+1 {{'plan.weight' op weight 'w' of 'memref<4x8xi4>' has int8_activations (w8a8), which needs i8 with one scale per row (group = its row length)}}
+  %w = plan.weight "w" group 8 int8_activations : memref<4x8xi4>
+  return
+}
+
+// -----
+
 func.func @record_stream_out_of_range() {
   // expected-error @+1 {{'plan.record' op stream must be in [0, 255], got -1}}
   %e = plan.record stream -1 : !plan.event

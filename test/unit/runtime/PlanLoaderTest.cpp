@@ -41,6 +41,7 @@ struct Spec {
   // read from the start of the weight file.
   int32_t group = 0, rowGroup = 1;
   uint32_t scales = 4;
+  bool int8Activations = false; // the table is W8A8 (format 2.7)
   std::vector<int64_t> scalesShape = {4, 1};
   // Events of the first instruction; `second` adds another embedding into
   // a tensor "out2" at `offset` of the arena, on `stream`.
@@ -90,7 +91,7 @@ protected:
                                fb::Storage::Input),
         fb::CreateTensorDirect(b, "table", s.tableType, &s.tableShape, fb::Storage::Weight,
                                s.tableFile, s.tableOffset, s.tableSize, checksum64(kTable, 64), s.scales,
-                               s.group, s.rowGroup),
+                               s.group, s.rowGroup, 0, 0, 1, s.int8Activations),
         fb::CreateTensorDirect(b, "out", fb::DType::F32, &outShape, fb::Storage::Arena, 0,
                                s.outOffset, uint64_t(s.maxTokens * s.outCols) * 4)};
     if (s.group) {
@@ -268,6 +269,48 @@ TEST_F(PlanLoaderTest, RejectsQuantizedWeightWithoutItsScales) {
   s.rowGroup = 2;
   EXPECT_ERROR(s, "tensor 2 ('table') has row group 2; it must be 1 (I8, I4) or in [1, 4] "
                   "(F8E4M3)");
+}
+
+// W8A8 (int8_activations): only on I8 weights with one scale per row, and
+// only where every kernel that reads the weight quantizes its activations.
+TEST_F(PlanLoaderTest, RejectsInt8ActivationsWhereTheyDoNotApply) {
+  Spec s;
+  s.int8Activations = true; // on an F32 table
+  EXPECT_ERROR(s, "tensor 2 ('table') has int8_activations (W8A8), which needs an I8 weight with "
+                  "one scale per row (group = its row length, row_group 1); it is F32 with group "
+                  "0 and row_group 1");
+  s = int8Table();
+  s.int8Activations = true;
+  s.group = 2; // grouped int8
+  s.scalesShape = {4, 2};
+  EXPECT_ERROR(s, "tensor 2 ('table') has int8_activations (W8A8), which needs an I8 weight with "
+                  "one scale per row (group = its row length, row_group 1); it is I8 with group "
+                  "2 and row_group 1");
+  s = int8Table();
+  s.int8Activations = true;
+  s.tableType = fb::DType::I4;
+  s.tableSize = 8;
+  EXPECT_ERROR(s, "tensor 2 ('table') has int8_activations (W8A8), which needs an I8 weight with "
+                  "one scale per row (group = its row length, row_group 1); it is I4 with group "
+                  "4 and row_group 1");
+  // A valid W8A8 weight, but the embedding kernel looks rows up: refused.
+  s = int8Table();
+  s.int8Activations = true;
+  EXPECT_ERROR(s, "instruction 0 (embedding): its table 'table' is W8A8 (int8_activations), which "
+                  "this kernel does not take (only linear, router, experts and expert_rows do)");
+}
+
+TEST_F(PlanLoaderTest, Int8ActivationsOnALinearWeightLoad) {
+  // out = out x table^T: a linear that reads the W8A8 table.
+  Spec s = int8Table();
+  s.int8Activations = true;
+  s.op = fb::OpCode::Linear;
+  s.ins = {3, 2};
+  write(s);
+  auto loaded = LoadedPlan::open(dir_.string());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  EXPECT_TRUE((*loaded)->plan().tensors()->Get(2)->int8_activations());
+  EXPECT_FALSE((*loaded)->plan().tensors()->Get(4)->int8_activations()); // its scales
 }
 
 TEST_F(PlanLoaderTest, RejectsTensorIndexOutOfRange) {

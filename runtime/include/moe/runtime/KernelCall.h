@@ -132,6 +132,11 @@ struct TensorView {
   /// rows by `group` elements of the last dimension (see plan.fbs).
   const float *scales = nullptr;
   int64_t group = 0, rowGroup = 1;
+  /// W8A8 (plan Tensor.int8_activations): an I8 weight with one scale per
+  /// row whose matrix products (linear, router, experts, expert_rows)
+  /// quantize each activation row to int8 per token and sum in integers.
+  /// The loader allows it on no other weight and for no other kernel.
+  bool int8Activations = false;
   int64_t rows() const { return shape.empty() ? 1 : shape[0]; }
   int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
 };
