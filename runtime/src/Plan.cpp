@@ -7,14 +7,17 @@
 #include "PlanPrograms.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
 namespace moe::rt {
 
@@ -25,7 +28,61 @@ constexpr uint64_t kMaxPlanBytes = 1ull << 30;
 
 std::string str(uint64_t v) { return std::to_string(v); }
 
+// Linux 5.14; older headers lack it, older kernels answer EINVAL.
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+
+/// The prefault populates this much per call: the plan waits at most one
+/// chunk's population when closed early.
+constexpr size_t kPrefaultChunk = size_t(8) << 20;
+/// MADV_WILLNEED runs this far ahead of the chunk being populated.
+constexpr size_t kReadahead = size_t(64) << 20;
+
+/// Reads one byte of every page of [p, p + n): the fallback for kernels
+/// without MADV_POPULATE_READ.
+void touchPages(const uint8_t *p, size_t n, size_t page) {
+  uint8_t sum = 0;
+  for (size_t i = 0; i < n; i += page)
+    sum ^= static_cast<const volatile uint8_t *>(p)[i];
+  static volatile uint8_t sink;
+  sink = sum;
+}
+
 } // namespace
+
+const char *prefaultName(Prefault mode) {
+  switch (mode) {
+  case Prefault::Off:
+    return "off";
+  case Prefault::Background:
+    return "background";
+  case Prefault::Sync:
+    return "sync";
+  }
+  return "?";
+}
+
+std::optional<Prefault> parsePrefault(const std::string &name) {
+  for (Prefault m : {Prefault::Off, Prefault::Background, Prefault::Sync})
+    if (name == prefaultName(m))
+      return m;
+  return std::nullopt;
+}
+
+const char *prefaultStateName(PrefaultProgress::State state) {
+  switch (state) {
+  case PrefaultProgress::State::Off:
+    return "off";
+  case PrefaultProgress::State::Running:
+    return "running";
+  case PrefaultProgress::State::Done:
+    return "done";
+  case PrefaultProgress::State::Stopped:
+    return "stopped";
+  }
+  return "?";
+}
 
 // The HAL's enums number what the plan format numbers.
 #define MOE_SAME(E, V) static_assert(int(E::V) == int(plan::E::V), #E "::" #V " differs")
@@ -184,9 +241,12 @@ Expected<std::unique_ptr<LoadedPlan>> LoadedPlan::open(const std::string &dir,
     loaded->mappings_.resize(loaded->plan_->weight_files()->size());
   else if (Status s = loaded->mapWeights(options.rank); !s)
     return s;
-  if (options.verifyWeights)
+  if (options.verifyWeights) {
     if (Status s = loaded->verifyWeights(); !s)
       return s;
+  } else if (options.mapWeights) {
+    loaded->startPrefault(options.prefault);
+  }
   return std::move(loaded);
 }
 
@@ -351,7 +411,116 @@ Status LoadedPlan::mapWeights(const std::optional<int> &rank) {
   return Status::ok();
 }
 
+void LoadedPlan::startPrefault(Prefault mode) {
+  uint64_t bytes = 0;
+  for (const Mapping &m : mappings_)
+    bytes += m.data ? m.size : 0;
+  if (mode == Prefault::Off || bytes == 0)
+    return; // progress_ says Off
+  // Before any page is faulted in: huge pages where the kernel allows them
+  // for the mapping (for a file mapping it decides by the file system and
+  // its THP settings; refused or ignored, the pages stay small). Only a
+  // flag on the mapping: the readahead, which may wait for the disk, is
+  // populate()'s.
+  bool huge = true;
+  for (const Mapping &m : mappings_)
+    if (m.data)
+      huge = ::madvise(m.data, m.size, MADV_HUGEPAGE) == 0 && huge;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    progress_.mode = mode;
+    progress_.state = PrefaultProgress::State::Running;
+    progress_.bytes = bytes;
+    progress_.hugePageAdvice = huge;
+    prefaultStart_ = std::chrono::steady_clock::now();
+  }
+  if (mode == Prefault::Background) {
+    try {
+      prefaultThread_ = std::thread([this] {
+        pthread_setname_np(pthread_self(), "moe-prefault");
+        populate();
+      });
+      return;
+    } catch (const std::system_error &) {
+      // No thread to be had: populate here instead.
+    }
+  }
+  populate();
+}
+
+void LoadedPlan::populate() {
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  bool populateRead = true;
+  uint64_t done = 0;
+  auto state = PrefaultProgress::State::Done;
+  for (const Mapping &m : mappings_) {
+    if (!m.data)
+      continue;
+    auto *base = static_cast<uint8_t *>(m.data);
+    // Readahead of the next chunks while this one is populated.
+    size_t ahead = 0;
+    for (size_t at = 0; at < m.size; at += kPrefaultChunk) {
+      if (stop_.load(std::memory_order_relaxed)) {
+        state = PrefaultProgress::State::Stopped;
+        break;
+      }
+      if (ahead < std::min(m.size, at + kReadahead)) {
+        const size_t end = std::min(m.size, at + 2 * kReadahead);
+        (void)::madvise(base + ahead, end - ahead, MADV_WILLNEED);
+        ahead = end;
+      }
+      const size_t n = std::min(kPrefaultChunk, m.size - at);
+      if (populateRead) {
+        int rc = 0;
+        for (int tries = 0; tries < 100; ++tries)
+          if ((rc = ::madvise(base + at, n, MADV_POPULATE_READ)) == 0 ||
+              (errno != EINTR && errno != EAGAIN))
+            break;
+        // EINVAL: a kernel before 5.14; read the pages instead. Anything
+        // else (EFAULT: the file shrank under the mapping) is left to the
+        // reader that meets it.
+        if (rc != 0 && errno == EINVAL)
+          populateRead = false;
+      }
+      if (!populateRead)
+        touchPages(base + at, n, page);
+      done += n;
+      std::lock_guard<std::mutex> lock(mutex_);
+      progress_.populated = done;
+      progress_.populateRead = populateRead;
+    }
+    if (state == PrefaultProgress::State::Stopped)
+      break;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    progress_.state = state;
+    progress_.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - prefaultStart_).count();
+  }
+  ended_.notify_all();
+}
+
+PrefaultProgress LoadedPlan::prefault() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  PrefaultProgress p = progress_;
+  if (p.state == PrefaultProgress::State::Running)
+    p.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - prefaultStart_).count();
+  return p;
+}
+
+void LoadedPlan::waitForPrefault() const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  ended_.wait(lock, [&] { return progress_.state != PrefaultProgress::State::Running; });
+}
+
 LoadedPlan::~LoadedPlan() {
+  // The prefault thread reads the mappings: it stops within a chunk and is
+  // joined before they go.
+  stop_.store(true, std::memory_order_relaxed);
+  if (prefaultThread_.joinable())
+    prefaultThread_.join();
   for (Mapping &m : mappings_)
     if (m.data)
       ::munmap(m.data, m.size);

@@ -7,6 +7,7 @@
 #ifndef MOE_TOOLS_COMMON_RUNTIMEFLAGS_H
 #define MOE_TOOLS_COMMON_RUNTIMEFLAGS_H
 
+#include "moe/runtime/Plan.h"
 #include "moe/runtime/PlanFormat.h"
 #include "tools/common/Cli.h"
 
@@ -66,6 +67,24 @@ inline void addMemoryLimit(Cli &cli, double &mib) {
                   "refuse to start if weights + activations + KV cache exceed MIB")
       ->check(positiveFinite())
       ->type_name("MIB");
+}
+
+/// --prefault=MODE: what loading does to the mapped weight files
+/// (moe/runtime/Plan.h, Prefault); `mode` keeps its default when absent.
+inline void addPrefault(Cli &cli, std::string &mode) {
+  cli.app
+      .add_option("--prefault", mode,
+                  "after mapping the weights: background (default: readahead and page tables "
+                  "populated on a thread while requests run), sync (the same before the first "
+                  "request) or off (each page faulted in by its first reader)")
+      ->check(oneOf({"background", "sync", "off"}))
+      ->type_name("MODE");
+}
+
+/// The mode --prefault names (Background when absent).
+inline rt::Prefault prefaultMode(const std::string &flag) {
+  return flag.empty() ? rt::Prefault::Background
+                      : rt::parsePrefault(flag).value_or(rt::Prefault::Background);
 }
 
 /// The --memory-limit in bytes; 0 when absent (the device's memory).

@@ -23,6 +23,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -34,12 +35,13 @@ using json = nlohmann::json;
 namespace {
 
 struct Flags {
-  std::string planDir, prompt, evalFile, compareTo, dumpLogits, json, routingProfile, kvDtype;
+  std::string planDir, prompt, evalFile, compareTo, dumpLogits, json, routingProfile, kvDtype,
+      prefault;
   std::string device = "cpu";
   std::vector<int64_t> promptTokens;
   std::vector<std::string> stop;
   moe::tools::TimelineFlags timeline;
-  int64_t maxNewTokens = 16, maxContext = 0;
+  int64_t maxNewTokens = 16, maxContext = 0, prefillRepeats = 0;
   double temperature = 0, topP = 1, memoryLimit = 0, profileDecay = 1;
   uint64_t seed = 0;
   int threads = 0;
@@ -59,7 +61,7 @@ struct Run {
   std::unique_ptr<Device> device;
   std::unique_ptr<Session> session;
   std::shared_ptr<const Tokenizer> tokenizer;
-  double loadSeconds = 0;
+  double loadSeconds = 0; ///< open + verify + map, without a sync prefault
   Collective *ranks = nullptr;
   std::unique_ptr<moe::tools::TraceOutput> trace; ///< --trace
 
@@ -221,8 +223,9 @@ int Run::generate() {
   std::vector<float> logits(size_t(chunk * vocab));
   std::vector<int32_t> sequence = tokens, positions;
   // Runs tokens [from, to) of `sequence`; the last row's logits stay in
-  // `logits` at row 0. With `dumpRows` every row is dumped, else the last.
-  auto run = [&](int64_t from, int64_t to, bool dumpRows) -> Status {
+  // `logits` at row 0. With `dumpRows` every row is dumped, else the last;
+  // none without `record` (a repeated prefill).
+  auto run = [&](int64_t from, int64_t to, bool dumpRows, bool record = true) -> Status {
     for (int64_t start = from; start < to; start += chunk) {
       int64_t n = std::min(chunk, to - start);
       positions.resize(size_t(n));
@@ -232,7 +235,7 @@ int Run::generate() {
           !st)
         return st;
       const bool last = start + n == to;
-      if (dump && (dumpRows || last)) {
+      if (dump && record && (dumpRows || last)) {
         const float *rows = dumpRows ? logits.data() : logits.data() + (n - 1) * vocab;
         if (Status st = dump->write(rows, size_t(dumpRows ? n : 1) * size_t(vocab) * 4); !st)
           return st;
@@ -255,6 +258,17 @@ int Run::generate() {
   if (Status st = run(0, int64_t(tokens.size()), true); !st)
     return fail(st.message());
   double firstToken = since(t1);
+  // Where the weights' prefault stood when the first token came.
+  const PrefaultProgress warmup = plan->prefault();
+  // --prefill-repeats: the same prefill again (same positions: the KV cache
+  // gets the same values again), timed; the logits are the same.
+  std::vector<double> prefillSeconds = {firstToken};
+  for (int64_t r = 0; r < flags.prefillRepeats; ++r) {
+    auto tr = std::chrono::steady_clock::now();
+    if (Status st = run(0, int64_t(tokens.size()), false, false); !st)
+      return fail(st.message());
+    prefillSeconds.push_back(since(tr));
+  }
   std::vector<int32_t> generated;
   FinishReason reason = FinishReason::Length;
   int64_t steps = 0; // decode steps run (forward passes after the prefill)
@@ -289,7 +303,19 @@ int Run::generate() {
                    {"tokens_per_second", perSecond},
                    {"time_to_first_token_ms", firstToken * 1e3},
                    {"plan_load_ms", loadSeconds * 1e3},
+                   {"prefault", prefaultName(warmup.mode)},
+                   {"warmup", prefaultStateName(warmup.state)},
+                   {"warmup_ms", warmup.seconds * 1e3},
                    {"finish_reason", finishReasonName(reason)}};
+  if (flags.prefillRepeats > 0) {
+    json ms = json::array(), perSecond = json::array();
+    for (double p : prefillSeconds) {
+      ms.push_back(p * 1e3);
+      perSecond.push_back(double(tokens.size()) / p);
+    }
+    document["prefill_ms"] = ms;
+    document["prefill_tokens_per_second"] = perSecond;
+  }
   if (text)
     document["text"] = generatedText;
   std::FILE *t = out.text();
@@ -304,11 +330,35 @@ int Run::generate() {
       std::fprintf(t, "%s%d", i ? "," : "", generated[i]);
     std::fprintf(t, "\n");
   }
+  if (flags.prefillRepeats > 0) {
+    std::fprintf(t, "prefills of the prompt:");
+    for (size_t i = 0; i < prefillSeconds.size(); ++i)
+      std::fprintf(t, "%s %.1f ms (%.1f tokens/s)", i ? "," : "", prefillSeconds[i] * 1e3,
+                   double(tokens.size()) / prefillSeconds[i]);
+    std::fprintf(t, "\n");
+  }
+  // Load, warm-up (the weights' prefault) and first token, each on its own.
+  std::string warm;
+  char buf[160];
+  switch (warmup.state) {
+  case PrefaultProgress::State::Off:
+    warm = "no prefault";
+    break;
+  case PrefaultProgress::State::Running:
+    std::snprintf(buf, sizeof buf, "warm-up (prefault %s) still running at the first token, "
+                  "%.1f ms in", prefaultName(warmup.mode), warmup.seconds * 1e3);
+    warm = buf;
+    break;
+  default:
+    std::snprintf(buf, sizeof buf, "warm-up (prefault %s) %.1f ms", prefaultName(warmup.mode),
+                  warmup.seconds * 1e3);
+    warm = buf;
+  }
   std::fprintf(t,
                "%zu prompt tokens in %.1f ms (time to first token), %lld decode steps at %.1f "
-               "tokens/s; plan loaded in %.1f ms; finished: %s\n",
+               "tokens/s; plan loaded in %.1f ms, %s; finished: %s\n",
                tokens.size(), firstToken * 1e3, (long long)steps, perSecond, loadSeconds * 1e3,
-               finishReasonName(reason));
+               warm.c_str(), finishReasonName(reason));
   return finish(document);
 }
 
@@ -371,6 +421,13 @@ int main(int argc, char **argv) {
   app.add_flag("--recompute", f.recompute,
                "no KV-cache reuse: recompute the whole sequence at every step (slow; for "
                "checking the cache)");
+  moe::tools::addPrefault(cli, f.prefault);
+  app.add_option("--prefill-repeats", f.prefillRepeats,
+                 "after the first prefill, run the prompt's prefill N more times (same positions, "
+                 "same results) and report each one's time: the first prefill of a process "
+                 "against later ones")
+      ->check(moe::tools::integerIn(0, 1000))
+      ->type_name("N");
   moe::tools::addTimelineFlags(cli, f.timeline);
   cli.addThreads(f.threads);
   cli.addDevice(f.device);
@@ -413,11 +470,15 @@ int main(int argc, char **argv) {
   LoadOptions load;
   load.verifyWeights = f.verifyWeights;
   load.rank = (*ranks)->rank();
+  load.prefault = moe::tools::prefaultMode(f.prefault);
   auto plan = LoadedPlan::open(f.planDir, load);
   if (!plan)
     return fail(plan.status().message());
   run.plan = plan.take();
   run.loadSeconds = since(t0);
+  // A sync prefault ran inside open: it is the warm-up, not the load.
+  if (const PrefaultProgress p = run.plan->prefault(); p.mode == Prefault::Sync)
+    run.loadSeconds = std::max(0.0, run.loadSeconds - p.seconds);
   if (Status st = moe::tools::agreeOnPlan(**ranks, *run.plan, *run.device); !st)
     return fail(st.message());
   // The ranks have just agreed: their traces start together.

@@ -28,7 +28,7 @@ using namespace moe;
 namespace {
 
 struct Flags {
-  std::string planDir, modelName, apiKeyFile, portFile, device = "cpu";
+  std::string planDir, modelName, apiKeyFile, portFile, device = "cpu", prefault;
   tools::EngineFlags engine;
   serve::ServeOptions serve;
   double maxBodyMiB = 1, pricePerHour = 0, grace = 30;
@@ -58,7 +58,9 @@ int serveMain(Flags &f, tools::Cli &cli) {
   auto device = rt::createDevice(f.device, {f.threads});
   if (!device)
     return fail(device.status().message());
-  auto plan = rt::LoadedPlan::open(f.planDir, {});
+  rt::LoadOptions loadOptions;
+  loadOptions.prefault = tools::prefaultMode(f.prefault);
+  auto plan = rt::LoadedPlan::open(f.planDir, loadOptions);
   if (!plan)
     return fail(plan.status().message());
   const plan::Plan &p = (*plan)->plan();
@@ -201,6 +203,7 @@ int main(int argc, char **argv) {
       ->type_name("PRICE");
   tools::addEngineFlags(cli, f.engine, "8 sequences of the full context");
   app.add_flag("--prefix-caching", f.prefixCaching, "share KV blocks of common prompt prefixes");
+  tools::addPrefault(cli, f.prefault);
   cli.addThreads(f.threads);
   cli.addDevice(f.device);
   if (auto code = cli.parse(argc, argv))

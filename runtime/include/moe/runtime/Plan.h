@@ -12,12 +12,37 @@
 #include "moe/runtime/Status.h"
 #include "runtime/schema/plan_generated.h"
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace moe::rt {
+
+/// What LoadedPlan::open does with the mapped weight files after mapping
+/// them, so that the first request does not page-fault on every weight.
+enum class Prefault {
+  /// Nothing: each page is faulted in by the first kernel that reads it.
+  Off,
+  /// On a thread of the plan's own, started before open returns: readahead
+  /// (MADV_WILLNEED), then the page tables populated chunk by chunk
+  /// (MADV_POPULATE_READ; one read per page where the kernel lacks it).
+  /// Requests run meanwhile (their faults are harmless); the thread stops
+  /// and is joined when the plan is destroyed.
+  Background,
+  /// The same before open returns (what MAP_POPULATE would do).
+  Sync,
+};
+
+/// "off", "background", "sync".
+const char *prefaultName(Prefault mode);
+/// The mode a name (prefaultName's) names; nullopt for any other.
+std::optional<Prefault> parsePrefault(const std::string &name);
 
 struct LoadOptions {
   /// Recompute every weight's checksum (reads all weight bytes; the default
@@ -31,7 +56,35 @@ struct LoadOptions {
   /// Map the weight files (false: the plan alone, for tools that only read
   /// it, such as the simulator; weightData() is then null).
   bool mapWeights = true;
+  /// What is done to the mapped weight files after mapping (nothing without
+  /// mapWeights; with verifyWeights the checksums have read every page, so
+  /// nothing more is done).
+  Prefault prefault = Prefault::Background;
 };
+
+/// Where a plan's prefault stands (LoadedPlan::prefault()).
+struct PrefaultProgress {
+  enum class State {
+    Off,     ///< nothing was or will be done (Prefault::Off, no weights mapped)
+    Running, ///< the background thread is at work
+    Done,    ///< every mapped page was populated
+    Stopped, ///< the plan was closed first (seen only by its own thread)
+  };
+  Prefault mode = Prefault::Off;
+  State state = State::Off;
+  /// Seconds from the start of the prefault to its end; while Running, to now.
+  double seconds = 0;
+  uint64_t bytes = 0;     ///< bytes mapped (to populate)
+  uint64_t populated = 0; ///< bytes populated so far
+  /// How pages were populated: MADV_POPULATE_READ (true) or one read per
+  /// page (false, kernels before 5.14).
+  bool populateRead = true;
+  /// The kernel accepted MADV_HUGEPAGE on every mapping (whether it then
+  /// backs a file mapping with huge pages is its own choice).
+  bool hugePageAdvice = false;
+};
+
+const char *prefaultStateName(PrefaultProgress::State state);
 
 class LoadedPlan {
 public:
@@ -62,11 +115,18 @@ public:
   const void *fileData(uint32_t file) const { return mappings_[file].data; }
   /// Recomputes every weight's checksum; names the first bad tensor.
   Status verifyWeights() const;
+  /// Where the weights' prefault (LoadOptions::prefault) stands.
+  PrefaultProgress prefault() const;
+  /// Blocks until the prefault has ended (at once when it is not running).
+  void waitForPrefault() const;
 
 private:
   LoadedPlan() = default;
   Status check() const;
   Status mapWeights(const std::optional<int> &rank);
+  void startPrefault(Prefault mode);
+  /// Populates every mapping, chunk by chunk, until done or stopped.
+  void populate();
 
   struct Mapping {
     void *data = nullptr;
@@ -78,6 +138,14 @@ private:
   int rank_ = 0;
   const plan::Plan *plan_ = nullptr;
   std::vector<Mapping> mappings_;
+
+  // The prefault: written by its thread (or open, for Sync) under mutex_.
+  mutable std::mutex mutex_;
+  mutable std::condition_variable ended_;
+  PrefaultProgress progress_;
+  std::chrono::steady_clock::time_point prefaultStart_;
+  std::atomic<bool> stop_{false};
+  std::thread prefaultThread_;
 };
 
 /// The tokens that end a generated sequence (format 1.5's eos_token_ids; an

@@ -1,0 +1,135 @@
+// The weights' prefault after load (LoadOptions::prefault): every mode runs
+// the trained example to the same logits, and after a sync prefault every
+// page of the weight file is resident and mapped. (A plan closed while its
+// background prefault runs: PlanLoaderTest.ClosedWhileBackgroundPrefaultRuns.)
+#include "moe/runtime/Hal.h"
+#include "moe/runtime/Plan.h"
+#include "moe/runtime/Session.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace moe::rt;
+
+namespace {
+
+std::unique_ptr<LoadedPlan> open(Prefault mode) {
+  LoadOptions o;
+  o.prefault = mode;
+  auto p = LoadedPlan::open(MOE_KJV_PLAN, o);
+  EXPECT_TRUE(p) << p.status().message();
+  return p ? p.take() : nullptr;
+}
+
+/// The logits of one prefill of 16 tokens.
+std::vector<float> logits(const LoadedPlan &plan) {
+  auto device = createCpuDevice();
+  auto session = Session::create(plan, *device);
+  EXPECT_TRUE(session) << session.status().message();
+  if (!session)
+    return {};
+  Session &s = **session;
+  const int64_t n = std::min<int64_t>(16, s.maxBatchTokens());
+  std::vector<int32_t> tokens, positions;
+  for (int64_t i = 0; i < n; ++i) {
+    tokens.push_back(int32_t(3 + (11 * i) % 250));
+    positions.push_back(int32_t(i));
+  }
+  std::vector<float> out(size_t(n * s.vocabSize()));
+  EXPECT_TRUE(s.forward(tokens.data(), positions.data(), n, out.data()));
+  return out;
+}
+
+/// Pages of [p, p + n) resident in the page cache (mincore).
+size_t residentPages(const void *p, size_t n) {
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> v((n + page - 1) / page);
+  if (::mincore(const_cast<void *>(p), n, v.data()) != 0)
+    return 0;
+  size_t resident = 0;
+  for (unsigned char c : v)
+    resident += c & 1;
+  return resident;
+}
+
+/// The Rss of the mapping that starts at `p` (/proc/self/smaps): bytes
+/// mapped by this process's page tables. -1 when not found.
+long long mappedBytes(const void *p) {
+  std::ifstream smaps("/proc/self/smaps");
+  char start[32];
+  std::snprintf(start, sizeof start, "%lx-", (unsigned long)(uintptr_t)p);
+  std::string line;
+  bool in = false;
+  while (std::getline(smaps, line)) {
+    if (line.rfind(start, 0) == 0)
+      in = true;
+    else if (in && line.rfind("Rss:", 0) == 0)
+      return std::stoll(line.substr(4)) * 1024;
+  }
+  return -1;
+}
+
+TEST(PrefaultTest, EveryModeRunsToTheSameLogits) {
+  auto off = open(Prefault::Off);
+  ASSERT_TRUE(off);
+  EXPECT_EQ(off->prefault().state, PrefaultProgress::State::Off);
+  const std::vector<float> want = logits(*off);
+  ASSERT_FALSE(want.empty());
+  for (Prefault mode : {Prefault::Background, Prefault::Sync}) {
+    SCOPED_TRACE(prefaultName(mode));
+    auto plan = open(mode);
+    ASSERT_TRUE(plan);
+    // Right after open, or while the background thread still works.
+    EXPECT_EQ(logits(*plan), want);
+    plan->waitForPrefault();
+    const PrefaultProgress p = plan->prefault();
+    EXPECT_EQ(p.mode, mode);
+    EXPECT_EQ(p.state, PrefaultProgress::State::Done);
+    EXPECT_GT(p.bytes, 0u);
+    EXPECT_EQ(p.populated, p.bytes);
+    EXPECT_GE(p.seconds, 0.0);
+    EXPECT_EQ(logits(*plan), want);
+  }
+}
+
+TEST(PrefaultTest, SyncLeavesEveryPageResidentAndMapped) {
+  auto plan = open(Prefault::Sync);
+  ASSERT_TRUE(plan);
+  // Done before open returned.
+  EXPECT_EQ(plan->prefault().state, PrefaultProgress::State::Done);
+  const uint64_t size = plan->plan().weight_files()->Get(0)->size();
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  const void *data = plan->fileData(0);
+  ASSERT_NE(data, nullptr);
+  EXPECT_EQ(residentPages(data, size), (size + page - 1) / page);
+  // In this process's page tables, not just the page cache.
+  EXPECT_GE(mappedBytes(data), (long long)(size / page * page));
+}
+
+TEST(PrefaultTest, OffMapsNothingAndVerifyingReadsEverything) {
+  auto off = open(Prefault::Off);
+  ASSERT_TRUE(off);
+  EXPECT_EQ(mappedBytes(off->fileData(0)), 0);
+  off->waitForPrefault(); // returns at once
+  LoadOptions o;
+  o.verifyWeights = true; // the checksums fault every page in
+  auto verified = LoadedPlan::open(MOE_KJV_PLAN, o);
+  ASSERT_TRUE(verified) << verified.status().message();
+  EXPECT_EQ((*verified)->prefault().state, PrefaultProgress::State::Off);
+}
+
+TEST(PrefaultTest, NamesRoundTrip) {
+  for (Prefault m : {Prefault::Off, Prefault::Background, Prefault::Sync})
+    EXPECT_EQ(parsePrefault(prefaultName(m)), m);
+  EXPECT_FALSE(parsePrefault("populate"));
+  EXPECT_STREQ(prefaultStateName(PrefaultProgress::State::Running), "running");
+}
+
+} // namespace
