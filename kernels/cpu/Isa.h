@@ -17,21 +17,22 @@ enum class Isa {
   Portable, ///< any x86-64
   Avx2,     ///< AVX2 + FMA + F16C
   Avx512,   ///< and AVX-512 F/BW/DQ/VL
+  Amx,      ///< and AMX-TILE + AMX-INT8, granted by the kernel (W8A8 only)
 };
 
 /// The best level this CPU runs.
 Isa cpuIsa();
 
 /// The level the kernels use: cpuIsa(), capped by the environment variable
-/// MOE_CPU_ISA (baseline, avx2, avx512 or native; another value is reported
-/// on stderr once and ignored).
+/// MOE_CPU_ISA (baseline, avx2, avx512, amx or native; another value is
+/// reported on stderr once and ignored).
 Isa isa();
 
 /// Tests and benchmarks: use min(level, cpuIsa()) from now on (not while
 /// kernels run on other threads).
 void setIsa(Isa level);
 
-/// "baseline", "avx2" or "avx512".
+/// "baseline", "avx2", "avx512" or "amx".
 const char *isaName(Isa level);
 
 /// Whether the AVX2 builds run (isa() >= Isa::Avx2).

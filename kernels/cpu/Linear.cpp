@@ -534,6 +534,7 @@ struct LinearKernels {
 
 LinearKernels kernelsFor(Isa level) {
   switch (level) {
+  case Isa::Amx: // AMX serves W8A8 only (LinearInt8.cpp)
   case Isa::Avx512:
     // Two adjacent pairs of rows, each a register: two independent chains of
     // multiply-adds. One pair (one chain, four cycles a step) made an int8

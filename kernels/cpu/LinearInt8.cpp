@@ -1,8 +1,10 @@
 //===- LinearInt8.cpp - W8A8 matrix products -------------------------------===//
 //
 // Activations quantized per row to int8, multiplied by int8 weights with
-// integer dot products: AVX-512 VNNI (vpdpbusd, 64 multiply-adds per
-// instruction), AVX2 (vpmaddubsw + vpmaddwd) or portable C++. For AVX2 the
+// integer dot products: AMX (tdpbssd, 8 rows x 16 tokens x 64 per
+// instruction, for blocks of 8 consecutive rows and more tokens than a
+// decode batch), AVX-512 VNNI (vpdpbusd, 64 multiply-adds per instruction),
+// AVX2 (vpmaddubsw + vpmaddwd) or portable C++. For AVX2 the
 // unsigned operand is |w| and the signed one x with w's sign (|w| <= 128,
 // |x| <= 127: vpmaddubsw's pair sums stay below 32767, where x + 128 would
 // saturate), so -128 weights are exact too.
@@ -24,6 +26,9 @@ namespace moe::cpu::detail {
 namespace {
 
 constexpr int64_t kAlign = 64; // a quantized row's stride, one AVX-512 vector
+// AMX tiles: B holds 16 tokens x 64 columns; an item's weight block (A)
+// and the sums (C) 8 rows. More tokens than this go to AMX.
+constexpr int64_t kAmxTokens = 16, kAmxK = 64, kAmxRows = 8, kAmxMinTokens = 9;
 
 // dots[t * ld + i] = sum_c x_t[c] * w_i[c] over c < k for T tokens (rows of
 // x, `stride` apart and zero past k up to the stride) and R weight rows.
@@ -210,6 +215,57 @@ __attribute__((target("avx2"))) void quantizeRowAvx2(const float *x, int64_t k, 
     q[c] = int8_t(std::clamp(std::rint(x[c] * inv), -127.0f, 127.0f));
 }
 
+// x's rows as AMX B tiles (Int8Rows::tiles): B[kk][4 n + j] = x[n][4 kk + j].
+void packTiles(Int8Rows &r, int64_t rows, int64_t k) {
+  const int64_t groups = (rows + kAmxTokens - 1) / kAmxTokens, blocks = k / kAmxK;
+  r.tiles.assign(size_t(groups * blocks * kAmxTokens * kAmxK), 0);
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t b = 0; b < blocks; ++b) {
+      int8_t *tile = r.tiles.data() + ((t / kAmxTokens) * blocks + b) * kAmxTokens * kAmxK;
+      for (int64_t kk = 0; kk < kAmxK / 4; ++kk)
+        std::memcpy(tile + kk * kAmxK + (t % kAmxTokens) * 4,
+                    r.q.data() + t * r.stride + b * kAmxK + kk * 4, 4);
+    }
+}
+
+#define MOE_AMX __attribute__((target("amx-tile,amx-int8")))
+
+// Tile register layout (palette 1): 0 = A, 8 weight rows x 64 bytes; 1, 2 =
+// B, two groups of 16 tokens; 3, 4 = C, 8 rows x 16 int32 sums.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, startRow = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// dots[g][m][n] for rows row0 + m (m < 8) and tokens t0 + 16 (group + g) + n
+// (g < groups <= 2) of the packed x.
+MOE_AMX void tilesAmx(const Int8Rows &x, int64_t group, int groups, const int8_t *w, int64_t k,
+                      int32_t dots[2][kAmxRows][kAmxTokens]) {
+  TileConfig config;
+  config.rows[0] = config.rows[3] = config.rows[4] = kAmxRows;
+  config.rows[1] = config.rows[2] = kAmxTokens;
+  for (int i = 0; i < 5; ++i)
+    config.colsb[i] = kAmxK;
+  _tile_loadconfig(&config);
+  const int64_t blocks = k / kAmxK, tileBytes = kAmxTokens * kAmxK;
+  const int8_t *b0 = x.tiles.data() + group * blocks * tileBytes, *b1 = b0 + blocks * tileBytes;
+  _tile_zero(3);
+  _tile_zero(4);
+  for (int64_t b = 0; b < blocks; ++b) {
+    _tile_loadd(0, w + b * kAmxK, k);
+    _tile_loadd(1, b0 + b * tileBytes, kAmxK);
+    _tile_dpbssd(3, 0, 1);
+    if (groups == 2) {
+      _tile_loadd(2, b1 + b * tileBytes, kAmxK);
+      _tile_dpbssd(4, 0, 2);
+    }
+  }
+  _tile_stored(3, dots[0], kAmxTokens * sizeof(int32_t));
+  _tile_stored(4, dots[1], kAmxTokens * sizeof(int32_t));
+  _tile_release();
+}
+
 } // namespace
 
 Int8Rows quantizeRows(const float *x, int64_t rows, int64_t k) {
@@ -221,6 +277,8 @@ Int8Rows quantizeRows(const float *x, int64_t rows, int64_t k) {
   for (int64_t t = 0; t < rows; ++t)
     (avx2 ? quantizeRowAvx2 : quantizeRowPortable)(x + t * k, k, r.q.data() + t * r.stride,
                                                    r.scale[size_t(t)]);
+  if (isa() >= Isa::Amx && k % kAmxK == 0 && rows >= kAmxMinTokens)
+    packTiles(r, rows, k);
   return r;
 }
 
@@ -232,6 +290,26 @@ void linearInt8(const Int8Rows &x, int64_t t0, int64_t tokens, Weight w, int64_t
   std::vector<float> rowScale(static_cast<size_t>(rows)); // scaleIndex divides: once per row
   for (int64_t i = 0; i < rows; ++i)
     rowScale[size_t(i)] = w.scales[w.scaleIndex(row[i], 0)];
+  auto store = [&](int64_t t, int64_t i, int32_t dot) { // token t0 + t, row row[i]
+    out[(t0 + t) * n + row[i]] =
+        float(dot) * x.scale[size_t(t0 + t)] * rowScale[size_t(i)] + bias[row[i]];
+  };
+  // AMX: a block of 8 consecutive rows, x packed (t0 is a multiple of 16).
+  bool consecutive = rows == kAmxRows && !x.tiles.empty() && isa() >= Isa::Amx;
+  for (int64_t i = 1; consecutive && i < rows; ++i)
+    consecutive = row[i] == row[0] + i;
+  if (consecutive) {
+    const int8_t *wrows = static_cast<const int8_t *>(w.data) + row[0] * k;
+    alignas(64) int32_t sums[2][kAmxRows][kAmxTokens];
+    for (int64_t t = 0; t < tokens; t += 2 * kAmxTokens) {
+      const int groups = tokens - t > kAmxTokens ? 2 : 1;
+      tilesAmx(x, (t0 + t) / kAmxTokens, groups, wrows, k, sums);
+      for (int64_t u = 0; u < std::min(2 * kAmxTokens, tokens - t); ++u)
+        for (int64_t i = 0; i < kAmxRows; ++i)
+          store(t + u, i, sums[u / kAmxTokens][i][u % kAmxTokens]);
+    }
+    return;
+  }
   // Token groups outer: a group's x rows stay in L1 while the item's weight
   // rows (a few KB) pass under them.
   for (int64_t t = 0, tw; t < tokens; t += tw) {
@@ -243,12 +321,8 @@ void linearInt8(const Int8Rows &x, int64_t t0, int64_t tokens, Weight w, int64_t
       build.tile[log2of(rw)][log2of(tw)](x.q.data() + (t0 + t) * x.stride, x.stride, wrow, k,
                                          dots, 4);
       for (int64_t a = 0; a < tw; ++a)
-        for (int64_t j = 0; j < rw; ++j) {
-          const int64_t r = row[i + j];
-          out[(t0 + t + a) * n + r] = float(dots[a * 4 + j]) * x.scale[size_t(t0 + t + a)] *
-                                          rowScale[size_t(i + j)] +
-                                      bias[r];
-        }
+        for (int64_t j = 0; j < rw; ++j)
+          store(t + a, i + j, dots[a * 4 + j]);
     }
   }
 }

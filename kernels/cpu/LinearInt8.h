@@ -18,9 +18,12 @@ namespace moe::cpu::detail {
 
 /// Rows of x quantized as Weight::int8Activations says: row t at
 /// q.data() + t * stride (stride: k rounded up to 64, the rest zero) with
-/// scale scale[t].
+/// scale scale[t]. With AMX, for k a multiple of 64 and more rows than a
+/// decode batch, also `tiles`: each 16 rows x 64 columns as the AMX B
+/// operand (16 rows of 4 columns x 16 x rows; past the last row zero), the
+/// blocks of rows 0-15 first (k / 64 of them), then rows 16-31, ...
 struct Int8Rows {
-  std::vector<int8_t> q;
+  std::vector<int8_t> q, tiles;
   std::vector<float> scale;
   int64_t stride = 0;
 };

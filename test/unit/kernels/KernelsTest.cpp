@@ -537,14 +537,17 @@ TestWeight randomInt8Rows(int64_t n, int64_t k, std::mt19937 &rng) {
   return w;
 }
 
-// Every build (portable, AVX2, AVX-512 VNNI where the CPU has them) gives
+// Every build (portable, AVX2, AVX-512 VNNI, AMX where the CPU has them) gives
 // exactly the definition: integer sums, then float(sum) * s_x * s_w + bias
 // (volatile keeps the reference's operations apart as the kernel's are), for
 // any token count: batched equals solo without further argument.
 TEST(LinearW8A8, EveryBuildMatchesTheDefinitionExactly) {
   std::mt19937 rng(8);
   const Isa saved = isa();
-  const std::pair<int64_t, int64_t> shapes[] = {{1, 3}, {31, 5}, {64, 8}, {100, 19}, {1030, 9}};
+  // AMX takes blocks of 8 rows when k is a multiple of 64 and there are 9
+  // tokens or more: {64, 8}, {1024, 19} (and its short last block not).
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 3},    {31, 5},    {64, 8},
+                                                {100, 19}, {1030, 9},  {1024, 19}};
   for (auto [k, n] : shapes)
     for (int64_t tokens : {1, 3, 8, 9, 33, 140}) {
       SCOPED_TRACE(testing::Message() << tokens << " tokens, k " << k << ", n " << n);
@@ -569,7 +572,7 @@ TEST(LinearW8A8, EveryBuildMatchesTheDefinitionExactly) {
           want[size_t(t * n + o)] = product + bias.f32[size_t(o)];
         }
       }
-      for (Isa level : {Isa::Portable, Isa::Avx2, Isa::Avx512}) {
+      for (Isa level : {Isa::Portable, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
         if (level > cpuIsa())
           continue;
         setIsa(level);
@@ -580,8 +583,11 @@ TEST(LinearW8A8, EveryBuildMatchesTheDefinitionExactly) {
       }
     }
   setIsa(saved);
-  if (cpuIsa() < Isa::Avx512 || !__builtin_cpu_supports("avx512vnni"))
-    GTEST_SKIP() << "this CPU has no AVX-512 VNNI: the VNNI tiles were built, not run";
+  if (cpuIsa() < Isa::Amx)
+    GTEST_SKIP() << "this CPU (or kernel) gives no AMX-INT8: the AMX tiles were built, not run"
+                 << (cpuIsa() < Isa::Avx512 || !__builtin_cpu_supports("avx512vnni")
+                         ? "; nor AVX-512 VNNI: the VNNI tiles neither"
+                         : "");
 }
 
 // The activation rounding error is within its closed-form bound: half a
