@@ -392,8 +392,17 @@ Status Engine::step() {
     return idle() ? Status::ok()
                   : Status::error("scheduler made no progress: no KV blocks for any request");
 
+  // Only the rows whose logits pick a token (a chunk that reaches the end
+  // of its sequence's context: a decode token, a prompt's last) go through
+  // the LM head; reserved, so that no such row still names a buffer.
+  std::vector<int64_t> logitRows;
+  logitRows.reserve(chunks.size());
+  for (const Chunk &c : chunks)
+    if (c.seq->computed + c.count == int64_t(c.seq->context.size()))
+      logitRows.push_back(c.offset + c.count - 1);
   double t0 = now();
-  Batch batch{tokens.data(), positions.data(), tables.data(), int64_t(tokens.size())};
+  Batch batch{tokens.data(), positions.data(), tables.data(), int64_t(tokens.size()),
+              logitRows.data(), int64_t(logitRows.size())};
   if (Status st = session_->forward(batch, logits_.data()); !st)
     return st;
   double t1 = now(), spent = t1 - t0;

@@ -275,6 +275,13 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
       if (s->load_[r].layer == e->layer())
         s->routing_[r].share = expertShare(params);
   }
+  if (const uint32_t n = s->program_.instructions()->size(); n > 0 && s->ranks_->size() == 1) {
+    const plan::Instruction *last = s->program_.instructions()->Get(n - 1);
+    if (last->op() == plan::OpCode::Linear && last->collective() == plan::CollectiveOp::None &&
+        s->rows_[n - 1].parts == 1 && last->outputs()->size() == 1 &&
+        last->outputs()->Get(0) == s->program_.outputs()->Get(0))
+      s->lmHead_ = int64_t(n - 1);
+  }
   auto exchanges = RowExchanges::find(p, s->program_, s->maxBatchTokens());
   if (!exchanges)
     return exchanges.status();
@@ -384,7 +391,7 @@ Status Session::swap(int32_t block, int32_t slot, bool out) {
 }
 
 Status Session::forward(const int32_t *tokens, const int32_t *positions, int64_t count,
-                        float *logits) {
+                        float *logits, bool lastOnly) {
   if (count < 1 || count > maxBatchTokens())
     return forward(Batch{tokens, positions, nullptr, count}, logits); // reports it
   for (int64_t t = 0; t < count; ++t)
@@ -393,7 +400,10 @@ Status Session::forward(const int32_t *tokens, const int32_t *positions, int64_t
                            " is beyond the KV pool of " +
                            std::to_string(numBlocks_ * blockSize_) + " tokens");
   std::vector<const int32_t *> tables(size_t(std::max<int64_t>(count, 0)), identity_.data());
-  return forward(Batch{tokens, positions, tables.data(), count}, logits);
+  const int64_t last = count - 1;
+  return forward(Batch{tokens, positions, tables.data(), count, lastOnly ? &last : nullptr,
+                       lastOnly ? 1 : 0},
+                 logits);
 }
 
 Status Session::forward(const Batch &batch, float *logits) {
@@ -410,6 +420,11 @@ Status Session::forward(const Batch &batch, float *logits) {
       return Status::error("position " + std::to_string(positions[t]) +
                            " out of the context [0, " + std::to_string(maxContext_) + ")");
   }
+  for (int64_t j = 0; batch.logitRows && j < batch.logitCount; ++j)
+    if (batch.logitRows[j] < (j ? batch.logitRows[j - 1] + 1 : 0) || batch.logitRows[j] >= count)
+      return Status::error("logit rows must ascend within the batch of " +
+                           std::to_string(count) + " tokens; row " + std::to_string(j) + " is " +
+                           std::to_string(batch.logitRows[j]));
   if (stepsWithRanks())
     if (auto agreed = agree(true, false); !agreed)
       return agreed.status();
@@ -464,11 +479,27 @@ Status Session::run(const Batch &batch, float *logits) {
   if (Status st = stageInputs(batch); !st)
     return st;
   const std::vector<KernelCall> &calls = bind(count);
+  // Only some rows' logits: the LM head runs on those rows, gathered to the
+  // top of its input (rows move up or stay: each copy reads a row no
+  // earlier copy wrote).
+  const bool someRows = batch.logitRows && lmHead_ >= 0 && batch.logitCount < count;
+  const int64_t logitRows = someRows ? batch.logitCount : count;
   Status st = Status::ok();
   for (size_t i = 0; i < calls.size(); ++i) {
     const plan::Instruction *inst = program_.instructions()->Get(uint32_t(i));
-    const KernelCall &call = calls[i];
+    const bool narrowed = someRows && int64_t(i) == lmHead_;
+    const KernelCall &call = narrowed && logitRows > 0 ? bind(logitRows)[i] : calls[i];
     Stream &stream = device_.stream(inst->stream());
+    if (narrowed) {
+      const TensorView &in = calls[i].inputs[0];
+      const size_t rowBytes = size_t(in.cols()) * dtypeSize(in.dtype);
+      for (int64_t j = 0; j < logitRows && st; ++j)
+        if (batch.logitRows[j] != j)
+          st = stream.copy(*arena_, arenaOffset(in) + size_t(j) * rowBytes, *arena_,
+                           arenaOffset(in) + size_t(batch.logitRows[j]) * rowBytes, rowBytes);
+      if (!st)
+        break;
+    }
     if (inst->waits())
       for (uint32_t e : *inst->waits())
         if (st = stream.wait(*events_[e]); !st)
@@ -476,9 +507,10 @@ Status Session::run(const Batch &batch, float *logits) {
     const bool isCollective = inst->collective() != plan::CollectiveOp::None;
     // A step of no tokens of its own runs only the collectives and what
     // computes other ranks' rows.
-    const bool idle = count == 0 && !isCollective &&
-                      std::none_of(inst->outputs()->begin(), inst->outputs()->end(),
-                                   [&](uint32_t id) { return exchanges_->allRanksRows.count(id) > 0; });
+    const bool idle = (count == 0 && !isCollective &&
+                       std::none_of(inst->outputs()->begin(), inst->outputs()->end(),
+                                    [&](uint32_t id) { return exchanges_->allRanksRows.count(id) > 0; })) ||
+                      (narrowed && logitRows == 0);
     // A micro-batch of no rows (a step of fewer tokens than parts) runs
     // nothing, on every rank alike (they run the same tokens).
     const RowRange rows = rows_[i];
@@ -555,14 +587,18 @@ Status Session::run(const Batch &batch, float *logits) {
   }
   // The logits come back through a copy into host-visible memory.
   const plan::Tensor *out = p.tensors()->Get(program_.outputs()->Get(0));
-  const size_t bytes = size_t(count) * size_t(vocabSize()) * sizeof(float);
+  const size_t rowBytes = size_t(vocabSize()) * sizeof(float);
+  const size_t bytes = size_t(logitRows) * rowBytes;
   Stream &s0 = device_.stream(0);
   if (Status done = s0.copy(*logits_, 0, *arena_, out->offset(), bytes); !done)
     return done;
   if (Status done = s0.synchronize(); !done)
     return done;
-  if (bytes)
+  if (!someRows && bytes)
     std::memcpy(logits, logits_->host(), bytes);
+  for (int64_t j = 0; someRows && j < logitRows; ++j)
+    std::memcpy(logits + batch.logitRows[j] * vocabSize(),
+                static_cast<const uint8_t *>(logits_->host()) + size_t(j) * rowBytes, rowBytes);
   return Status::ok();
 }
 

@@ -231,7 +231,10 @@ int Run::generate() {
       positions.resize(size_t(n));
       for (int64_t i = 0; i < n; ++i)
         positions[size_t(i)] = int32_t(start + i);
-      if (Status st = s.forward(sequence.data() + start, positions.data(), n, logits.data());
+      // Only the last row's logits are read unless every row is dumped.
+      const bool everyRow = dump && record && dumpRows;
+      if (Status st = s.forward(sequence.data() + start, positions.data(), n, logits.data(),
+                                !everyRow);
           !st)
         return st;
       const bool last = start + n == to;

@@ -12,7 +12,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <numeric>
 #include <thread>
 
 namespace {
@@ -118,6 +120,41 @@ protected:
 
 LoadedPlan *EngineTest::plan_ = nullptr;
 Device *EngineTest::device_ = nullptr;
+
+// Batch::logitRows: the named rows' logits are those of the full forward,
+// bit for bit (the LM head is the same kernel on gathered rows), the other
+// rows are left alone, and rows out of order are refused.
+TEST_F(EngineTest, LogitRowsGiveThoseRowsOfTheFullForward) {
+  const std::vector<int32_t> tokens = {72, 101, 108, 108, 111, 44, 32, 119, 111};
+  std::vector<int32_t> positions(tokens.size());
+  for (size_t i = 0; i < positions.size(); ++i)
+    positions[i] = int32_t(i);
+  const int64_t count = int64_t(tokens.size());
+  auto run = [&](const std::vector<int64_t> *rows, std::vector<float> &logits) {
+    auto s = Session::create(*plan_, *device_);
+    EXPECT_TRUE(s) << s.status().message();
+    std::vector<int32_t> blocks(tokens.size()); // one sequence: blocks 0, 1, ...
+    std::iota(blocks.begin(), blocks.end(), 0);
+    std::vector<const int32_t *> tables(tokens.size(), blocks.data());
+    Batch b{tokens.data(), positions.data(), tables.data(), count,
+            rows ? rows->data() : nullptr, rows ? int64_t(rows->size()) : 0};
+    return (*s)->forward(b, logits.data());
+  };
+  const int64_t vocab = plan_->plan().config()->vocab_size();
+  std::vector<float> all(size_t(count * vocab)), some(all.size(), -7.0f);
+  ASSERT_TRUE(run(nullptr, all));
+  const std::vector<int64_t> rows = {0, 4, 8};
+  ASSERT_TRUE(run(&rows, some));
+  for (int64_t r = 0; r < count; ++r) {
+    const bool named = std::count(rows.begin(), rows.end(), r) > 0;
+    for (int64_t v = 0; v < vocab; ++v)
+      ASSERT_EQ(some[size_t(r * vocab + v)], named ? all[size_t(r * vocab + v)] : -7.0f)
+          << "row " << r << ", logit " << v;
+  }
+  const std::vector<int64_t> unordered = {4, 2};
+  Status bad = run(&unordered, some);
+  EXPECT_EQ(bad.message(), "logit rows must ascend within the batch of 9 tokens; row 1 is 2");
+}
 
 TEST_F(EngineTest, PromptsAreChunkedByTheTokenBudget) {
   EngineOptions o;

@@ -57,6 +57,13 @@ struct Batch {
   /// covering positions 0 .. position).
   const int32_t *const *blockTables = nullptr;
   int64_t count = 0;
+  /// The rows whose logits the caller reads, ascending; null: every row.
+  /// Where the plan ends with its LM head on one rank (no collective, no
+  /// micro-batches) only these rows go through it, and the other rows of
+  /// the logits are left as they were: a prefill's LM head over every
+  /// prompt token is most of a vocabulary-sized GEMM per token for nothing.
+  const int64_t *logitRows = nullptr;
+  int64_t logitCount = 0;
 };
 
 /// Tokens routed to each expert of one MoE layer, as counted at run time
@@ -81,11 +88,13 @@ public:
   /// Runs the model on a batch (count <= maxBatchTokens, positions <
   /// maxContext and covered by each token's block table; earlier positions of
   /// each sequence must already be in the KV cache) and writes the logits of
-  /// every token, [count, vocab], to `logits`.
+  /// every token, [count, vocab], to `logits` (of Batch::logitRows' rows
+  /// only, when it names them).
   Status forward(const Batch &batch, float *logits);
-  /// One sequence that owns the whole pool (blocks 0, 1, ... in order).
+  /// One sequence that owns the whole pool (blocks 0, 1, ... in order);
+  /// `lastOnly`: the last token's logits only (Batch::logitRows).
   Status forward(const int32_t *tokens, const int32_t *positions, int64_t count,
-                 float *logits);
+                 float *logits, bool lastOnly = false);
   /// Whether the ranks hold different tokens (data-parallel attention: the
   /// plan exchanges expert rows with all_to_all_v). Then every step is one
   /// of all ranks: each forward agrees with the others first, a rank with
@@ -181,6 +190,9 @@ private:
   /// Per instruction index of an expert_rows with replicas: its rows so far.
   std::map<uint32_t, std::shared_ptr<std::vector<uint64_t>>> rowsSeen_;
   std::map<int64_t, std::vector<KernelCall>> bound_;
+  /// The last instruction when it is the LM head that Batch::logitRows may
+  /// narrow (see there); -1 otherwise.
+  int64_t lmHead_ = -1;
   std::vector<KvLayerView> kv_;
   /// Every KV array (data and scales, k and v, per layer): its buffer and
   /// the bytes one block takes in it; blocks are contiguous in each.
