@@ -275,13 +275,7 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
       if (s->load_[r].layer == e->layer())
         s->routing_[r].share = expertShare(params);
   }
-  if (const uint32_t n = s->program_.instructions()->size(); n > 0 && s->ranks_->size() == 1) {
-    const plan::Instruction *last = s->program_.instructions()->Get(n - 1);
-    if (last->op() == plan::OpCode::Linear && last->collective() == plan::CollectiveOp::None &&
-        s->rows_[n - 1].parts == 1 && last->outputs()->size() == 1 &&
-        last->outputs()->Get(0) == s->program_.outputs()->Get(0))
-      s->lmHead_ = int64_t(n - 1);
-  }
+  s->lmHead_ = narrowableLmHead(p);
   auto exchanges = RowExchanges::find(p, s->program_, s->maxBatchTokens());
   if (!exchanges)
     return exchanges.status();

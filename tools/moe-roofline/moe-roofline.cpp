@@ -13,6 +13,7 @@
 #include "moe/runtime/Plan.h"
 #include "tools/common/Cli.h"
 #include "tools/common/Output.h"
+#include "kernels/cpu/Isa.h"
 #include "tools/moe-roofline/Machine.h"
 #include "tools/plan-cost/Hardware.h"
 #include "tools/plan-cost/PlanCost.h"
@@ -36,15 +37,26 @@ namespace {
 
 struct Flags {
   std::string plan, baseline, json, calibrate;
+  std::vector<std::string> only; ///< figures to measure (empty: all)
   int64_t decodeSteps = 32, promptLen = 16, batch = 64, prefillTokens = 0, triadMib = 256,
           repeats = 3;
   int threads = 0;
+  bool wants(const std::string &figure) const {
+    return only.empty() || std::find(only.begin(), only.end(), figure) != only.end();
+  }
 };
 
 struct Figures {
   double decode1 = 0, decodeB = 0; ///< tokens/s
   double bytesPerToken = 0, prefillSeconds = 0, prefillFlops = 0;
+  double batchBytes = 0, batchFlops = 0; ///< one decode step of the batch
   int64_t prefillTokens = 0;
+  /// The batch's bound in tokens/s: its step at the triad bandwidth or at
+  /// the matmul peak, whichever is slower; and which one it is.
+  std::pair<double, const char *> batchBound(int64_t batch, double triad, double peak) const {
+    const double memory = batchBytes / (triad * 1e9), compute = batchFlops / (peak * 1e9);
+    return {double(batch) / std::max(memory, compute), memory >= compute ? "bandwidth" : "compute"};
+  }
 };
 
 /// A plan under measurement.
@@ -102,18 +114,27 @@ rt::Expected<std::vector<double>> decodeRates(std::vector<Subject> &subjects, in
 rt::Expected<std::vector<Figures>> measure(std::vector<Subject> &subjects, const Flags &flags) {
   const int64_t steps = flags.decodeSteps, prompt = flags.promptLen, batch = flags.batch;
   std::vector<Figures> f(subjects.size());
-  std::fprintf(stderr, "  decode batch 1 ...\n");
-  auto d1 = decodeRates(subjects, 1, prompt, steps);
-  if (!d1)
-    return d1.status();
-  std::fprintf(stderr, "  decode batch %lld ...\n", (long long)batch);
-  auto dB = decodeRates(subjects, batch, prompt, steps);
-  if (!dB)
-    return dB.status();
+  // Figures left out by --only stay 0 (and are not printed).
+  rt::Expected<std::vector<double>> d1 = std::vector<double>(subjects.size(), 0.0),
+                                    dB = std::vector<double>(subjects.size(), 0.0);
+  if (flags.wants("decode1")) {
+    std::fprintf(stderr, "  decode batch 1 ...\n");
+    d1 = decodeRates(subjects, 1, prompt, steps);
+    if (!d1)
+      return d1.status();
+  }
+  if (flags.wants("decode-batch")) {
+    std::fprintf(stderr, "  decode batch %lld ...\n", (long long)batch);
+    dB = decodeRates(subjects, batch, prompt, steps);
+    if (!dB)
+      return dB.status();
+  }
 
   // Prefill: one sequence, positions 0 .. P-1, best of two per subject, the
   // subjects in turn.
-  std::fprintf(stderr, "  prefill ...\n");
+  const bool prefill = flags.wants("prefill");
+  if (prefill)
+    std::fprintf(stderr, "  prefill ...\n");
   std::vector<std::unique_ptr<rt::Session>> sessions;
   for (size_t i = 0; i < subjects.size(); ++i) {
     const plan::Plan &p = subjects[i].plan->plan();
@@ -138,8 +159,11 @@ rt::Expected<std::vector<Figures>> measure(std::vector<Subject> &subjects, const
     double kvPerToken = double(sessions[i]->kvBlockBytes()) / double(sessions[i]->blockSize());
     f[i].bytesPerToken =
         double(cost::decodeWeightBytes(p)) + kvPerToken * double(prompt + steps / 2);
+    f[i].batchBytes = double(cost::decodeWeightBytes(p, batch)) +
+                      kvPerToken * double(prompt + steps / 2) * double(batch);
+    f[i].batchFlops = cost::stepFlops(p, batch);
   }
-  for (int r = 0; r < 2; ++r)
+  for (int r = 0; r < (prefill ? 2 : 0); ++r)
     for (size_t i = 0; i < subjects.size(); ++i) {
       std::vector<int32_t> tokens(size_t(f[i].prefillTokens)), positions(tokens.size());
       std::mt19937 rng(11);
@@ -150,7 +174,7 @@ rt::Expected<std::vector<Figures>> measure(std::vector<Subject> &subjects, const
       std::vector<float> logits(tokens.size() * size_t(subjects[i].vocab()));
       auto t0 = std::chrono::steady_clock::now();
       if (rt::Status st = sessions[i]->forward(tokens.data(), positions.data(),
-                                               f[i].prefillTokens, logits.data());
+                                               f[i].prefillTokens, logits.data(), true);
           !st)
         return st;
       f[i].prefillSeconds = std::min(
@@ -161,35 +185,59 @@ rt::Expected<std::vector<Figures>> measure(std::vector<Subject> &subjects, const
 }
 
 void report(std::FILE *out, const std::string &name, const Figures &f, double triad,
-            double peak, int64_t batch) {
+            double peak, const Flags &flags) {
   double roof = triad * 1e9 / f.bytesPerToken;
   double prefillRate = f.prefillFlops / f.prefillSeconds / 1e9;
   std::fprintf(out, "%s\n", name.c_str());
-  std::fprintf(out,
-               "  decode batch 1: %.2f tok/s; %.1f MB read per token; roofline %.2f tok/s; "
-               "%.2f of roofline (%.2f GB/s)\n",
-               f.decode1, f.bytesPerToken / 1e6, roof, f.decode1 / roof,
-               f.decode1 * f.bytesPerToken / 1e9);
-  std::fprintf(out,
-               "  prefill %lld tokens: %.3f s, %.1f GFLOP, %.1f GFLOP/s = %.2f of matmul peak\n",
-               (long long)f.prefillTokens, f.prefillSeconds, f.prefillFlops / 1e9, prefillRate,
-               prefillRate / peak);
-  std::fprintf(out, "  decode batch %lld: %.1f tok/s = %.1fx batch 1\n", (long long)batch,
-               f.decodeB, f.decodeB / f.decode1);
+  if (flags.wants("decode1"))
+    std::fprintf(out,
+                 "  decode batch 1: %.2f tok/s; %.1f MB read per token; roofline %.2f tok/s; "
+                 "%.2f of roofline (%.2f GB/s)\n",
+                 f.decode1, f.bytesPerToken / 1e6, roof, f.decode1 / roof,
+                 f.decode1 * f.bytesPerToken / 1e9);
+  if (flags.wants("prefill"))
+    std::fprintf(out,
+                 "  prefill %lld tokens: %.3f s, %.1f GFLOP, %.1f GFLOP/s = %.2f of matmul peak\n",
+                 (long long)f.prefillTokens, f.prefillSeconds, f.prefillFlops / 1e9, prefillRate,
+                 prefillRate / peak);
+  if (flags.wants("decode-batch")) {
+    const auto [bound, by] = f.batchBound(flags.batch, triad, peak);
+    std::fprintf(out, "  decode batch %lld: %.1f tok/s", (long long)flags.batch, f.decodeB);
+    if (flags.wants("decode1"))
+      std::fprintf(out, " = %.1fx batch 1", f.decodeB / f.decode1);
+    std::fprintf(out,
+                 "; bound %.1f tok/s (%s: %.1f MB, %.1f GFLOP a step); %.2f of the bound\n",
+                 bound, by, f.batchBytes / 1e6, f.batchFlops / 1e9, f.decodeB / bound);
+  }
 }
 
-nlohmann::json figuresJson(const Figures &f, double triad, double peak) {
+/// The figures measured (all, or those --only names); bytes per token always.
+nlohmann::json figuresJson(const Figures &f, double triad, double peak, const Flags &flags) {
   double roof = triad * 1e9 / f.bytesPerToken;
-  return {{"decode1_tokens_per_second", f.decode1},
-          {"bytes_per_token", f.bytesPerToken},
-          {"roofline_tokens_per_second", roof},
-          {"roofline_fraction", f.decode1 / roof},
-          {"prefill_tokens", f.prefillTokens},
-          {"prefill_seconds", f.prefillSeconds},
-          {"prefill_gflops", f.prefillFlops / 1e9},
-          {"prefill_peak_fraction", f.prefillFlops / f.prefillSeconds / 1e9 / peak},
-          {"decode_batch_tokens_per_second", f.decodeB},
-          {"batch_speedup", f.decodeB / f.decode1}};
+  nlohmann::json j = {{"bytes_per_token", f.bytesPerToken},
+                      {"roofline_tokens_per_second", roof}};
+  if (flags.wants("decode1")) {
+    j["decode1_tokens_per_second"] = f.decode1;
+    j["roofline_fraction"] = f.decode1 / roof;
+  }
+  if (flags.wants("prefill")) {
+    j["prefill_tokens"] = f.prefillTokens;
+    j["prefill_seconds"] = f.prefillSeconds;
+    j["prefill_gflops"] = f.prefillFlops / 1e9;
+    j["prefill_peak_fraction"] = f.prefillFlops / f.prefillSeconds / 1e9 / peak;
+  }
+  if (flags.wants("decode-batch")) {
+    const auto [bound, by] = f.batchBound(flags.batch, triad, peak);
+    j["decode_batch_tokens_per_second"] = f.decodeB;
+    j["decode_batch_bound_tokens_per_second"] = bound;
+    j["decode_batch_bound"] = by;
+    j["decode_batch_bound_fraction"] = f.decodeB / bound;
+    j["decode_batch_step_bytes"] = f.batchBytes;
+    j["decode_batch_step_gflops"] = f.batchFlops / 1e9;
+  }
+  if (flags.wants("decode-batch") && flags.wants("decode1"))
+    j["batch_speedup"] = f.decodeB / f.decode1;
+  return j;
 }
 
 int rooflineMain(const Flags &flags, tools::Cli &cli) {
@@ -250,18 +298,19 @@ int rooflineMain(const Flags &flags, tools::Cli &cli) {
   std::fprintf(out.text(),
                "machine: %d threads; STREAM triad %.2f GB/s; matmul peak %.1f GFLOP/s (%s); our "
                "linear kernel, bf16 weights, 512 x 2048 x 2048: %.1f GFLOP/s = %.2f of peak "
-               "(ceilings: best of %lld measurements between the runs)\n",
+               "(ceilings: best of %lld measurements between the runs); kernels: %s\n",
                omp_get_max_threads(), triad, peak.gflops, peak.how.c_str(), ours,
-               ours / peak.gflops, (long long)repeats);
-  report(out.text(), "plan " + dirs[0], best[0], triad, peak.gflops, batch);
+               ours / peak.gflops, (long long)repeats, cpu::isaName(cpu::isa()));
+  report(out.text(), "plan " + dirs[0], best[0], triad, peak.gflops, flags);
   nlohmann::json document = {{"triad_gbps", triad},
                              {"matmul_peak_gflops", peak.gflops},
                              {"linear_bf16_gflops", ours},
+                             {"kernel_isa", cpu::isaName(cpu::isa())},
                              {"batch", batch},
-                             {"plan", figuresJson(best[0], triad, peak.gflops)}};
+                             {"plan", figuresJson(best[0], triad, peak.gflops, flags)}};
   if (dirs.size() > 1) {
     const Figures &b = best[1];
-    report(out.text(), "baseline " + dirs[1], b, triad, peak.gflops, batch);
+    report(out.text(), "baseline " + dirs[1], b, triad, peak.gflops, flags);
     // The median round's ratio of each figure (the two plans measured
     // interleaved in that round).
     std::array<double, 3> median;
@@ -272,13 +321,30 @@ int rooflineMain(const Flags &flags, tools::Cli &cli) {
       std::sort(v.begin(), v.end());
       median[k] = v[v.size() / 2];
     }
-    std::fprintf(out.text(),
-                 "plan / baseline (median of %zu interleaved rounds): decode batch 1 %.3f, "
-                 "prefill speed %.3f, decode batch %lld %.3f\n",
-                 ratios.size(), median[0], median[1], (long long)batch, median[2]);
-    document["baseline"] = figuresJson(b, triad, peak.gflops);
-    document["ratios"] = {
-        {"decode1", median[0]}, {"prefill", median[1]}, {"decode_batch", median[2]}};
+    std::string line;
+    nlohmann::json ratioJson = nlohmann::json::object();
+    char part[96];
+    if (flags.wants("decode1")) {
+      std::snprintf(part, sizeof part, "decode batch 1 %.3f", median[0]);
+      line += part;
+      ratioJson["decode1"] = median[0];
+    }
+    if (flags.wants("prefill")) {
+      std::snprintf(part, sizeof part, "%sprefill speed %.3f", line.empty() ? "" : ", ",
+                    median[1]);
+      line += part;
+      ratioJson["prefill"] = median[1];
+    }
+    if (flags.wants("decode-batch")) {
+      std::snprintf(part, sizeof part, "%sdecode batch %lld %.3f", line.empty() ? "" : ", ",
+                    (long long)batch, median[2]);
+      line += part;
+      ratioJson["decode_batch"] = median[2];
+    }
+    std::fprintf(out.text(), "plan / baseline (median of %zu interleaved rounds): %s\n",
+                 ratios.size(), line.c_str());
+    document["baseline"] = figuresJson(b, triad, peak.gflops, flags);
+    document["ratios"] = ratioJson;
   }
   if (out.wantsJson())
     if (rt::Status st = out.writeJson(document); !st)
@@ -391,6 +457,13 @@ int main(int argc, char **argv) {
                  "each (default 3)")
       ->check(tools::integerIn(1, 1000))
       ->type_name("N");
+  app.add_option("--only", f.only,
+                 "measure only these figures, a comma-separated list of decode1, decode-batch "
+                 "and prefill (default: all three)")
+      ->delimiter(',')
+      ->check(tools::oneOf({"decode1", "decode-batch", "prefill"}))
+      ->type_name("LIST")
+      ->excludes(calibrating);
   cli.addJson(f.json);
   cli.addThreads(f.threads);
   if (auto code = cli.parse(argc, argv))

@@ -4,6 +4,7 @@
 #include "moe/runtime/PlanView.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <vector>
 
@@ -40,19 +41,23 @@ std::optional<ExpertUse> expertUse(const plan::Plan &p, const plan::Instruction 
 
 } // namespace
 
-uint64_t decodeWeightBytes(const plan::Plan &p) {
+uint64_t decodeWeightBytes(const plan::Plan &p, int64_t batch) {
   uint64_t bytes = 0;
   for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions()) {
     const auto *ins = inst->inputs();
     switch (inst->op()) {
-    case plan::OpCode::Embedding: // one row of the table
-      bytes += tensor(p, ins->Get(1)).size() / uint64_t(dim(p, ins->Get(1), 0));
+    case plan::OpCode::Embedding: // a row of the table per token
+      bytes += tensor(p, ins->Get(1)).size() / uint64_t(dim(p, ins->Get(1), 0)) * uint64_t(batch);
       break;
     case plan::OpCode::Experts:
     case plan::OpCode::ExpertRows: {
       const ExpertUse use = *expertUse(p, *inst);
+      const double shared = inst->params_as_ExpertsParams()->num_shared();
+      const double routed = double(use.stacked) - shared, k = double(use.picks) - shared;
+      const double reached = routed * (1 - std::pow(1 - k / routed, double(batch))) + shared;
       for (uint32_t i = use.firstStack; i < ins->size(); ++i)
-        bytes += tensor(p, ins->Get(i)).size() / uint64_t(use.stacked) * uint64_t(use.picks);
+        bytes += uint64_t(std::llround(double(tensor(p, ins->Get(i)).size()) /
+                                       double(use.stacked) * reached));
       break;
     }
     default:
@@ -64,10 +69,19 @@ uint64_t decodeWeightBytes(const plan::Plan &p) {
   return bytes;
 }
 
-double prefillFlops(const plan::Plan &p, int64_t tokens) {
+double stepFlops(const plan::Plan &p, int64_t tokens) {
   double flops = 0;
   for (const plan::Instruction *inst : *p.programs()->Get(0)->instructions())
     flops += instructionCost(p, *inst, tokens).flops;
+  return flops;
+}
+
+double prefillFlops(const plan::Plan &p, int64_t tokens) {
+  const auto *insts = p.programs()->Get(0)->instructions();
+  const int64_t lmHead = rt::narrowableLmHead(p); // run on the last row only
+  double flops = 0;
+  for (uint32_t i = 0; i < insts->size(); ++i)
+    flops += instructionCost(p, *insts->Get(i), int64_t(i) == lmHead ? 1 : tokens).flops;
   return flops;
 }
 

@@ -14,15 +14,23 @@
 
 namespace moe::cost {
 
-/// Weight bytes one decode token reads at batch 1: every dense weight, one
-/// row of the embedding table, and of each expert stack the experts a token
-/// uses (its top_k routed and the always-on ones folded in).
-uint64_t decodeWeightBytes(const plan::Plan &plan);
+/// Weight bytes a decode step of `batch` tokens reads: every dense weight,
+/// `batch` rows of the embedding table, and of each expert stack the experts
+/// the tokens use: the always-on ones folded in, and of the routed experts
+/// E (1 - (1 - k / E)^batch), what tokens routed uniformly and independently
+/// reach (top_k at batch 1).
+uint64_t decodeWeightBytes(const plan::Plan &plan, int64_t batch = 1);
+
+/// Multiply-add FLOPs of one step of `tokens` rows (every instruction's
+/// instructionCost, the LM head on every row; attention as if the rows were
+/// one sequence from position 0, a few percent at short contexts).
+double stepFlops(const plan::Plan &plan, int64_t tokens);
 
 /// Multiply-add FLOPs (2 per multiply-add) of a prefill of `tokens` tokens
 /// of one sequence from position 0: linear layers, router, experts (top_k
-/// and always-on per token), causal attention scores and values, LM head.
-/// Elementwise ops are not counted.
+/// and always-on per token), causal attention scores and values, LM head
+/// (for the last token only where the session narrows it: Batch::logitRows,
+/// a plan ending in its LM head). Elementwise ops are not counted.
 double prefillFlops(const plan::Plan &plan, int64_t tokens);
 
 /// What one instruction of a step costs on one rank.

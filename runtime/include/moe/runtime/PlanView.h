@@ -79,6 +79,25 @@ inline RowRange rowsOf(const plan::Plan &p, const plan::Instruction &inst) {
   return {};
 }
 
+/// The index of the LM head in a one-rank plan's program when it is the
+/// last instruction (a linear writing the program's output, no collective,
+/// no micro-batches), which may run on some rows only (Batch::logitRows);
+/// -1 otherwise.
+inline int64_t narrowableLmHead(const plan::Plan &p) {
+  if (p.programs()->size() != 1)
+    return -1;
+  const plan::Program &program = *p.programs()->Get(0);
+  const uint32_t n = program.instructions()->size();
+  if (n == 0)
+    return -1;
+  const plan::Instruction &last = *program.instructions()->Get(n - 1);
+  const bool ok = last.op() == plan::OpCode::Linear &&
+                  last.collective() == plan::CollectiveOp::None && rowsOf(p, last).parts == 1 &&
+                  last.outputs()->size() == 1 &&
+                  last.outputs()->Get(0) == program.outputs()->Get(0);
+  return ok ? int64_t(n - 1) : -1;
+}
+
 } // namespace moe::rt
 
 #endif
