@@ -5,7 +5,7 @@ JOBS ?= 2
 LIT ?= /usr/lib/llvm-19/build/utils/lit/lit.py
 PYTHON ?= python3
 
-.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-contention bench-placement bench-placement-runtime bench-overlap bench-routing bench-roofline bench-quantization fuzz test-asan check-transformers clean
+.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-contention bench-placement bench-placement-runtime bench-overlap bench-routing bench-roofline bench-quantization bench-vs-llamacpp fuzz test-asan check-transformers clean
 
 all: build
 
@@ -83,6 +83,15 @@ bench-roofline: build
 # the trained example; int8/int4 vs bf16 decode on the medium model.
 bench-quantization: build
 	@tools/bench-quantization.sh $(BUILD)/bin
+
+# Side by side with llama.cpp on the medium model, 2 threads: prefill, decode at
+# batch 1, 8, 32, 64, bf16 and int8 vs q8_0, ROUNDS rounds interleaved. Builds
+# llama.cpp (llama-cpp-python's source distribution, pip download) into
+# build-llamacpp/ once, converts the model to GGUF there (about 20 minutes in all).
+ROUNDS ?= 5
+bench-vs-llamacpp: build
+	@tools/setup-venv.sh
+	@.venv/bin/python tools/bench-vs-llamacpp.py $(BUILD)/bin --rounds $(ROUNDS)
 
 # Every lit test and GoogleTest against an ASan + UBSan build (build-asan/).
 test-asan: setup
