@@ -4,8 +4,8 @@
 // rows), shared by the threads of one parallel region (linearGroup runs many
 // problems, e.g. every routed expert, in one region). An item walks k in
 // chunks of kChunk (cut at scale-group ends for int8/int4). Up to a few
-// tokens (LinearKernels::directTokens), a direct tile (two rows half a matrix apart; on
-// AVX-512 two such pairs of adjacent rows) reads 16-bit or quantized weights
+// tokens (LinearKernels::directTokens), a direct tile (two rows half a
+// matrix apart) reads 16-bit or quantized weights
 // straight from memory and converts (and scales) them in registers: the
 // decode GEMV reads each weight byte once, in two sequential regions per
 // thread, and dequantization costs no memory traffic. For more tokens, each
@@ -535,14 +535,16 @@ LinearKernels kernelsFor(Isa level) {
   switch (level) {
   case Isa::Amx: // AMX serves W8A8 only (LinearInt8.cpp)
   case Isa::Avx512:
-    // Two adjacent pairs of rows, each a register: two independent chains of
-    // multiply-adds. One pair (one chain, four cycles a step) made an int8
-    // GEMV latency-bound at 15 G elements/s a core on a Xeon (Granite Rapids
-    // class); two pairs reach 22 (and a bf16 GEMV from L3 1.08x). Up to 16
-    // tokens (a batch's tokens per expert): at 10-12 tokens 1.2-1.5x the
-    // buffered path's speed over bf16 matrices larger than the caches, with
-    // 2 threads on the same Xeon (the AVX2 tiles: within 6% either way).
-    return {tileAvx512<kRows>, tileAvx512<4>, 4, 16, convertAvx512, finishAvx512};
+    // One pair of rows half a matrix apart in one register, as AVX2 reads
+    // them. Two pairs of adjacent rows (two multiply-add chains) ran an int8
+    // GEMV from L3 1.4x as fast on one core of a Xeon (Granite Rapids class),
+    // but whole decodes from memory with 2 threads 1.05x (int8) and 1.14x
+    // (bf16) slower than AVX2: four streams a thread, adjacent rows read
+    // together, the pattern this file's history warns of. Up to 16 tokens
+    // (a batch's tokens per expert): at 10-12 tokens 1.2-1.5x the buffered
+    // path's speed over bf16 matrices larger than the caches, with 2 threads
+    // on the same Xeon (the AVX2 tiles: within 6% either way).
+    return {tileAvx512<kRows>, tileAvx512<2>, 2, 16, convertAvx512, finishAvx512};
   case Isa::Avx2:
     return {tileAvx2<kRows>, tileAvx2<2>, 2, 8, convertAvx2, finishAvx2};
   case Isa::Portable:

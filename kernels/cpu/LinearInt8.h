@@ -31,7 +31,7 @@ struct Int8Rows {
 /// x: [rows, k].
 Int8Rows quantizeRows(const float *x, int64_t rows, int64_t k);
 
-/// For t < tokens and i < rows: out[(t0 + t) * n + row[i]] = row t0 + t of x
+/// For t < tokens and i < rows (at most 8): out[(t0 + t) * n + row[i]] = row t0 + t of x
 /// times row row[i] of w (I8, one scale per row, [n, k]), as
 /// Weight::int8Activations defines it, plus bias[row[i]].
 void linearInt8(const Int8Rows &x, int64_t t0, int64_t tokens, Weight w, int64_t k,
