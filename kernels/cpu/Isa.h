@@ -38,6 +38,11 @@ const char *isaName(Isa level);
 /// Whether the AVX2 builds run (isa() >= Isa::Avx2).
 inline bool useAvx2() { return isa() >= Isa::Avx2; }
 
+/// The target of a function built for the avx512 level (what the level
+/// guarantees, AVX2 included).
+#define MOE_TARGET_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
+
 } // namespace moe::cpu
 
 #endif

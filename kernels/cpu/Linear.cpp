@@ -272,11 +272,10 @@ void tileAvx2(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
 // same order, so the two builds give the same bits. The 32 registers hold
 // tiles of 6 tokens x 8 rows (AVX2: 2-3 tokens x 4 rows).
 
-#define MOE_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
 
 // Elements [0, 8) of rows a and b (type W, before any scale): a's in the low
 // half, b's in the high half.
-template <WeightType W> MOE_AVX512 __m512 load8x2(const void *a, const void *b) {
+template <WeightType W> MOE_TARGET_AVX512 __m512 load8x2(const void *a, const void *b) {
   if constexpr (W == WeightType::BF16 || W == WeightType::F16) {
     const __m256i h = _mm256_inserti128_si256(
         _mm256_castsi128_si256(_mm_loadu_si128(static_cast<const __m128i *>(a))),
@@ -298,11 +297,11 @@ template <WeightType W> MOE_AVX512 __m512 load8x2(const void *a, const void *b) 
 // staged interleaved by 8, so that one load fetches a pair, measured no
 // faster than these two loads and an insert.)
 template <int R, int T, WeightType W>
-MOE_AVX512 void tileAvx512T(const float *x, int64_t ldx, const void *const *r,
-                            const float *scale, int64_t len, float *acc) {
+MOE_TARGET_AVX512 void tileAvx512T(const float *x, int64_t ldx, const void *const *r,
+                                   const float *scale, int64_t len, float *acc) {
   constexpr int P = R / 2;
   // Elements [p, p + n) of pair j, n <= 8 (the rest 0.0).
-  auto load = [&](int j, int64_t p, int64_t n) MOE_AVX512 {
+  auto load = [&](int j, int64_t p, int64_t n) MOE_TARGET_AVX512 {
     const char *a = static_cast<const char *>(r[2 * j]) + detail::bytesOf(W, size_t(p));
     const char *b = static_cast<const char *>(r[2 * j + 1]) + detail::bytesOf(W, size_t(p));
     if (n == kLanes)
@@ -398,7 +397,8 @@ __attribute__((target("avx2,f16c"))) int64_t convert8s(const void *data, int64_t
 }
 
 template <WeightType W>
-MOE_AVX512 int64_t convert16s(const void *data, int64_t first, int64_t count, float *dst) {
+MOE_TARGET_AVX512 int64_t convert16s(const void *data, int64_t first, int64_t count,
+                                     float *dst) {
   const char *src = static_cast<const char *>(data);
   int64_t i = 0;
   for (; i + 16 <= count; i += 16) {
@@ -502,11 +502,11 @@ __attribute__((target("avx2"))) void finishAvx2(const float *acc, const float *b
 // finishAvx2's sums for kRows = 8 rows in four registers of two rows each:
 // the lanes paired (a0 + a1, a2 + a3, ...), the pairs paired, the quads
 // paired, by gathering even and odd lanes; the same additions.
-MOE_AVX512 void finishAvx512(const float *acc, const float *bias, float *out) {
+MOE_TARGET_AVX512 void finishAvx512(const float *acc, const float *bias, float *out) {
   static_assert(kRows == 8, "four registers of two rows");
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-  auto pairUp = [&](__m512 a, __m512 b) MOE_AVX512 {
+  auto pairUp = [&](__m512 a, __m512 b) MOE_TARGET_AVX512 {
     return _mm512_add_ps(_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b));
   };
   const __m512 pairs03 = pairUp(_mm512_loadu_ps(acc), _mm512_loadu_ps(acc + 16));

@@ -93,10 +93,9 @@ __attribute__((target("avx2,fma"))) void dotRowsAvx2(const float *q, const float
 // column vectors) as the halves of one register: each lane sees the same
 // multiply-adds, so they give the AVX2 builds' bits with half the
 // instructions.
-#define MOE_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
 
-MOE_AVX512 void dotRowsAvx512(const float *q, const float *rows, int64_t stride, int64_t count,
-                              int64_t n, float *out) {
+MOE_TARGET_AVX512 void dotRowsAvx512(const float *q, const float *rows, int64_t stride,
+                                     int64_t count, int64_t n, float *out) {
   int64_t r = 0;
   for (; r + 4 <= count; r += 4) {
     const float *row[4] = {rows + r * stride, rows + (r + 1) * stride, rows + (r + 2) * stride,
@@ -142,8 +141,8 @@ __attribute__((target("avx2,fma"))) void axpyRowsAvx2(const float *s, const floa
       axpyAvx2(s[r], rows + r * stride + c, y + c, n - c);
 }
 
-MOE_AVX512 void axpyRowsAvx512(const float *s, const float *rows, int64_t stride, int64_t count,
-                               int64_t n, float *y) {
+MOE_TARGET_AVX512 void axpyRowsAvx512(const float *s, const float *rows, int64_t stride,
+                                      int64_t count, int64_t n, float *y) {
   int64_t c = 0;
   for (; c + 64 <= n; c += 64) {
     __m512 acc[4];
