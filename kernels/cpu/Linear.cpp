@@ -5,9 +5,9 @@
 // problems, e.g. every routed expert, in one region). An item walks k in
 // chunks of kChunk (cut at scale-group ends for int8/int4). Up to a few
 // tokens (LinearKernels::directTokens), a direct tile (two rows half a
-// matrix apart) reads 16-bit or quantized weights
+// matrix apart; on AVX-512 four, a quarter apart) reads 16-bit or quantized weights
 // straight from memory and converts (and scales) them in registers: the
-// decode GEMV reads each weight byte once, in two sequential regions per
+// decode GEMV reads each weight byte once, in sequential streams per
 // thread, and dequantization costs no memory traffic. For more tokens, each
 // chunk of the kRows rows is converted to f32 once into a per-thread L1
 // buffer and swept by every token of the block (whose x chunks stay in L2).
@@ -535,16 +535,18 @@ LinearKernels kernelsFor(Isa level) {
   switch (level) {
   case Isa::Amx: // AMX serves W8A8 only (LinearInt8.cpp)
   case Isa::Avx512:
-    // One pair of rows half a matrix apart in one register, as AVX2 reads
-    // them. Two pairs of adjacent rows (two multiply-add chains) ran an int8
-    // GEMV from L3 1.4x as fast on one core of a Xeon (Granite Rapids class),
-    // but whole decodes from memory with 2 threads 1.05x (int8) and 1.14x
-    // (bf16) slower than AVX2: four streams a thread, adjacent rows read
-    // together, the pattern this file's history warns of. Up to 16 tokens
+    // Four rows a quarter of a matrix apart, two pairs in two registers: two
+    // independent multiply-add chains (one chain, four cycles a step, made
+    // an int8 GEMV latency-bound) over four sequential streams a thread.
+    // Whole decodes of the benchmark model with 2 threads on a Xeon (Granite
+    // Rapids class) against AVX2's one pair: bf16 1.16x, int8 1.33x (0.98
+    // and 0.83 of the triad roofline). Two pairs of *adjacent* rows had run
+    // 1.14x and 1.05x slower than AVX2: adjacent rows read together, the
+    // pattern this file's history warns of. Up to 16 tokens
     // (a batch's tokens per expert): at 10-12 tokens 1.2-1.5x the buffered
     // path's speed over bf16 matrices larger than the caches, with 2 threads
     // on the same Xeon (the AVX2 tiles: within 6% either way).
-    return {tileAvx512<kRows>, tileAvx512<2>, 2, 16, convertAvx512, finishAvx512};
+    return {tileAvx512<kRows>, tileAvx512<4>, 4, 16, convertAvx512, finishAvx512};
   case Isa::Avx2:
     return {tileAvx2<kRows>, tileAvx2<2>, 2, 8, convertAvx2, finishAvx2};
   case Isa::Portable:
@@ -644,17 +646,14 @@ void linearGroup(const LinearProblem *problems, size_t count) {
         int64_t row[kRows], rows;
         const int64_t block = (item - q.firstItem) % q.rowBlocks;
         if (q.direct) {
-          // Rows j.. and the same rows half a matrix further on, straight
-          // from the weight: over its run of items a thread reads two
-          // sequential streams half a matrix apart, which this hardware's
-          // prefetchers follow best (1.6x the bandwidth of four adjacent
-          // rows read together on a 2-core Zen 3 VM, 1.3x that of one row at
-          // a time).
-          const int64_t half = directRows / 2;
-          for (int64_t s = 0; s < half; ++s) {
-            row[s] = block * half + s;
-            row[half + s] = row[s] + q.rowBlocks * half;
-          }
+          // Rows j, j + n / d, j + 2 n / d, ... (d = directRows), straight
+          // from the weight: over its run of items a thread reads d
+          // sequential streams a (1 / d)th of a matrix apart, which the
+          // prefetchers follow best (two streams half a matrix apart: 1.6x
+          // the bandwidth of four adjacent rows read together on a 2-core
+          // Zen 3 VM, 1.3x that of one row at a time).
+          for (int64_t i = 0; i < directRows; ++i)
+            row[i] = block + i * q.rowBlocks;
           rows = 0;
           while (rows < directRows && row[rows] < n)
             ++rows;
