@@ -70,6 +70,16 @@ struct Spec {
 
 const float kTable[16] = {0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23, 30, 31, 32, 33};
 
+/// Tokens 3 and 1 at positions 0 and 1 through a CPU session of `plan`:
+/// its [2, 4] output into out.
+void runTokensThreeAndOne(const LoadedPlan &plan, float *out) {
+  auto device = createCpuDevice();
+  auto session = Session::create(plan, *device);
+  ASSERT_TRUE(session) << session.status().message();
+  int32_t tokens[2] = {3, 1}, positions[2] = {0, 1};
+  ASSERT_TRUE((*session)->forward(tokens, positions, 2, out));
+}
+
 class PlanLoaderTest : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -244,12 +254,8 @@ TEST_F(PlanLoaderTest, ClosedWhileBackgroundPrefaultRuns) {
 
   auto loaded = LoadedPlan::open(dir_.string(), o);
   ASSERT_TRUE(loaded) << loaded.status().message();
-  auto device = createCpuDevice();
-  auto session = Session::create(**loaded, *device);
-  ASSERT_TRUE(session) << session.status().message();
-  int32_t tokens[2] = {3, 1}, positions[2] = {0, 1};
   float out[8];
-  ASSERT_TRUE((*session)->forward(tokens, positions, 2, out));
+  ASSERT_NO_FATAL_FAILURE(runTokensThreeAndOne(**loaded, out));
   EXPECT_EQ(std::vector<float>(out, out + 8),
             (std::vector<float>{30, 31, 32, 33, 10, 11, 12, 13}));
   (*loaded)->waitForPrefault();
@@ -271,12 +277,9 @@ TEST_F(PlanLoaderTest, QuantizedTableRuns) {
   write(int8Table());
   auto loaded = LoadedPlan::open(dir_.string());
   ASSERT_TRUE(loaded) << loaded.status().message();
-  auto device = createCpuDevice();
-  auto session = Session::create(**loaded, *device);
-  ASSERT_TRUE(session) << session.status().message();
-  int32_t tokens[2] = {3, 1}, positions[2] = {0, 1};
   float out[8];
-  ASSERT_TRUE((*session)->forward(tokens, positions, 2, out));
+  ASSERT_NO_FATAL_FAILURE(runTokensThreeAndOne(**loaded, out));
+  const int32_t tokens[2] = {3, 1};
   const auto *q = reinterpret_cast<const int8_t *>(kTable);
   for (int t = 0; t < 2; ++t)
     for (int c = 0; c < 4; ++c)
