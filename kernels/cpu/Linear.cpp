@@ -10,7 +10,9 @@
 // decode GEMV reads each weight byte once, in sequential streams per
 // thread, and dequantization costs no memory traffic. For more tokens, each
 // chunk of the kRows rows is converted to f32 once into a per-thread L1
-// buffer and swept by every token of the block (whose x chunks stay in L2).
+// buffer and swept by every token of the block (whose x chunks stay in L2);
+// on AVX-512 the buffer holds pairs of rows interleaved and each token's
+// sums stay in registers over the chunk.
 // For int8/int4 both paths sum x * q over a chunk (q converted exactly) and
 // add that sum times the row's scale to the accumulator: one multiply-add
 // per chunk instead of a multiply per element, the same operations either
@@ -29,6 +31,7 @@
 
 #include "kernels/cpu/Isa.h"
 #include "kernels/cpu/Kernels.h"
+#include "kernels/cpu/LaneSums.h"
 #include "kernels/cpu/LinearInt8.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/WeightDetail.h"
@@ -269,8 +272,9 @@ void tileAvx2(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
 // accumulator holds the 8 lanes of row i in its low half and those of row
 // i + 1 in its high half, the token's 8 x values are broadcast to both
 // halves, and each lane sees exactly the AVX2 tile's multiply-adds in the
-// same order, so the two builds give the same bits. The 32 registers hold
-// tiles of 6 tokens x 8 rows (AVX2: 2-3 tokens x 4 rows).
+// same order, so the two builds give the same bits. The direct tile reads
+// 4 rows for 6 tokens at a time, the buffered one (below) 8 rows for 6
+// tokens (AVX2: 2 rows for 4 tokens, or 4 rows for 2-3 tokens).
 
 
 // Elements [0, 8) of rows a and b (type W, before any scale): a's in the low
@@ -293,9 +297,8 @@ template <WeightType W> MOE_TARGET_AVX512 __m512 load8x2(const void *a, const vo
   }
 }
 
-// R rows (R even) as R / 2 pairs, T tokens: tileAvx2T's sums. (Rows
-// staged interleaved by 8, so that one load fetches a pair, measured no
-// faster than these two loads and an insert.)
+// R rows (R even) as R / 2 pairs, read in place, T tokens: tileAvx2T's
+// sums.
 template <int R, int T, WeightType W>
 MOE_TARGET_AVX512 void tileAvx512T(const float *x, int64_t ldx, const void *const *r,
                                    const float *scale, int64_t len, float *acc) {
@@ -316,12 +319,10 @@ MOE_TARGET_AVX512 void tileAvx512T(const float *x, int64_t ldx, const void *cons
       a[t][j] = scale ? _mm512_setzero_ps() : _mm512_loadu_ps(slot(t, j));
   int64_t p = 0;
   for (; p + kLanes <= len; p += kLanes) {
-    if constexpr (R < kRows) { // rows streamed from memory: as the AVX2 pair tile
-      const size_t at = detail::bytesOf(W, size_t(p));
-      if (at % 64 == 0)
-        for (int i = 0; i < R; ++i)
-          _mm_prefetch(static_cast<const char *>(r[i]) + at + 1024, _MM_HINT_T0);
-    }
+    const size_t at = detail::bytesOf(W, size_t(p)); // rows streamed: as the AVX2 pair tile
+    if (at % 64 == 0)
+      for (int i = 0; i < R; ++i)
+        _mm_prefetch(static_cast<const char *>(r[i]) + at + 1024, _MM_HINT_T0);
     __m512 w[P];
     for (int j = 0; j < P; ++j)
       w[j] = load(j, p, kLanes);
@@ -377,11 +378,8 @@ void tileAvx512Typed(const float *x, int64_t ldx, int64_t tokens, const void *co
 template <int R>
 void tileAvx512(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
                 WeightType type, const float *scale, int64_t len, float *acc) {
-  if constexpr (R == kRows) // the buffered path: rows converted to f32
-    tileAvx512Typed<R, WeightType::F32>(x, ldx, tokens, r, scale, len, acc);
-  else
-    withType(type,
-             [&](auto w) { tileAvx512Typed<R, w.value>(x, ldx, tokens, r, scale, len, acc); });
+  withType(type,
+           [&](auto w) { tileAvx512Typed<R, w.value>(x, ldx, tokens, r, scale, len, acc); });
 }
 
 // Converts the first whole multiple of 8 of `count` elements from `first`
@@ -396,18 +394,6 @@ __attribute__((target("avx2,f16c"))) int64_t convert8s(const void *data, int64_t
   return i;
 }
 
-template <WeightType W>
-MOE_TARGET_AVX512 int64_t convert16s(const void *data, int64_t first, int64_t count,
-                                     float *dst) {
-  const char *src = static_cast<const char *>(data);
-  int64_t i = 0;
-  for (; i + 16 <= count; i += 16) {
-    const char *p = src + detail::bytesOf(W, size_t(first + i));
-    _mm512_storeu_ps(dst + i, load8x2<W>(p, p + detail::bytesOf(W, 8)));
-  }
-  return i;
-}
-
 void convertAvx2(Weight w, int64_t first, int64_t count, float *dst) {
   const int64_t i = withType(w.type, [&](auto type) -> int64_t {
     if constexpr (type.value == WeightType::F32)
@@ -418,39 +404,277 @@ void convertAvx2(Weight w, int64_t first, int64_t count, float *dst) {
   convertPortable(w, first + i, count - i, dst + i);
 }
 
-// convertAvx2, 16 elements at a time where the type converts in one
-// AVX-512 register (8 + 8 adjacent elements are load8x2's two rows).
-void convertAvx512(Weight w, int64_t first, int64_t count, float *dst) {
-  const int64_t i = withType(w.type, [&](auto type) -> int64_t {
-    constexpr WeightType W = type.value;
-    if constexpr (W == WeightType::BF16 || W == WeightType::F16 || W == WeightType::I8)
-      return convert16s<W>(w.data, first, count, dst);
-    else
-      return 0;
-  });
-  convertAvx2(w, first + i, count - i, dst + i);
+// --- work items ---
+
+// One work item: output rows row[0 .. kRows) (the first `rows` distinct,
+// the rest repeating the last) of w for `tokens` tokens of x (row stride
+// k); out is the block's first output row (stride n), bias the problem's
+// bias as f32. buf and acc are the thread's staging buffer (kBufFloats)
+// and accumulators (kTokens * kRows * kLanes).
+struct Item {
+  const float *x;
+  int64_t tokens, k, n;
+  Weight w;
+  const int64_t *row;
+  int64_t rows;
+  const float *bias;
+  float *out, *buf, *acc;
+};
+using ItemFn = void (*)(const Item &item);
+
+// The staged chunk of one pair of rows (AVX-512 below) takes 2 * kChunk
+// floats; the padding puts the pairs' streams in different L1 sets (a
+// stride of a multiple of 4 KiB would put them all in the set of the x
+// rows, which are themselves 4 KiB apart when k is a multiple of 1024).
+constexpr int64_t kPairStride = 2 * kChunk + 16;
+constexpr int64_t kBufFloats = kRows / 2 * kPairStride;
+static_assert(kBufFloats >= kRows * kChunk, "the buffer holds kRows converted rows too");
+
+// The elements of a row a chunk at k0 takes: at most kChunk, within one
+// scale group.
+int64_t chunkLength(const Weight &w, int64_t k, int64_t k0) {
+  const int64_t len = std::min(kChunk, k - k0);
+  return w.quantized() ? std::min(len, w.group - k0 % w.group) : len;
 }
 
-// Requests elements [first, first + count) of a 16-bit weight. Converting a
-// chunk reads one short stream at a time, too little in flight to keep the
-// memory busy; prefetching the next chunk of every row of the block while
-// converting this one made a bf16 GEMV about 1.4x faster on a 2-core VM.
-void prefetch(Weight w, int64_t first, int64_t count) {
-  const char *p = static_cast<const char *>(w.data) + detail::bytesOf(w.type, size_t(first));
-  const int64_t bytes = int64_t(detail::bytesOf(w.type, size_t(count)));
-  for (int64_t byte = 0; byte < bytes; byte += 64)
-    __builtin_prefetch(p + byte);
+// The scales of rows row[0 .. count) over the chunk at k0, in scale; null
+// for an unscaled weight.
+const float *chunkScales(const Weight &w, const int64_t *row, int64_t count, int64_t k0,
+                         float *scale) {
+  if (!w.quantized())
+    return nullptr;
+  for (int64_t i = 0; i < count; ++i)
+    scale[i] = w.scales[w.scaleIndex(row[i], k0)];
+  return scale;
 }
 
-// Requests what the row element `first` (element k0 of its row) starts
-// reads next: the row's next chunk, or after its last one the first chunk of
-// the same row of the next block (usually this thread's next item; expert
-// rows are too short for the hardware prefetcher).
-void prefetchNext(Weight w, int64_t first, int64_t k, int64_t k0) {
+// The bytes the row element `first` (element k0 of its row) starts reads
+// next: the row's next chunk, or after its last one the first chunk of the
+// same row of the next block (usually this thread's next item; expert rows
+// are too short for the hardware prefetcher).
+struct Lines {
+  const char *p;
+  int64_t bytes;
+};
+Lines nextLines(const Weight &w, int64_t first, int64_t k, int64_t k0) {
   const bool more = k0 + kChunk < k;
-  prefetch(w, more ? first + kChunk : first - k0 + kRows * k,
-           std::min(kChunk, more ? k - k0 - kChunk : k));
+  const int64_t from = more ? first + kChunk : first - k0 + kRows * k;
+  const int64_t count = std::min(kChunk, more ? k - k0 - kChunk : k);
+  return {static_cast<const char *>(w.data) + detail::bytesOf(w.type, size_t(from)),
+          int64_t(detail::bytesOf(w.type, size_t(count)))};
 }
+
+// Requests nextLines. Converting a chunk reads one short stream at a time,
+// too little in flight to keep the memory busy; prefetching the next chunk
+// of every row of the block while converting this one made a bf16 GEMV about
+// 1.4x faster on a 2-core VM.
+void prefetchNext(const Weight &w, int64_t first, int64_t k, int64_t k0) {
+  const Lines next = nextLines(w, first, k, k0);
+  for (int64_t byte = 0; byte < next.bytes; byte += 64)
+    __builtin_prefetch(next.p + byte);
+}
+
+// The lines of nextLines of a buffered item's rows, requested into L2 in
+// slices spread over the item's tiles: requested at once, they queue for
+// the L1's few fill buffers and stall the tile (expert GEMMs of 64 tokens
+// over weights from memory: 1.2x as fast spread out, one thread on a Xeon).
+class Prefetch {
+public:
+  void add(const Weight &w, int64_t first, int64_t k, int64_t k0) {
+    ranges_[count_] = nextLines(w, first, k, k0);
+    lines_ += (ranges_[count_++].bytes + 63) / 64;
+  }
+  // Requests the lines up to the fraction part / parts of the whole.
+  void issue(int64_t part, int64_t parts) {
+    for (const int64_t until = lines_ * part / parts; done_ < until; ++done_) {
+      while (offset_ >= ranges_[range_].bytes) {
+        ++range_;
+        offset_ = 0;
+      }
+      _mm_prefetch(ranges_[range_].p + offset_, _MM_HINT_T1);
+      offset_ += 64;
+    }
+  }
+
+private:
+  Lines ranges_[kRows];
+  int64_t count_ = 0, lines_ = 0, done_ = 0, range_ = 0, offset_ = 0;
+};
+
+// Fixed-order sum of one accumulator's lanes.
+float lanesSum(const float *a) {
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+// out[i] = lanesSum(acc + i * kLanes) + bias[i] for i < kRows: the same
+// sums (hadd pairs lanes as lanesSum does, and addition commutes), four rows
+// at a time.
+using FinishFn = void (*)(const float *acc, const float *bias, float *out);
+
+void finishPortable(const float *acc, const float *bias, float *out) {
+  for (int64_t i = 0; i < kRows; ++i)
+    out[i] = lanesSum(acc + i * kLanes) + bias[i];
+}
+
+__attribute__((target("avx2"))) void finishAvx2(const float *acc, const float *bias,
+                                                float *out) {
+  for (int64_t i = 0; i < kRows; i += 4, acc += 4 * kLanes) {
+    const __m128 sum = laneSums4(_mm256_loadu_ps(acc), _mm256_loadu_ps(acc + kLanes),
+                                 _mm256_loadu_ps(acc + 2 * kLanes),
+                                 _mm256_loadu_ps(acc + 3 * kLanes));
+    _mm_storeu_ps(out + i, _mm_add_ps(sum, _mm_loadu_ps(bias + i)));
+  }
+}
+
+// --- AVX-512 buffered items: staged pairs, sums kept in registers ---
+//
+// A chunk of the item's 8 rows is converted once into pairs of rows
+// interleaved by 8 (elements p .. p + 7 of rows 2j and 2j + 1 side by side),
+// so that one load fetches what a tile register holds. Every token's sums
+// then stay in registers over the whole chunk: they start from zero (first
+// chunk), and after the last chunk their lanes are summed in registers and
+// stored, with the bias, to the output. Only items of several chunks keep
+// partial sums in acc between chunks. The multiply-adds, their order and the
+// lane sums are tileAvx2T's and finishAvx2's.
+
+// Elements [0, len) of rows a and b of type W (before any scale),
+// interleaved by 8 into dst; the last group of 8 padded with 0.0.
+template <WeightType W>
+MOE_TARGET_AVX512 void stagePair(const char *a, const char *b, int64_t len, float *dst) {
+  int64_t p = 0;
+  for (; p + kLanes <= len; p += kLanes, dst += 2 * kLanes) {
+    const size_t at = detail::bytesOf(W, size_t(p));
+    _mm512_storeu_ps(dst, load8x2<W>(a + at, b + at));
+  }
+  if (p < len) {
+    const size_t at = detail::bytesOf(W, size_t(p));
+    _mm512_storeu_ps(dst, _mm512_insertf32x8(_mm512_castps256_ps512(load8<W>(a + at, len - p)),
+                                             load8<W>(b + at, len - p), 1));
+  }
+}
+
+// The lane sums of 8 rows (two per register, rows 0-1 in p[0]) in row
+// order: finishAvx2's additions, by gathering even and odd lanes (the lanes
+// paired, the pairs paired, the quads paired).
+MOE_TARGET_AVX512 __m256 laneSums8(const __m512 *p) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  auto pairUp = [&](__m512 a, __m512 b) MOE_TARGET_AVX512 {
+    return _mm512_add_ps(_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b));
+  };
+  const __m512 quads = pairUp(pairUp(p[0], p[1]), pairUp(p[2], p[3])); // two per row
+  const __m512 split = _mm512_permutexvar_ps(
+      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15), quads);
+  return _mm256_add_ps(_mm512_castps512_ps256(split), _mm512_extractf32x8_ps(split, 1));
+}
+
+// Tokens [t, t + T) of the item over the staged chunk [k0, k0 + len): 8
+// rows x T tokens in 4T registers.
+template <int T>
+MOE_TARGET_AVX512 void panelAvx512(const Item &it, const float *const *pair,
+                                   const float *scale, int64_t t, int64_t k0, int64_t len) {
+  constexpr int P = kRows / 2;
+  const bool first = k0 == 0, last = k0 + len == it.k;
+  const float *x = it.x + t * it.k + k0;
+  auto slot = [&](int u, int j) { return it.acc + ((t + u) * kRows + 2 * j) * kLanes; };
+  __m512 a[T][P];
+  for (int u = 0; u < T; ++u)
+    for (int j = 0; j < P; ++j)
+      a[u][j] = scale || first ? _mm512_setzero_ps() : _mm512_loadu_ps(slot(u, j));
+  int64_t p = 0;
+  for (; p + kLanes <= len; p += kLanes) {
+    __m512 w[P];
+    for (int j = 0; j < P; ++j)
+      w[j] = _mm512_loadu_ps(pair[j] + 2 * p);
+    for (int u = 0; u < T; ++u) {
+      const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + u * it.k + p));
+      for (int j = 0; j < P; ++j)
+        a[u][j] = _mm512_fmadd_ps(xv, w[j], a[u][j]);
+    }
+  }
+  if (p < len) { // missing lanes are 0.0 in both operands, as in tileAvx2T
+    __m512 w[P];
+    for (int j = 0; j < P; ++j)
+      w[j] = _mm512_loadu_ps(pair[j] + 2 * p);
+    for (int u = 0; u < T; ++u) {
+      const __m512 xv =
+          _mm512_broadcast_f32x8(_mm256_maskload_ps(x + u * it.k + p, tailMask(len - p)));
+      for (int j = 0; j < P; ++j)
+        a[u][j] = _mm512_fmadd_ps(xv, w[j], a[u][j]);
+    }
+  }
+  if (scale) // the chunk's sums times the row's scale, added to the earlier chunks'
+    for (int j = 0; j < P; ++j) {
+      const __m512 s = _mm512_insertf32x8(_mm512_set1_ps(scale[2 * j]),
+                                          _mm256_set1_ps(scale[2 * j + 1]), 1);
+      for (int u = 0; u < T; ++u)
+        a[u][j] = _mm512_fmadd_ps(a[u][j], s,
+                                  first ? _mm512_setzero_ps() : _mm512_loadu_ps(slot(u, j)));
+    }
+  if (!last) {
+    for (int u = 0; u < T; ++u)
+      for (int j = 0; j < P; ++j)
+        _mm512_storeu_ps(slot(u, j), a[u][j]);
+    return;
+  }
+  const int64_t row0 = it.row[0];
+  const __mmask8 rows = __mmask8((1u << it.rows) - 1);
+  const __m256 bias = _mm256_maskz_loadu_ps(rows, it.bias + row0);
+  for (int u = 0; u < T; ++u)
+    _mm256_mask_storeu_ps(it.out + (t + u) * it.n + row0, rows,
+                          _mm256_add_ps(laneSums8(a[u]), bias));
+}
+
+// A buffered item (rows row[0] .. row[0] + rows - 1), chunk by chunk: the
+// chunk staged as pairs, then the tokens 6 at a time, the rest 4, 2, 1.
+MOE_TARGET_AVX512 void bufferedAvx512(const Item &it) {
+  const Weight &w = it.w;
+  for (int64_t k0 = 0, len; k0 < it.k; k0 += len) {
+    len = chunkLength(w, it.k, k0);
+    float scaleBuf[kRows];
+    const float *scale = chunkScales(w, it.row, kRows, k0, scaleBuf);
+    // Pairs past the last distinct row are never stored: they reuse the
+    // last staged pair.
+    const float *pair[kRows / 2];
+    for (int64_t j = 0; j < kRows / 2; ++j) {
+      if (2 * j >= it.rows) {
+        pair[j] = pair[j - 1];
+        continue;
+      }
+      float *dst = it.buf + j * kPairStride;
+      const int64_t a = it.row[2 * j] * it.k + k0, b = it.row[2 * j + 1] * it.k + k0;
+      const char *data = static_cast<const char *>(w.data);
+      withType(w.type, [&](auto type) {
+        stagePair<type.value>(data + detail::bytesOf(type.value, size_t(a)),
+                              data + detail::bytesOf(type.value, size_t(b)), len, dst);
+      });
+      pair[j] = dst;
+    }
+    // What the rows read next, a slice before each group of tokens (about
+    // as many slices as groups; the last call requests what is left).
+    Prefetch next;
+    for (int64_t i = 0; i < it.rows; ++i)
+      next.add(w, it.row[i] * it.k + k0, it.k, k0);
+    const int64_t groups = (it.tokens + 5) / 6 + 1;
+    int64_t t = 0, group = 0;
+    auto run = [&](auto width) MOE_TARGET_AVX512 {
+      next.issue(++group, groups);
+      panelAvx512<width.value>(it, pair, scale, t, k0, len);
+      t += width.value;
+    };
+    while (t + 6 <= it.tokens)
+      run(std::integral_constant<int, 6>());
+    if (it.tokens - t >= 4)
+      run(std::integral_constant<int, 4>());
+    if (it.tokens - t >= 2)
+      run(std::integral_constant<int, 2>());
+    if (it.tokens - t >= 1)
+      run(std::integral_constant<int, 1>());
+    next.issue(groups, groups);
+  }
+}
+
+// --- items through a TileFn (direct items; buffered ones on AVX2 and portable) ---
 
 // Points r[i] at chunk [k0, k0 + len) of row row[i] of w as f32 for i <
 // kRows (the first `rows` distinct, the rest repeating the last): read in
@@ -471,65 +695,51 @@ void stageRows(ConvertFn convert, Weight w, const int64_t *row, int64_t rows, in
   }
 }
 
-// Fixed-order sum of one accumulator's lanes.
-float lanesSum(const float *a) {
-  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-}
-
-// out[i] = lanesSum(acc + i * kLanes) + bias[i] for i < kRows: the same
-// sums (hadd pairs lanes as lanesSum does, and addition commutes), four rows
-// at a time.
-using FinishFn = void (*)(const float *acc, const float *bias, float *out);
-
-void finishPortable(const float *acc, const float *bias, float *out) {
-  for (int64_t i = 0; i < kRows; ++i)
-    out[i] = lanesSum(acc + i * kLanes) + bias[i];
-}
-
-__attribute__((target("avx2"))) void finishAvx2(const float *acc, const float *bias,
-                                                float *out) {
-  for (int64_t i = 0; i < kRows; i += 4, acc += 4 * kLanes) {
-    const __m256 h01 = _mm256_hadd_ps(_mm256_loadu_ps(acc), _mm256_loadu_ps(acc + kLanes));
-    const __m256 h23 =
-        _mm256_hadd_ps(_mm256_loadu_ps(acc + 2 * kLanes), _mm256_loadu_ps(acc + 3 * kLanes));
-    // Lanes 0-3: (a0 + a1) + (a2 + a3) of rows i..i+3; lanes 4-7: (a4 + a5) + (a6 + a7).
-    const __m256 q = _mm256_hadd_ps(h01, h23);
-    const __m128 sum = _mm_add_ps(_mm256_castps256_ps128(q), _mm256_extractf128_ps(q, 1));
-    _mm_storeu_ps(out + i, _mm_add_ps(sum, _mm_loadu_ps(bias + i)));
-  }
-}
-
-// finishAvx2's sums for kRows = 8 rows in four registers of two rows each:
-// the lanes paired (a0 + a1, a2 + a3, ...), the pairs paired, the quads
-// paired, by gathering even and odd lanes; the same additions.
-MOE_TARGET_AVX512 void finishAvx512(const float *acc, const float *bias, float *out) {
-  static_assert(kRows == 8, "four registers of two rows");
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-  auto pairUp = [&](__m512 a, __m512 b) MOE_TARGET_AVX512 {
-    return _mm512_add_ps(_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b));
-  };
-  const __m512 pairs03 = pairUp(_mm512_loadu_ps(acc), _mm512_loadu_ps(acc + 16));
-  const __m512 pairs47 = pairUp(_mm512_loadu_ps(acc + 32), _mm512_loadu_ps(acc + 48));
-  const __m512 quads = pairUp(pairs03, pairs47); // rows 0-7, two per row
-  const __m512 split = _mm512_permutexvar_ps(
-      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15), quads);
-  const __m256 sum =
-      _mm256_add_ps(_mm512_castps512_ps256(split), _mm512_extractf32x8_ps(split, 1));
-  _mm256_storeu_ps(out, _mm256_add_ps(sum, _mm256_loadu_ps(bias)));
-}
-
 // The tiles, conversion and finish of one instruction set. Up to
 // directTokens tokens the direct tile reads directRows rows straight from
 // memory and converts them in registers (again for each group of tokens:
 // cheap next to reading them from memory); more tokens convert a chunk once
-// into an L1 buffer.
+// into an L1 buffer: `buffered` where the instruction set has its own
+// buffered item, else stageRows, `tile` and `finish`.
 struct LinearKernels {
   TileFn tile, directTile;
   int64_t directRows, directTokens;
   ConvertFn convert;
   FinishFn finish;
+  ItemFn buffered;
 };
+
+// An item through the kernels' tiles: acc holds every (token, row)'s lanes
+// over the chunks, summed into out at the end.
+void itemByTiles(const LinearKernels &kernels, const Item &it, bool direct) {
+  const Weight &w = it.w;
+  std::memset(it.acc, 0, size_t(it.tokens * kRows * kLanes) * sizeof(float));
+  const int64_t tileRows = direct ? kernels.directRows : kRows;
+  for (int64_t k0 = 0, len; k0 < it.k; k0 += len) {
+    len = chunkLength(w, it.k, k0);
+    float scaleBuf[kRows];
+    const float *scale = chunkScales(w, it.row, tileRows, k0, scaleBuf);
+    const void *r[kRows];
+    if (!direct)
+      stageRows(kernels.convert, w, it.row, it.rows, it.k, k0, len, it.buf, r);
+    else // read in place
+      for (int64_t i = 0; i < tileRows; ++i)
+        r[i] = static_cast<const char *>(w.data) +
+               detail::bytesOf(w.type, size_t(it.row[i] * it.k + k0));
+    (direct ? kernels.directTile : kernels.tile)(it.x + k0, it.k, it.tokens, r,
+                                                 direct ? w.type : WeightType::F32, scale, len,
+                                                 it.acc);
+  }
+  for (int64_t t = 0; t < it.tokens; ++t) {
+    float *out = it.out + t * it.n;
+    if (!direct && it.rows == kRows) { // rows row[0] .. row[0] + kRows - 1
+      kernels.finish(&it.acc[t * kRows * kLanes], it.bias + it.row[0], out + it.row[0]);
+      continue;
+    }
+    for (int64_t i = 0; i < it.rows; ++i)
+      out[it.row[i]] = lanesSum(&it.acc[(t * kRows + i) * kLanes]) + it.bias[it.row[i]];
+  }
+}
 
 LinearKernels kernelsFor(Isa level) {
   switch (level) {
@@ -546,21 +756,21 @@ LinearKernels kernelsFor(Isa level) {
     // (a batch's tokens per expert): at 10-12 tokens 1.2-1.5x the buffered
     // path's speed over bf16 matrices larger than the caches, with 2 threads
     // on the same Xeon (the AVX2 tiles: within 6% either way).
-    return {tileAvx512<kRows>, tileAvx512<4>, 4, 16, convertAvx512, finishAvx512};
+    return {nullptr, tileAvx512<4>, 4, 16, nullptr, nullptr, bufferedAvx512};
   case Isa::Avx2:
-    return {tileAvx2<kRows>, tileAvx2<2>, 2, 8, convertAvx2, finishAvx2};
+    return {tileAvx2<kRows>, tileAvx2<2>, 2, 8, convertAvx2, finishAvx2, nullptr};
   case Isa::Portable:
     break;
   }
-  return {tilePortable<kRows>, tilePortable<2>, 2, 8, convertPortable, finishPortable};
+  return {tilePortable<kRows>, tilePortable<2>, 2, 8, convertPortable, finishPortable, nullptr};
 }
 
 } // namespace
-
 void linearGroup(const LinearProblem *problems, size_t count) {
   const Isa level = isa();
   const bool avx2 = level >= Isa::Avx2;
-  const auto [tile, directTile, directRows, directTokens, convert, finish] = kernelsFor(level);
+  const LinearKernels kernels = kernelsFor(level);
+  const int64_t directRows = kernels.directRows;
   // Per problem: its bias as f32, whether its tile reads the weight
   // directly (few tokens), its row blocks and where its work items start in
   // the flat list of (problem, token block, row block).
@@ -579,11 +789,11 @@ void linearGroup(const LinearProblem *problems, size_t count) {
     q.bias.assign(size_t(p.n), 0.0f);
     if (p.bias)
       detail::toF32(*p.bias, 0, size_t(p.n), q.bias.data());
-    q.direct = p.tokens <= directTokens && (avx2 || p.w.type == WeightType::F32);
+    q.direct = p.tokens <= kernels.directTokens && (avx2 || p.w.type == WeightType::F32);
     if (p.w.int8Activations)
       q.int8x = detail::quantizeRows(p.x, p.tokens, p.k);
     else
-      anyBuffered |= !q.direct && p.w.type != WeightType::F32;
+      anyBuffered |= !q.direct;
     const int64_t rowsPerItem = q.direct ? directRows : kRows;
     q.rowBlocks = (p.n + rowsPerItem - 1) / rowsPerItem;
     q.firstItem = items;
@@ -621,7 +831,7 @@ void linearGroup(const LinearProblem *problems, size_t count) {
   // short enough that a thread the machine does not run holds little back.
   const int64_t runs = total >= kParallelWork ? kernelThreads() * kRunsPerThread : 1;
   parallelChunks(runs, [&](Chunks &chunks) {
-    std::vector<float> buf(anyBuffered ? kRows * kChunk : 0);
+    std::vector<float> buf(anyBuffered ? kBufFloats : 0);
     std::vector<float> acc(kTokens * kRows * kLanes);
     size_t pi = 0;
     // Outputs of different items are disjoint: no barrier needed. Items of
@@ -669,34 +879,12 @@ void linearGroup(const LinearProblem *problems, size_t count) {
           detail::linearInt8(q.int8x, t0, blockTokens, w, k, row, rows, q.bias.data(), p.out, n);
           continue;
         }
-        std::memset(acc.data(), 0, size_t(blockTokens * kRows * kLanes) * sizeof(float));
-        for (int64_t k0 = 0, len; k0 < k; k0 += len) {
-          len = std::min(kChunk, k - k0);
-          if (w.quantized()) // one scale per row across the chunk
-            len = std::min(len, w.group - k0 % w.group);
-          const int64_t tileRows = q.direct ? directRows : kRows;
-          const void *r[kRows];
-          float scale[kRows];
-          for (int64_t i = 0; i < tileRows && w.quantized(); ++i)
-            scale[i] = w.scales[w.scaleIndex(row[i], k0)];
-          if (!q.direct)
-            stageRows(convert, w, row, rows, k, k0, len, buf.data(), r);
-          else // read in place
-            for (int64_t i = 0; i < directRows; ++i)
-              r[i] = static_cast<const char *>(w.data) +
-                     detail::bytesOf(w.type, size_t(row[i] * k + k0));
-          (q.direct ? directTile : tile)(p.x + t0 * k + k0, k, blockTokens, r, q.direct ? w.type : WeightType::F32,
-              w.quantized() ? scale : nullptr, len, acc.data());
-        }
-        for (int64_t t = 0; t < blockTokens; ++t) {
-          if (!q.direct && rows == kRows) { // rows row[0] .. row[0] + kRows - 1
-            finish(&acc[t * kRows * kLanes], &q.bias[size_t(row[0])], &p.out[(t0 + t) * n + row[0]]);
-            continue;
-          }
-          for (int64_t i = 0; i < rows; ++i)
-            p.out[(t0 + t) * n + row[i]] =
-                lanesSum(&acc[(t * kRows + i) * kLanes]) + q.bias[size_t(row[i])];
-        }
+        const Item it{p.x + t0 * k, blockTokens, k, n, w, row, rows, q.bias.data(),
+                      p.out + t0 * n, buf.data(), acc.data()};
+        if (!q.direct && kernels.buffered)
+          kernels.buffered(it);
+        else
+          itemByTiles(kernels, it, q.direct);
       }
     }
   });

@@ -1,5 +1,6 @@
 //===- Vector.cpp - small vector primitives with ISA dispatch -------------===//
 #include "kernels/cpu/Vector.h"
+#include "kernels/cpu/LaneSums.h"
 
 #include <immintrin.h>
 
@@ -35,6 +36,24 @@ __attribute__((target("avx2,fma"))) float dotTail(__m256 s0, __m256 s1, const fl
   for (; i < n; ++i)
     sum += a[i] * b[i];
   return sum;
+}
+
+// dotTail for four rows at once. With n a multiple of 8 (head dimensions
+// are) the four rows' lanes are summed together: the same additions, and
+// for a head of 64 most of a row's instructions were its lane sum.
+__attribute__((target("avx2,fma"))) void dotTails4(__m256 *s0, const __m256 *s1,
+                                                   const float *q, const float *const *row,
+                                                   int64_t i, int64_t n, float *out) {
+  if (n % 8 != 0) {
+    for (int u = 0; u < 4; ++u)
+      out[u] = dotTail(s0[u], s1[u], q, row[u], i, n);
+    return;
+  }
+  if (i < n) // the last step of 8
+    for (int u = 0; u < 4; ++u)
+      s0[u] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(row[u] + i), s0[u]);
+  _mm_storeu_ps(out, laneSums4(_mm256_add_ps(s0[0], s1[0]), _mm256_add_ps(s0[1], s1[1]),
+                               _mm256_add_ps(s0[2], s1[2]), _mm256_add_ps(s0[3], s1[3])));
 }
 
 __attribute__((target("avx2,fma"))) float dotAvx2(const float *a, const float *b, int64_t n) {
@@ -82,8 +101,7 @@ __attribute__((target("avx2,fma"))) void dotRowsAvx2(const float *q, const float
         s1[u] = _mm256_fmadd_ps(qb, _mm256_loadu_ps(row[u] + i + 8), s1[u]);
       }
     }
-    for (int u = 0; u < 4; ++u)
-      out[r + u] = dotTail(s0[u], s1[u], q, row[u], i, n);
+    dotTails4(s0, s1, q, row, i, n, out + r);
   }
   for (; r < count; ++r)
     out[r] = dotAvx2(q, rows + r * stride, n);
@@ -109,9 +127,12 @@ MOE_TARGET_AVX512 void dotRowsAvx512(const float *q, const float *rows, int64_t 
       for (int u = 0; u < 4; ++u)
         s[u] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(row[u] + i), s[u]);
     }
-    for (int u = 0; u < 4; ++u)
-      out[r + u] = dotTail(_mm512_castps512_ps256(s[u]), _mm512_extractf32x8_ps(s[u], 1), q,
-                           row[u], i, n);
+    __m256 s0[4], s1[4];
+    for (int u = 0; u < 4; ++u) {
+      s0[u] = _mm512_castps512_ps256(s[u]);
+      s1[u] = _mm512_extractf32x8_ps(s[u], 1);
+    }
+    dotTails4(s0, s1, q, row, i, n, out + r);
   }
   for (; r < count; ++r)
     out[r] = dotAvx2(q, rows + r * stride, n);

@@ -58,6 +58,30 @@ TEST(VectorRows, SameBitsOnAvx2AndAvx512) {
   setIsa(saved);
 }
 
+// dotRows and axpyRows give what dot() and axpy() row by row compute, bit
+// for bit (four rows' lanes are summed together when n is a multiple of 8).
+TEST(VectorRows, SameBitsAsRowByRow) {
+  std::mt19937 rng(6);
+  for (int64_t n : {1, 7, 8, 15, 16, 24, 40, 64, 100, 128, 129, 200})
+    for (int64_t count : {1, 3, 4, 9}) {
+      SCOPED_TRACE(testing::Message() << "n " << n << ", count " << count);
+      const int64_t stride = n + 5;
+      const std::vector<float> rows = uniform(rng, size_t(count * stride), -1, 1);
+      const std::vector<float> q = uniform(rng, size_t(n), -1, 1);
+      const std::vector<float> s = uniform(rng, size_t(count), -1, 1);
+      std::vector<float> dots(static_cast<size_t>(count)), alone(dots.size());
+      dotRows(q.data(), rows.data(), stride, count, n, dots.data());
+      std::vector<float> y = uniform(rng, size_t(n), -1, 1), yAlone = y;
+      axpyRows(s.data(), rows.data(), stride, count, n, y.data());
+      for (int64_t r = 0; r < count; ++r) {
+        alone[size_t(r)] = dot(q.data(), rows.data() + r * stride, n);
+        axpy(s[size_t(r)], rows.data() + r * stride, yAlone.data(), n);
+      }
+      EXPECT_EQ(0, std::memcmp(dots.data(), alone.data(), dots.size() * 4));
+      EXPECT_EQ(0, std::memcmp(y.data(), yAlone.data(), y.size() * 4));
+    }
+}
+
 TEST(Softmax, MatchesDoubleReference) {
   std::mt19937 rng(7);
   for (int64_t n : {1, 7, 8, 9, 100, 513}) {
