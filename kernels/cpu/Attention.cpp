@@ -13,6 +13,8 @@ namespace {
 
 // (token, head) pairs a thread claims at a time.
 constexpr int64_t kPairsPerChunk = 4;
+// Query heads of a GQA group attended together (a larger group in turns).
+constexpr int64_t kMaxGroup = 8;
 
 /// cos and sin (times attentionFactor) of every rotary pair at each token's
 /// position, [tokens][pairs][2]: computed once for all the heads.
@@ -67,17 +69,24 @@ void keyScores(const KvCache &c, const KvPlane &plane, int64_t token, int64_t lo
   }
 }
 
-/// out += sum_j weights[j] * (value at position lo + j), j = 0, 1, ... n - 1.
+/// out[h] += sum_j weights[h][j] * (value at position lo + j), j = 0, 1, ...
+/// n - 1, for h < heads (query heads that share the value head).
 void weightedValues(const KvCache &c, const KvPlane &plane, int64_t token, int64_t lo,
-                    int64_t n, int64_t head, const float *weights, int64_t dim, float *scratch,
-                    float *out) {
+                    int64_t n, int64_t head, const float *const *weights, int64_t heads,
+                    int64_t dim, float *scratch, float *const *out) {
+  const float *from[kMaxGroup];
   for (int64_t j = 0; j < n;) {
     int64_t run = std::min(n - j, c.runLength(lo + j));
+    for (int64_t h = 0; h < heads; ++h)
+      from[h] = weights[h] + j;
     if (const float *rows = c.rowsF32(plane, token, lo + j, head))
-      axpyRows(weights + j, rows, plane.width, run, dim, out);
+      axpyRowsHeads(from, rows, plane.width, run, dim, out, heads);
     else
-      for (int64_t i = 0; i < run; ++i)
-        axpy(weights[j + i], c.load(plane, token, lo + j + i, head, scratch), out, dim);
+      for (int64_t i = 0; i < run; ++i) {
+        const float *row = c.load(plane, token, lo + j + i, head, scratch);
+        for (int64_t h = 0; h < heads; ++h)
+          axpy(from[h][i], row, out[h], dim);
+      }
     j += run;
   }
 }
@@ -103,29 +112,38 @@ void gqaAttention(const float *q, const float *k, const float *v,
     cache.store(cache.k, t, positions[t], kRow.data());
     cache.store(cache.v, t, positions[t], v + t * kvWidth);
   }
-  // Work per (token, head) grows with the position: threads claim a few
-  // pairs at a time, which balances a prefill's threads.
-  const int64_t pairs = tokens * p.numHeads;
-  parallelChunks(chunksOf(pairs, kPairsPerChunk), [&](Chunks &chunks) {
+  // A unit is a token and up to kMaxGroup query heads of one KV head: the
+  // heads' weighted sums read each value row once (each head's result is
+  // what it alone would give). Work per unit grows with the position:
+  // threads claim a few at a time, which balances a prefill's threads.
+  const int64_t span = std::min(group, kMaxGroup), perKv = (group + span - 1) / span;
+  const int64_t units = tokens * p.numKvHeads * perKv;
+  parallelChunks(chunksOf(units, kPairsPerChunk), [&](Chunks &chunks) {
     std::vector<float> query(hd), scores, scratch(hd);
-    forClaimed(chunks, pairs, kPairsPerChunk, [&](int64_t pair) {
-      const int64_t t = pair / p.numHeads, h = pair % p.numHeads;
-      std::copy(q + t * qWidth + h * hd, q + t * qWidth + (h + 1) * hd,
-                query.begin());
-      if (qNorm)
-        normHead(query.data(), hd, *qNorm, p.qkNormEps);
-      applyRope(query.data(), cs.data() + t * p.rope.pairs * 2, p.rope);
-      int64_t lo = firstVisible(positions[t], p.slidingWindow);
-      int64_t n = positions[t] - lo + 1;
-      scores.resize(n);
-      const int64_t g = h / group;
-      keyScores(cache, cache.k, t, lo, n, g, query.data(), hd, scratch.data(), scores.data());
-      for (int64_t j = 0; j < n; ++j)
-        scores[j] *= p.scale;
-      softmax(scores.data(), n);
-      float *o = out + t * qWidth + h * hd;
-      std::fill(o, o + hd, 0.0f);
-      weightedValues(cache, cache.v, t, lo, n, g, scores.data(), hd, scratch.data(), o);
+    forClaimed(chunks, units, kPairsPerChunk, [&](int64_t unit) {
+      const int64_t t = unit / (p.numKvHeads * perKv), g = unit / perKv % p.numKvHeads;
+      const int64_t h0 = g * group + unit % perKv * span, heads = std::min(span, (g + 1) * group - h0);
+      const int64_t lo = firstVisible(positions[t], p.slidingWindow);
+      const int64_t n = positions[t] - lo + 1;
+      scores.resize(size_t(heads * n));
+      const float *weights[kMaxGroup];
+      float *o[kMaxGroup];
+      for (int64_t i = 0; i < heads; ++i) {
+        const int64_t h = h0 + i;
+        std::copy(q + t * qWidth + h * hd, q + t * qWidth + (h + 1) * hd, query.begin());
+        if (qNorm)
+          normHead(query.data(), hd, *qNorm, p.qkNormEps);
+        applyRope(query.data(), cs.data() + t * p.rope.pairs * 2, p.rope);
+        float *s = scores.data() + i * n;
+        keyScores(cache, cache.k, t, lo, n, g, query.data(), hd, scratch.data(), s);
+        for (int64_t j = 0; j < n; ++j)
+          s[j] *= p.scale;
+        softmax(s, n);
+        weights[i] = s;
+        o[i] = out + t * qWidth + h * hd;
+        std::fill(o[i], o[i] + hd, 0.0f);
+      }
+      weightedValues(cache, cache.v, t, lo, n, g, weights, heads, hd, scratch.data(), o);
     });
   });
 }
@@ -172,8 +190,9 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
         scores[j] = (scores[j] + peScores[j]) * p.scale;
       softmax(scores.data(), n);
       std::fill(context.begin(), context.end(), 0.0f);
-      weightedValues(cache, cache.k, t, 0, n, 0, scores.data(), rank, kScratch.data(),
-                     context.data());
+      const float *weights = scores.data();
+      float *ctx = context.data();
+      weightedValues(cache, cache.k, t, 0, n, 0, &weights, 1, rank, kScratch.data(), &ctx);
       // out = W_uv[h] context.
       Weight wUv = kvB.offset((h * headRows + nope) * rank);
       float *o = out + t * p.numHeads * vDim + h * vDim;

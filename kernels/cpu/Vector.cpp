@@ -182,6 +182,33 @@ MOE_TARGET_AVX512 void axpyRowsAvx512(const float *s, const float *rows, int64_t
     axpyRowsAvx2(s, rows + c, stride, count, n - c, y + c);
 }
 
+// axpyRowsAvx512 for H heads at once: each row's 64 columns are loaded once
+// for the H heads, and the 4H accumulators are independent chains (one
+// head's four chains wait on the multiply-add latency).
+template <int H>
+MOE_TARGET_AVX512 void axpyRowsHeadsAvx512(const float *const *s, const float *rows,
+                                           int64_t stride, int64_t count, int64_t c,
+                                           float *const *y) {
+  __m512 acc[H][4];
+  for (int h = 0; h < H; ++h)
+    for (int v = 0; v < 4; ++v)
+      acc[h][v] = _mm512_loadu_ps(y[h] + c + 16 * v);
+  for (int64_t r = 0; r < count; ++r) {
+    const float *row = rows + r * stride + c;
+    __m512 x[4];
+    for (int v = 0; v < 4; ++v)
+      x[v] = _mm512_loadu_ps(row + 16 * v);
+    for (int h = 0; h < H; ++h) {
+      const __m512 sv = _mm512_set1_ps(s[h][r]);
+      for (int v = 0; v < 4; ++v)
+        acc[h][v] = _mm512_fmadd_ps(sv, x[v], acc[h][v]);
+    }
+  }
+  for (int h = 0; h < H; ++h)
+    for (int v = 0; v < 4; ++v)
+      _mm512_storeu_ps(y[h] + c + 16 * v, acc[h][v]);
+}
+
 // e^x for x <= 0 (larger x is not needed by softmax): x = k ln 2 + f with
 // |f| <= ln 2 / 2, e^f by its Taylor series to degree 7 (truncation below
 // 6e-9 relative, under a float's rounding), times 2^k built in the exponent
@@ -272,6 +299,28 @@ void axpyRows(const float *s, const float *rows, int64_t stride, int64_t count, 
     return axpyRowsAvx2(s, rows, stride, count, n, y);
   for (int64_t r = 0; r < count; ++r)
     axpyPortable(s[r], rows + r * stride, y, n);
+}
+
+void axpyRowsHeads(const float *const *s, const float *rows, int64_t stride, int64_t count,
+                   int64_t n, float *const *y, int64_t heads) {
+  if (isa() < Isa::Avx512) {
+    for (int64_t h = 0; h < heads; ++h)
+      axpyRows(s[h], rows, stride, count, n, y[h]);
+    return;
+  }
+  const int64_t whole = n / 64 * 64; // the columns axpyRowsAvx512 takes 64 at a time
+  for (int64_t h = 0; h < heads; h += 4) {
+    for (int64_t c = 0; c < whole; c += 64)
+      switch (std::min<int64_t>(4, heads - h)) {
+      case 4: axpyRowsHeadsAvx512<4>(s + h, rows, stride, count, c, y + h); break;
+      case 3: axpyRowsHeadsAvx512<3>(s + h, rows, stride, count, c, y + h); break;
+      case 2: axpyRowsHeadsAvx512<2>(s + h, rows, stride, count, c, y + h); break;
+      default: axpyRowsHeadsAvx512<1>(s + h, rows, stride, count, c, y + h); break;
+      }
+    if (whole < n)
+      for (int64_t i = h; i < std::min(heads, h + 4); ++i)
+        axpyRowsAvx2(s[i], rows + whole, stride, count, n - whole, y[i] + whole);
+  }
 }
 
 void softmax(float *x, int64_t n) {

@@ -30,6 +30,11 @@ void softmax(float *x, int64_t n);
 /// repeated axpy() computes it).
 void axpyRows(const float *s, const float *rows, int64_t stride, int64_t count, int64_t n,
               float *y);
+/// axpyRows(s[h], rows, stride, count, n, y[h]) for h < heads (the same
+/// bits), reading the rows once for several heads: the heads of a GQA group
+/// weigh the same value rows.
+void axpyRowsHeads(const float *const *s, const float *rows, int64_t stride, int64_t count,
+                   int64_t n, float *const *y, int64_t heads);
 
 } // namespace moe::cpu
 

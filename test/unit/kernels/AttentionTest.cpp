@@ -59,7 +59,8 @@ TEST(VectorRows, SameBitsOnAvx2AndAvx512) {
 }
 
 // dotRows and axpyRows give what dot() and axpy() row by row compute, bit
-// for bit (four rows' lanes are summed together when n is a multiple of 8).
+// for bit (four rows' lanes are summed together when n is a multiple of 8),
+// and axpyRowsHeads what axpyRows gives each head.
 TEST(VectorRows, SameBitsAsRowByRow) {
   std::mt19937 rng(6);
   for (int64_t n : {1, 7, 8, 15, 16, 24, 40, 64, 100, 128, 129, 200})
@@ -79,6 +80,25 @@ TEST(VectorRows, SameBitsAsRowByRow) {
       }
       EXPECT_EQ(0, std::memcmp(dots.data(), alone.data(), dots.size() * 4));
       EXPECT_EQ(0, std::memcmp(y.data(), yAlone.data(), y.size() * 4));
+      // Five heads over the same rows: a group of four and one more.
+      constexpr int64_t kHeads = 5;
+      std::vector<std::vector<float>> weights, ys, ysAlone;
+      const float *w[kHeads];
+      float *yh[kHeads];
+      for (int64_t h = 0; h < kHeads; ++h) {
+        weights.push_back(uniform(rng, size_t(count), -1, 1));
+        ys.push_back(uniform(rng, size_t(n), -1, 1));
+        ysAlone.push_back(ys.back());
+      }
+      for (int64_t h = 0; h < kHeads; ++h) {
+        w[h] = weights[size_t(h)].data();
+        yh[h] = ys[size_t(h)].data();
+        axpyRows(w[h], rows.data(), stride, count, n, ysAlone[size_t(h)].data());
+      }
+      axpyRowsHeads(w, rows.data(), stride, count, n, yh, kHeads);
+      for (int64_t h = 0; h < kHeads; ++h)
+        EXPECT_EQ(0, std::memcmp(ys[size_t(h)].data(), ysAlone[size_t(h)].data(), size_t(n) * 4))
+            << "head " << h;
     }
 }
 
