@@ -27,17 +27,6 @@ std::vector<float> toVector(Weight w, int64_t count) {
 
 float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
-// f(r) for r < rows, shared between the threads (a few runs of rows each)
-// when rows x cols elements are worth waking them.
-template <typename F> void forRows(int64_t rows, int64_t cols, F &&f) {
-  constexpr int64_t kParallelElements = 1 << 15, kRunsPerThread = 4;
-  const int64_t runs = rows * cols >= kParallelElements
-                           ? std::min<int64_t>(rows, kernelThreads() * kRunsPerThread)
-                           : 1;
-  const int64_t grain = chunksOf(rows, runs);
-  parallelChunks(chunksOf(rows, grain), [&](Chunks &chunks) { forClaimed(chunks, rows, grain, f); });
-}
-
 } // namespace
 
 void embedding(const int32_t *ids, int64_t tokens, Weight table, int64_t hidden,
@@ -82,10 +71,7 @@ void add(const float *a, const float *b, int64_t n, float *out) {
 void siluMul(const float *gate, const float *up, int64_t rows, int64_t cols,
              int64_t stride, float *out) {
   forRows(rows, cols, [&](int64_t t) {
-    for (int64_t i = 0; i < cols; ++i) {
-      const float g = gate[t * stride + i];
-      out[t * cols + i] = g * sigmoid(g) * up[t * stride + i];
-    }
+    siluMulRow(gate + t * stride, up + t * stride, cols, out + t * cols);
   });
 }
 

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/Kernels.h"
+#include "kernels/cpu/ThreadPool.h"
 
 #include <algorithm>
 #include <numeric>
@@ -52,8 +53,11 @@ void dispatch(const float *x, int64_t tokens, int64_t hidden, const int32_t *ind
     const int64_t e = expertOf(s), row = next[size_t(e)]++;
     rowOf[s] = int32_t(row);
     slotOf[row] = int32_t(e);
-    std::copy_n(x + s / picks * hidden, hidden, rows + row * hidden);
   }
+  // The gather (a prefill's is tens of MB) shared between the threads.
+  forRows(slots, hidden, [&](int64_t s) {
+    std::copy_n(x + s / picks * hidden, hidden, rows + int64_t(rowOf[s]) * hidden);
+  });
 }
 
 namespace {
@@ -174,8 +178,10 @@ void combine(const float *y, const int32_t *rowOf, const float *weights,
              const int32_t *indices, int64_t tokens, int64_t topK, int64_t shared,
              int64_t hidden, float *out) {
   const int64_t picks = topK + shared;
-  std::vector<int64_t> order(static_cast<size_t>(topK));
-  for (int64_t t = 0; t < tokens; ++t) {
+  // Tokens are independent: shared between the threads.
+  forRows(tokens, picks * hidden, [&](int64_t t) {
+    thread_local std::vector<int64_t> order;
+    order.resize(static_cast<size_t>(topK));
     std::iota(order.begin(), order.end(), 0);
     const int32_t *ids = indices + t * topK;
     std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ids[a] < ids[b]; });
@@ -189,7 +195,7 @@ void combine(const float *y, const int32_t *rowOf, const float *weights,
       for (int64_t c = 0; c < hidden; ++c)
         o[c] += weight * yr[c];
     }
-  }
+  });
 }
 
 void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,

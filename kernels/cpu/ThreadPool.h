@@ -15,6 +15,7 @@
 #ifndef MOE_KERNELS_CPU_THREADPOOL_H
 #define MOE_KERNELS_CPU_THREADPOOL_H
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 
@@ -60,6 +61,17 @@ int kernelThreads();
 /// Sets it; 0: one per core this process may run on. Waits for a running
 /// region to finish.
 void setKernelThreads(int threads);
+
+/// f(r) for r < rows, shared between the threads (a few runs of rows each)
+/// when rows x cols elements are worth waking them.
+template <typename F> void forRows(int64_t rows, int64_t cols, F &&f) {
+  constexpr int64_t kParallelElements = 1 << 15, kRunsPerThread = 4;
+  const int64_t runs = rows * cols >= kParallelElements
+                           ? std::min<int64_t>(rows, kernelThreads() * kRunsPerThread)
+                           : 1;
+  const int64_t grain = chunksOf(rows, runs);
+  parallelChunks(chunksOf(rows, grain), [&](Chunks &chunks) { forClaimed(chunks, rows, grain, f); });
+}
 
 } // namespace moe::cpu
 

@@ -234,6 +234,39 @@ __attribute__((target("avx2,fma"))) __m256 expAvx2(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(scale));
 }
 
+float siluPortable(float g) {
+  const float e = std::exp(-std::abs(g));
+  return g * (g >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e));
+}
+
+// siluPortable's formula, 8 at a time with expAvx2.
+__attribute__((target("avx2,fma"))) __m256 siluAvx2(__m256 g) {
+  const __m256 magnitude = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), g);
+  const __m256 e = expAvx2(_mm256_sub_ps(_mm256_setzero_ps(), magnitude));
+  const __m256 one = _mm256_set1_ps(1.0f), denominator = _mm256_add_ps(one, e);
+  // e where g's sign bit is set (-0.0 too: 1 / 2 either way), and 0 below
+  // -87.3, where expAvx2 clamps (the true value is under 1e-36).
+  const __m256 underflow = _mm256_cmp_ps(magnitude, _mm256_set1_ps(87.3f), _CMP_GT_OQ);
+  const __m256 numerator =
+      _mm256_blendv_ps(one, _mm256_andnot_ps(underflow, e), g);
+  return _mm256_mul_ps(g, _mm256_div_ps(numerator, denominator));
+}
+
+__attribute__((target("avx2,fma"))) void siluMulAvx2(const float *gate, const float *up,
+                                                     int64_t n, float *out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(siluAvx2(_mm256_loadu_ps(gate + i)),
+                                            _mm256_loadu_ps(up + i)));
+  if (i < n) { // the tail through one masked vector
+    alignas(32) float g[8] = {}, u[8] = {}, o[8];
+    std::copy(gate + i, gate + n, g);
+    std::copy(up + i, up + n, u);
+    _mm256_store_ps(o, _mm256_mul_ps(siluAvx2(_mm256_load_ps(g)), _mm256_load_ps(u)));
+    std::copy(o, o + (n - i), out + i);
+  }
+}
+
 void softmaxPortable(float *x, int64_t n) {
   const float m = *std::max_element(x, x + n);
   double sum = 0;
@@ -321,6 +354,13 @@ void axpyRowsHeads(const float *const *s, const float *rows, int64_t stride, int
       for (int64_t i = h; i < std::min(heads, h + 4); ++i)
         axpyRowsAvx2(s[i], rows + whole, stride, count, n - whole, y[i] + whole);
   }
+}
+
+void siluMulRow(const float *gate, const float *up, int64_t n, float *out) {
+  if (useAvx2())
+    return siluMulAvx2(gate, up, n, out);
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = siluPortable(gate[i]) * up[i];
 }
 
 void softmax(float *x, int64_t n) {

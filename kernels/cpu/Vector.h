@@ -22,6 +22,11 @@ void axpy(float s, const float *x, float *y, int64_t n);
 /// out[r] = dot(q, rows + r * stride, n) for r < count (as dot() computes it).
 void dotRows(const float *q, const float *rows, int64_t stride, int64_t count, int64_t n,
              float *out);
+/// out[i] = g * sigmoid(g) * up[i], g = gate[i], over n elements: SwiGLU.
+/// sigmoid(g) is 1 / (1 + e) for g >= 0 and e / (1 + e) below, e =
+/// exp(-|g|); the AVX2 build uses its vector exp (as softmax), the portable
+/// one std::exp.
+void siluMulRow(const float *gate, const float *up, int64_t n, float *out);
 /// x = softmax(x) over n elements (n >= 1): exp(x - max) normalised by
 /// their sum, accumulated in double. The AVX2 build uses its own vector
 /// exp (within 2 ulp of std::exp; below e^-87.3 it returns 1.2e-38).

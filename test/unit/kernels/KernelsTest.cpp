@@ -391,6 +391,18 @@ TEST(Elementwise, SiluMul) {
     siluMul(gate, up, rows, cols, stride, out.data());
     expectNear(out.data(), want, magnitude);
   }
+  // Gates far out on both sides (where e^-|g| underflows) and around 0.
+  const std::vector<float> gate = {-200.0f, -100.0f, -88.0f, -87.0f, -30.0f, -1e-3f, -0.0f,
+                                   0.0f,    1e-3f,   30.0f,  87.0f,  88.0f,  100.0f, 200.0f};
+  const std::vector<float> up(gate.size(), 1.5f);
+  std::vector<double> want, magnitude;
+  for (float g : gate) {
+    want.push_back(double(g) / (1.0 + std::exp(-double(g))) * 1.5);
+    magnitude.push_back(std::abs(want.back()));
+  }
+  std::vector<float> out(gate.size());
+  siluMul(gate.data(), up.data(), 1, int64_t(gate.size()), int64_t(gate.size()), out.data());
+  expectNear(out.data(), want, magnitude);
 }
 
 TEST_P(Typed, SigmoidGate) {
