@@ -54,17 +54,25 @@ int64_t firstVisible(int32_t position, int64_t window) {
   return window > 0 ? std::max<int64_t>(0, position - window + 1) : 0;
 }
 
-/// scores[j] = dot(q, key at position lo + j) for j < n: block by block over
-/// contiguous f32 rows, else row by row (same arithmetic either way).
+/// scores[h][j] = dot(q[h], key at position lo + j) for j < n, h < heads
+/// (query heads that share the key head): block by block over contiguous
+/// f32 rows, else row by row (same arithmetic either way).
 void keyScores(const KvCache &c, const KvPlane &plane, int64_t token, int64_t lo, int64_t n,
-               int64_t head, const float *q, int64_t dim, float *scratch, float *scores) {
+               int64_t head, const float *const *q, int64_t heads, int64_t dim, float *scratch,
+               float *const *scores) {
+  float *to[kMaxGroup];
   for (int64_t j = 0; j < n;) {
     int64_t run = std::min(n - j, c.runLength(lo + j));
+    for (int64_t h = 0; h < heads; ++h)
+      to[h] = scores[h] + j;
     if (const float *rows = c.rowsF32(plane, token, lo + j, head))
-      dotRows(q, rows, plane.width, run, dim, scores + j);
+      dotRowsHeads(q, rows, plane.width, run, dim, to, heads);
     else
-      for (int64_t i = 0; i < run; ++i)
-        scores[j + i] = dot(q, c.load(plane, token, lo + j + i, head, scratch), dim);
+      for (int64_t i = 0; i < run; ++i) {
+        const float *row = c.load(plane, token, lo + j + i, head, scratch);
+        for (int64_t h = 0; h < heads; ++h)
+          to[h][i] = dot(q[h], row, dim);
+      }
     j += run;
   }
 }
@@ -113,37 +121,42 @@ void gqaAttention(const float *q, const float *k, const float *v,
     cache.store(cache.v, t, positions[t], v + t * kvWidth);
   }
   // A unit is a token and up to kMaxGroup query heads of one KV head: the
-  // heads' weighted sums read each value row once (each head's result is
-  // what it alone would give). Work per unit grows with the position:
+  // heads read each key and value row once (each head's result is what it
+  // alone would give). Units go KV head by KV head, so that a thread's next
+  // token reads the rows of the same head again (from L2: a long prompt's
+  // rows of every head do not fit). Work per unit grows with the position:
   // threads claim a few at a time, which balances a prefill's threads.
   const int64_t span = std::min(group, kMaxGroup), perKv = (group + span - 1) / span;
   const int64_t units = tokens * p.numKvHeads * perKv;
   parallelChunks(chunksOf(units, kPairsPerChunk), [&](Chunks &chunks) {
-    std::vector<float> query(hd), scores, scratch(hd);
+    std::vector<float> queries(size_t(span * hd)), scores, scratch(hd);
     forClaimed(chunks, units, kPairsPerChunk, [&](int64_t unit) {
-      const int64_t t = unit / (p.numKvHeads * perKv), g = unit / perKv % p.numKvHeads;
+      const int64_t g = unit / (tokens * perKv), t = unit / perKv % tokens;
       const int64_t h0 = g * group + unit % perKv * span, heads = std::min(span, (g + 1) * group - h0);
       const int64_t lo = firstVisible(positions[t], p.slidingWindow);
       const int64_t n = positions[t] - lo + 1;
       scores.resize(size_t(heads * n));
-      const float *weights[kMaxGroup];
-      float *o[kMaxGroup];
+      const float *query[kMaxGroup];
+      float *s[kMaxGroup], *o[kMaxGroup];
       for (int64_t i = 0; i < heads; ++i) {
         const int64_t h = h0 + i;
-        std::copy(q + t * qWidth + h * hd, q + t * qWidth + (h + 1) * hd, query.begin());
+        float *qi = queries.data() + i * hd;
+        std::copy(q + t * qWidth + h * hd, q + t * qWidth + (h + 1) * hd, qi);
         if (qNorm)
-          normHead(query.data(), hd, *qNorm, p.qkNormEps);
-        applyRope(query.data(), cs.data() + t * p.rope.pairs * 2, p.rope);
-        float *s = scores.data() + i * n;
-        keyScores(cache, cache.k, t, lo, n, g, query.data(), hd, scratch.data(), s);
-        for (int64_t j = 0; j < n; ++j)
-          s[j] *= p.scale;
-        softmax(s, n);
-        weights[i] = s;
+          normHead(qi, hd, *qNorm, p.qkNormEps);
+        applyRope(qi, cs.data() + t * p.rope.pairs * 2, p.rope);
+        query[i] = qi;
+        s[i] = scores.data() + i * n;
         o[i] = out + t * qWidth + h * hd;
+      }
+      keyScores(cache, cache.k, t, lo, n, g, query, heads, hd, scratch.data(), s);
+      for (int64_t i = 0; i < heads; ++i) {
+        for (int64_t j = 0; j < n; ++j)
+          s[i][j] *= p.scale;
+        softmax(s[i], n);
         std::fill(o[i], o[i] + hd, 0.0f);
       }
-      weightedValues(cache, cache.v, t, lo, n, g, weights, heads, hd, scratch.data(), o);
+      weightedValues(cache, cache.v, t, lo, n, g, s, heads, hd, scratch.data(), o);
     });
   });
 }
@@ -182,17 +195,16 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
       int64_t n = positions[t] + 1;
       scores.resize(n);
       peScores.resize(n);
-      keyScores(cache, cache.k, t, 0, n, 0, qLatent.data(), rank, kScratch.data(),
-                scores.data());
-      keyScores(cache, cache.v, t, 0, n, 0, qPe.data(), rope, vScratch.data(),
-                peScores.data());
+      const float *ql = qLatent.data(), *qp = qPe.data();
+      float *sl = scores.data(), *sp = peScores.data();
+      keyScores(cache, cache.k, t, 0, n, 0, &ql, 1, rank, kScratch.data(), &sl);
+      keyScores(cache, cache.v, t, 0, n, 0, &qp, 1, rope, vScratch.data(), &sp);
       for (int64_t j = 0; j < n; ++j)
         scores[j] = (scores[j] + peScores[j]) * p.scale;
       softmax(scores.data(), n);
       std::fill(context.begin(), context.end(), 0.0f);
-      const float *weights = scores.data();
       float *ctx = context.data();
-      weightedValues(cache, cache.k, t, 0, n, 0, &weights, 1, rank, kScratch.data(), &ctx);
+      weightedValues(cache, cache.k, t, 0, n, 0, &sl, 1, rank, kScratch.data(), &ctx);
       // out = W_uv[h] context.
       Weight wUv = kvB.offset((h * headRows + nope) * rank);
       float *o = out + t * p.numHeads * vDim + h * vDim;

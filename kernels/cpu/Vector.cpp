@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 namespace moe::cpu {
 namespace {
@@ -112,30 +113,42 @@ __attribute__((target("avx2,fma"))) void dotRowsAvx2(const float *q, const float
 // multiply-adds, so they give the AVX2 builds' bits with half the
 // instructions.
 
-MOE_TARGET_AVX512 void dotRowsAvx512(const float *q, const float *rows, int64_t stride,
-                                     int64_t count, int64_t n, float *out) {
+// dotRowsAvx2's sums for H query heads: four rows at a time, each row's 16
+// elements loaded once for the H heads.
+template <int H>
+MOE_TARGET_AVX512 void dotRowsAvx512(const float *const *q, const float *rows, int64_t stride,
+                                     int64_t count, int64_t n, float *const *out) {
   int64_t r = 0;
   for (; r + 4 <= count; r += 4) {
     const float *row[4] = {rows + r * stride, rows + (r + 1) * stride, rows + (r + 2) * stride,
                            rows + (r + 3) * stride};
-    __m512 s[4];
-    for (int u = 0; u < 4; ++u)
-      s[u] = _mm512_setzero_ps();
+    __m512 s[H][4];
+    for (int h = 0; h < H; ++h)
+      for (int u = 0; u < 4; ++u)
+        s[h][u] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-      const __m512 qv = _mm512_loadu_ps(q + i);
+      __m512 k[4];
       for (int u = 0; u < 4; ++u)
-        s[u] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(row[u] + i), s[u]);
+        k[u] = _mm512_loadu_ps(row[u] + i);
+      for (int h = 0; h < H; ++h) {
+        const __m512 qv = _mm512_loadu_ps(q[h] + i);
+        for (int u = 0; u < 4; ++u)
+          s[h][u] = _mm512_fmadd_ps(qv, k[u], s[h][u]);
+      }
     }
-    __m256 s0[4], s1[4];
-    for (int u = 0; u < 4; ++u) {
-      s0[u] = _mm512_castps512_ps256(s[u]);
-      s1[u] = _mm512_extractf32x8_ps(s[u], 1);
+    for (int h = 0; h < H; ++h) {
+      __m256 s0[4], s1[4];
+      for (int u = 0; u < 4; ++u) {
+        s0[u] = _mm512_castps512_ps256(s[h][u]);
+        s1[u] = _mm512_extractf32x8_ps(s[h][u], 1);
+      }
+      dotTails4(s0, s1, q[h], row, i, n, out[h] + r);
     }
-    dotTails4(s0, s1, q, row, i, n, out + r);
   }
   for (; r < count; ++r)
-    out[r] = dotAvx2(q, rows + r * stride, n);
+    for (int h = 0; h < H; ++h)
+      out[h][r] = dotAvx2(q[h], rows + r * stride, n);
 }
 
 // 64 columns at a time kept in registers across all rows: the same fused
@@ -213,9 +226,10 @@ MOE_TARGET_AVX512 void axpyRowsHeadsAvx512(const float *const *s, const float *r
 // |f| <= ln 2 / 2, e^f by its Taylor series to degree 7 (truncation below
 // 6e-9 relative, under a float's rounding), times 2^k built in the exponent
 // field. Below -87.3 (e^x under the smallest normal float) the input is
-// clamped there: the result is 1.2e-38 instead of 0 or a subnormal.
+// clamped there: the result is 1.2e-38 instead of 0 or a subnormal. A NaN
+// stays NaN (max_ps returns its second operand when either is NaN).
 __attribute__((target("avx2,fma"))) __m256 expAvx2(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  x = _mm256_max_ps(_mm256_set1_ps(-87.3f), x);
   const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   // f = x - k ln 2, with ln 2 split so that k * hi is exact.
@@ -279,8 +293,35 @@ void softmaxPortable(float *x, int64_t n) {
     x[j] *= inv;
 }
 
+// std::max_element's value, 8 lanes at a time: max is exact, so any order
+// gives it (+0.0 and -0.0 may swap, which x - max does not see). With a NaN
+// _mm256_max_ps depends on the order: then the scalar loop's answer. That
+// loop was a chain of dependent maxss, two thirds of a long row's softmax.
+__attribute__((target("avx2"))) float maxAvx2(const float *x, int64_t n) {
+  if (n < 16)
+    return *std::max_element(x, x + n);
+  __m256 m = _mm256_loadu_ps(x), m1 = m;
+  __m256 nan = _mm256_cmp_ps(m, m, _CMP_UNORD_Q);
+  int64_t i = 8;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+    m = _mm256_max_ps(m, a);
+    m1 = _mm256_max_ps(m1, b);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(a, b, _CMP_UNORD_Q));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_max_ps(m, m1));
+  float best = *std::max_element(lanes, lanes + 8);
+  bool anyNan = !_mm256_testz_ps(nan, nan);
+  for (; i < n; ++i) {
+    anyNan |= std::isnan(x[i]);
+    best = std::max(best, x[i]);
+  }
+  return anyNan ? *std::max_element(x, x + n) : best;
+}
+
 __attribute__((target("avx2,fma"))) void softmaxAvx2(float *x, int64_t n) {
-  const float m = *std::max_element(x, x + n);
+  const float m = maxAvx2(x, n);
   const __m256 mv = _mm256_set1_ps(m);
   // Sums in double, four lanes, combined in a fixed order.
   __m256d sum = _mm256_setzero_pd();
@@ -312,12 +353,24 @@ __attribute__((target("avx2,fma"))) void softmaxAvx2(float *x, int64_t n) {
     x[j] *= invTotal;
 }
 
+// f(std::integral_constant<int, H>(), h) for heads [h, h + H): four at a
+// time, then the rest.
+template <typename F> void byFour(int64_t heads, F &&f) {
+  for (int64_t h = 0; h < heads; h += 4)
+    switch (std::min<int64_t>(4, heads - h)) {
+    case 4: f(std::integral_constant<int, 4>(), h); break;
+    case 3: f(std::integral_constant<int, 3>(), h); break;
+    case 2: f(std::integral_constant<int, 2>(), h); break;
+    default: f(std::integral_constant<int, 1>(), h); break;
+    }
+}
+
 } // namespace
 
 void dotRows(const float *q, const float *rows, int64_t stride, int64_t count, int64_t n,
              float *out) {
   if (isa() >= Isa::Avx512)
-    return dotRowsAvx512(q, rows, stride, count, n, out);
+    return dotRowsAvx512<1>(&q, rows, stride, count, n, &out);
   if (useAvx2())
     return dotRowsAvx2(q, rows, stride, count, n, out);
   for (int64_t r = 0; r < count; ++r)
@@ -334,6 +387,18 @@ void axpyRows(const float *s, const float *rows, int64_t stride, int64_t count, 
     axpyPortable(s[r], rows + r * stride, y, n);
 }
 
+void dotRowsHeads(const float *const *q, const float *rows, int64_t stride, int64_t count,
+                  int64_t n, float *const *out, int64_t heads) {
+  if (isa() < Isa::Avx512) {
+    for (int64_t h = 0; h < heads; ++h)
+      dotRows(q[h], rows, stride, count, n, out[h]);
+    return;
+  }
+  byFour(heads, [&](auto h4, int64_t h) {
+    dotRowsAvx512<h4.value>(q + h, rows, stride, count, n, out + h);
+  });
+}
+
 void axpyRowsHeads(const float *const *s, const float *rows, int64_t stride, int64_t count,
                    int64_t n, float *const *y, int64_t heads) {
   if (isa() < Isa::Avx512) {
@@ -342,18 +407,13 @@ void axpyRowsHeads(const float *const *s, const float *rows, int64_t stride, int
     return;
   }
   const int64_t whole = n / 64 * 64; // the columns axpyRowsAvx512 takes 64 at a time
-  for (int64_t h = 0; h < heads; h += 4) {
+  byFour(heads, [&](auto h4, int64_t h) {
     for (int64_t c = 0; c < whole; c += 64)
-      switch (std::min<int64_t>(4, heads - h)) {
-      case 4: axpyRowsHeadsAvx512<4>(s + h, rows, stride, count, c, y + h); break;
-      case 3: axpyRowsHeadsAvx512<3>(s + h, rows, stride, count, c, y + h); break;
-      case 2: axpyRowsHeadsAvx512<2>(s + h, rows, stride, count, c, y + h); break;
-      default: axpyRowsHeadsAvx512<1>(s + h, rows, stride, count, c, y + h); break;
-      }
+      axpyRowsHeadsAvx512<h4.value>(s + h, rows, stride, count, c, y + h);
     if (whole < n)
-      for (int64_t i = h; i < std::min(heads, h + 4); ++i)
+      for (int64_t i = h; i < h + h4.value; ++i)
         axpyRowsAvx2(s[i], rows + whole, stride, count, n - whole, y[i] + whole);
-  }
+  });
 }
 
 void siluMulRow(const float *gate, const float *up, int64_t n, float *out) {

@@ -22,6 +22,11 @@ void axpy(float s, const float *x, float *y, int64_t n);
 /// out[r] = dot(q, rows + r * stride, n) for r < count (as dot() computes it).
 void dotRows(const float *q, const float *rows, int64_t stride, int64_t count, int64_t n,
              float *out);
+/// dotRows(q[h], rows, stride, count, n, out[h]) for h < heads (the same
+/// bits), reading the rows once for several heads: the query heads of a
+/// GQA group score the same key rows.
+void dotRowsHeads(const float *const *q, const float *rows, int64_t stride, int64_t count,
+                  int64_t n, float *const *out, int64_t heads);
 /// out[i] = g * sigmoid(g) * up[i], g = gate[i], over n elements: SwiGLU.
 /// sigmoid(g) is 1 / (1 + e) for g >= 0 and e / (1 + e) below, e =
 /// exp(-|g|); the AVX2 build uses its vector exp (as softmax), the portable

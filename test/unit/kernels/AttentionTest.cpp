@@ -60,7 +60,8 @@ TEST(VectorRows, SameBitsOnAvx2AndAvx512) {
 
 // dotRows and axpyRows give what dot() and axpy() row by row compute, bit
 // for bit (four rows' lanes are summed together when n is a multiple of 8),
-// and axpyRowsHeads what axpyRows gives each head.
+// and dotRowsHeads and axpyRowsHeads what dotRows and axpyRows give each
+// head.
 TEST(VectorRows, SameBitsAsRowByRow) {
   std::mt19937 rng(6);
   for (int64_t n : {1, 7, 8, 15, 16, 24, 40, 64, 100, 128, 129, 200})
@@ -82,23 +83,34 @@ TEST(VectorRows, SameBitsAsRowByRow) {
       EXPECT_EQ(0, std::memcmp(y.data(), yAlone.data(), y.size() * 4));
       // Five heads over the same rows: a group of four and one more.
       constexpr int64_t kHeads = 5;
-      std::vector<std::vector<float>> weights, ys, ysAlone;
-      const float *w[kHeads];
-      float *yh[kHeads];
+      std::vector<std::vector<float>> queries, scores, scoresAlone, weights, ys, ysAlone;
+      const float *qh[kHeads], *w[kHeads];
+      float *sh[kHeads], *yh[kHeads];
       for (int64_t h = 0; h < kHeads; ++h) {
+        queries.push_back(uniform(rng, size_t(n), -1, 1));
+        scores.emplace_back(size_t(count));
+        scoresAlone.emplace_back(size_t(count));
         weights.push_back(uniform(rng, size_t(count), -1, 1));
         ys.push_back(uniform(rng, size_t(n), -1, 1));
         ysAlone.push_back(ys.back());
       }
       for (int64_t h = 0; h < kHeads; ++h) {
-        w[h] = weights[size_t(h)].data();
-        yh[h] = ys[size_t(h)].data();
-        axpyRows(w[h], rows.data(), stride, count, n, ysAlone[size_t(h)].data());
+        const size_t i = size_t(h);
+        qh[h] = queries[i].data();
+        sh[h] = scores[i].data();
+        w[h] = weights[i].data();
+        yh[h] = ys[i].data();
+        dotRows(qh[h], rows.data(), stride, count, n, scoresAlone[i].data());
+        axpyRows(w[h], rows.data(), stride, count, n, ysAlone[i].data());
       }
+      dotRowsHeads(qh, rows.data(), stride, count, n, sh, kHeads);
       axpyRowsHeads(w, rows.data(), stride, count, n, yh, kHeads);
-      for (int64_t h = 0; h < kHeads; ++h)
-        EXPECT_EQ(0, std::memcmp(ys[size_t(h)].data(), ysAlone[size_t(h)].data(), size_t(n) * 4))
+      for (int64_t h = 0; h < kHeads; ++h) {
+        const size_t i = size_t(h);
+        EXPECT_EQ(0, std::memcmp(scores[i].data(), scoresAlone[i].data(), size_t(count) * 4))
             << "head " << h;
+        EXPECT_EQ(0, std::memcmp(ys[i].data(), ysAlone[i].data(), size_t(n) * 4)) << "head " << h;
+      }
     }
 }
 
@@ -116,6 +128,26 @@ TEST(Softmax, MatchesDoubleReference) {
     for (int64_t j = 0; j < n; ++j) {
       const double w = want[size_t(j)] / sum;
       EXPECT_NEAR(x[size_t(j)], w, 5e-7 * w + 2e-38) << "element " << j;
+    }
+  }
+}
+
+// The largest score may sit anywhere (the vector max's lanes, its tail); a
+// NaN score makes every weight NaN, never a silent number.
+TEST(Softmax, MaxAnywhereAndNaN) {
+  std::mt19937 rng(9);
+  for (int64_t n : {16, 17, 40, 100}) {
+    for (int64_t at : {int64_t(0), int64_t(7), int64_t(8), n / 2, n - 1}) {
+      SCOPED_TRACE(testing::Message() << "n " << n << ", max at " << at);
+      std::vector<float> x = uniform(rng, size_t(n), -50.0f, 0.0f);
+      x[size_t(at)] = 20.0f; // the largest, by far: its weight is 1 to 1e-30
+      softmax(x.data(), n);
+      EXPECT_NEAR(x[size_t(at)], 1.0f, 1e-6f);
+      std::vector<float> y = uniform(rng, size_t(n), -5.0f, 5.0f);
+      y[size_t(at)] = std::nanf("");
+      softmax(y.data(), n);
+      for (float v : y)
+        EXPECT_TRUE(std::isnan(v));
     }
   }
 }

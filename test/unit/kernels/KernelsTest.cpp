@@ -403,6 +403,11 @@ TEST(Elementwise, SiluMul) {
   std::vector<float> out(gate.size());
   siluMul(gate.data(), up.data(), 1, int64_t(gate.size()), int64_t(gate.size()), out.data());
   expectNear(out.data(), want, magnitude);
+  // A NaN gate gives NaN, in the vector body and in the tail.
+  std::vector<float> nanGate(11, 1.0f), nanOut(11);
+  nanGate[2] = nanGate[9] = std::nanf("");
+  siluMul(nanGate.data(), up.data(), 1, 11, 11, nanOut.data());
+  EXPECT_TRUE(std::isnan(nanOut[2]) && std::isnan(nanOut[9]) && !std::isnan(nanOut[0]));
 }
 
 TEST_P(Typed, SigmoidGate) {
