@@ -1,0 +1,275 @@
+//===- LinearAvx512.cpp - linear()'s work items on AVX-512 ----------------===//
+//
+// A tile register holds elements p .. p + 7 of two rows (the low and high
+// halves) and each token's 8 x values are broadcast to both halves, so that
+// every lane sees tileAvx2T's multiply-adds in the same order, and the lane
+// sums are finishAvx2's: the two builds give the same bits.
+//
+// - Buffered items convert a chunk of their 8 rows once into pairs of rows
+//   interleaved by 8, so that one load fetches a register, and sweep it 6
+//   tokens at a time.
+// - Direct items read 4 rows in place, a quarter of a matrix apart, and
+//   convert (and scale) them in registers, for all their tokens in one pass
+//   (up to 12; padded up to the next tile width with copies of the last
+//   token, whose results are dropped: a wasted multiply-add costs less than
+//   converting the rows again in a second pass).
+//
+// Every token's sums stay in registers over a chunk: they start from zero
+// (first chunk), and after the last chunk their lanes are summed in
+// registers and stored with the bias. Only items of several chunks keep
+// partial sums in acc between chunks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/LaneSums.h"
+#include "kernels/cpu/LinearDetail.h"
+
+namespace moe::cpu::detail {
+namespace {
+
+// Elements [0, len) of rows a and b of type W (before any scale),
+// interleaved by 8 into dst; the last group of 8 padded with 0.0.
+template <WeightType W>
+MOE_TARGET_AVX512 void stagePair(const char *a, const char *b, int64_t len, float *dst) {
+  int64_t p = 0;
+  for (; p + kLanes <= len; p += kLanes, dst += 2 * kLanes) {
+    const size_t at = bytesOf(W, size_t(p));
+    _mm512_storeu_ps(dst, load8x2<W>(a + at, b + at));
+  }
+  if (p < len) {
+    const size_t at = bytesOf(W, size_t(p));
+    _mm512_storeu_ps(dst, _mm512_insertf32x8(_mm512_castps256_ps512(load8<W>(a + at, len - p)),
+                                             load8<W>(b + at, len - p), 1));
+  }
+}
+
+// Where a tile's P weight registers come from, for elements [p, p + n) (n
+// <= 8, the rest 0.0): a chunk staged by stagePair ...
+struct StagedPairs {
+  const float *const *pair;
+  MOE_TARGET_AVX512 __m512 load(int j, int64_t p, int64_t) const {
+    return _mm512_loadu_ps(pair[j] + 2 * p); // padded with 0.0 by stagePair
+  }
+  void prefetch(int64_t) const {}
+};
+
+// ... or rows of type W read in place (pair j: rows 2j and 2j + 1), each
+// line requested 1 KB ahead (as tileAvx2T's pair tile).
+template <int P, WeightType W> struct PairsInPlace {
+  const char *row[2 * P];
+  MOE_TARGET_AVX512 __m512 load(int j, int64_t p, int64_t n) const {
+    const size_t at = bytesOf(W, size_t(p));
+    if (n == kLanes)
+      return load8x2<W>(row[2 * j] + at, row[2 * j + 1] + at);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(load8<W>(row[2 * j] + at, n)),
+                              load8<W>(row[2 * j + 1] + at, n), 1);
+  }
+  void prefetch(int64_t p) const {
+    const size_t at = bytesOf(W, size_t(p));
+    if (at % 64 == 0)
+      for (int i = 0; i < 2 * P; ++i)
+        _mm_prefetch(row[i] + at + 1024, _MM_HINT_T0);
+  }
+};
+
+// The lane sums of 8 rows (two per register, rows 0-1 in p[0]) in row
+// order: finishAvx2's additions, by gathering even and odd lanes (the lanes
+// paired, the pairs paired, the quads paired).
+MOE_TARGET_AVX512 __m256 laneSums8(const __m512 *p) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  auto pairUp = [&](__m512 a, __m512 b) MOE_TARGET_AVX512 {
+    return _mm512_add_ps(_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b));
+  };
+  const __m512 quads = pairUp(pairUp(p[0], p[1]), pairUp(p[2], p[3])); // two per row
+  const __m512 split = _mm512_permutexvar_ps(
+      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15), quads);
+  return _mm256_add_ps(_mm512_castps512_ps256(split), _mm512_extractf32x8_ps(split, 1));
+}
+
+// Tokens [t, t + count) of the item over elements [k0, k0 + len) of its 2P
+// rows, as a tile of T >= count tokens (the missing ones copies of the last,
+// never stored). P = 4: the buffered item's rows row[0] .. row[0] + rows -
+// 1; P = 2: the direct item's rows row[0 .. rows).
+template <int P, int T, class Pairs>
+MOE_TARGET_AVX512 void pairTile(const Item &it, const Pairs &w, const float *scale, int64_t t,
+                                int64_t count, int64_t k0, int64_t len) {
+  static_assert(P == 2 || P == kRows / 2, "a direct (4-row) or buffered (8-row) tile");
+  const bool first = k0 == 0, last = k0 + len == it.k;
+  const float *x[T];
+  for (int u = 0; u < T; ++u)
+    x[u] = it.x + (t + std::min<int64_t>(u, count - 1)) * it.k + k0;
+  auto slot = [&](int u, int j) { return it.acc + ((t + u) * kRows + 2 * j) * kLanes; };
+  __m512 a[T][P];
+  for (int u = 0; u < T; ++u)
+    for (int j = 0; j < P; ++j)
+      a[u][j] = scale || first ? _mm512_setzero_ps() : _mm512_loadu_ps(slot(u, j));
+  int64_t p = 0;
+  for (; p + kLanes <= len; p += kLanes) {
+    w.prefetch(p);
+    __m512 r[P];
+    for (int j = 0; j < P; ++j)
+      r[j] = w.load(j, p, kLanes);
+    for (int u = 0; u < T; ++u) {
+      const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x[u] + p));
+      for (int j = 0; j < P; ++j)
+        a[u][j] = _mm512_fmadd_ps(xv, r[j], a[u][j]);
+    }
+  }
+  if (p < len) { // missing lanes are 0.0 in both operands, as in tileAvx2T
+    __m512 r[P];
+    for (int j = 0; j < P; ++j)
+      r[j] = w.load(j, p, len - p);
+    for (int u = 0; u < T; ++u) {
+      const __m512 xv = _mm512_broadcast_f32x8(_mm256_maskload_ps(x[u] + p, tailMask(len - p)));
+      for (int j = 0; j < P; ++j)
+        a[u][j] = _mm512_fmadd_ps(xv, r[j], a[u][j]);
+    }
+  }
+  const int stored = int(std::min<int64_t>(T, count));
+  if (scale) // the chunk's sums times the row's scale, added to the earlier chunks'
+    for (int j = 0; j < P; ++j) {
+      const __m512 s = _mm512_insertf32x8(_mm512_set1_ps(scale[2 * j]),
+                                          _mm256_set1_ps(scale[2 * j + 1]), 1);
+      for (int u = 0; u < stored; ++u)
+        a[u][j] = _mm512_fmadd_ps(a[u][j], s,
+                                  first ? _mm512_setzero_ps() : _mm512_loadu_ps(slot(u, j)));
+    }
+  if (!last) {
+    for (int u = 0; u < stored; ++u)
+      for (int j = 0; j < P; ++j)
+        _mm512_storeu_ps(slot(u, j), a[u][j]);
+    return;
+  }
+  if constexpr (P == 2) { // four rows anywhere in the output row
+    alignas(16) float bias[4], sums[4];
+    for (int i = 0; i < 4; ++i)
+      bias[i] = it.bias[it.row[i]];
+    for (int u = 0; u < stored; ++u) {
+      const __m128 sum = laneSums4(_mm512_castps512_ps256(a[u][0]), _mm512_extractf32x8_ps(a[u][0], 1),
+                                   _mm512_castps512_ps256(a[u][1]), _mm512_extractf32x8_ps(a[u][1], 1));
+      _mm_store_ps(sums, _mm_add_ps(sum, _mm_load_ps(bias)));
+      float *out = it.out + (t + u) * it.n;
+      for (int64_t i = 0; i < it.rows; ++i)
+        out[it.row[i]] = sums[i];
+    }
+  } else { // rows row[0] ...: one masked store a token
+    const int64_t row0 = it.row[0];
+    const __mmask8 rows = __mmask8((1u << it.rows) - 1);
+    const __m256 bias = _mm256_maskz_loadu_ps(rows, it.bias + row0);
+    for (int u = 0; u < stored; ++u)
+      _mm256_mask_storeu_ps(it.out + (t + u) * it.n + row0, rows,
+                            _mm256_add_ps(laneSums8(a[u]), bias));
+  }
+}
+
+// The lines of nextLines of a buffered item's rows, requested into L2 in
+// slices spread over the item's tiles: requested at once, they queue for
+// the L1's few fill buffers and stall the tile (expert GEMMs of 64 tokens
+// over weights from memory: 1.2x as fast spread out, one thread on a Xeon).
+class Prefetch {
+public:
+  void add(const Weight &w, int64_t first, int64_t k, int64_t k0) {
+    ranges_[count_] = nextLines(w, first, k, k0);
+    lines_ += (ranges_[count_++].bytes + 63) / 64;
+  }
+  // Requests the lines up to the fraction part / parts of the whole.
+  void issue(int64_t part, int64_t parts) {
+    for (const int64_t until = lines_ * part / parts; done_ < until; ++done_) {
+      while (offset_ >= ranges_[range_].bytes) {
+        ++range_;
+        offset_ = 0;
+      }
+      _mm_prefetch(ranges_[range_].p + offset_, _MM_HINT_T1);
+      offset_ += 64;
+    }
+  }
+
+private:
+  Lines ranges_[kRows];
+  int64_t count_ = 0, lines_ = 0, done_ = 0, range_ = 0, offset_ = 0;
+};
+
+// A direct item (rows row[0 .. 4), read in place): its tokens (at most
+// kDirectTokens512) in one tile of the next width up from {1, 2, 4, 6, 8,
+// 12}, or two of 8.
+template <WeightType W> MOE_TARGET_AVX512 void directAvx512Typed(const Item &it) {
+  forChunks(it, [&](int64_t k0, int64_t len, const float *scale) MOE_TARGET_AVX512 {
+    // Addressed through the weight's run-time type, one row at a time: with
+    // W the compiler loaded the four row indices as one vector right after
+    // the caller's four stores (a failed store forward), which cost batch-1
+    // decodes 3%.
+    PairsInPlace<2, W> rows;
+    for (int i = 0; i < 4; ++i)
+      rows.row[i] = static_cast<const char *>(it.w.data) +
+                    bytesOf(it.w.type, size_t(it.row[i] * it.k + k0));
+    for (int64_t t = 0; t < it.tokens;) {
+      const int64_t count = it.tokens - t > 12 ? 8 : it.tokens - t;
+      auto run = [&](auto width) MOE_TARGET_AVX512 {
+        pairTile<2, width.value>(it, rows, scale, t, count, k0, len);
+      };
+      if (count <= 2)
+        count == 1 ? run(std::integral_constant<int, 1>()) : run(std::integral_constant<int, 2>());
+      else if (count <= 6)
+        count <= 4 ? run(std::integral_constant<int, 4>()) : run(std::integral_constant<int, 6>());
+      else
+        count <= 8 ? run(std::integral_constant<int, 8>()) : run(std::integral_constant<int, 12>());
+      t += count;
+    }
+  });
+}
+
+} // namespace
+
+// A buffered item (rows row[0] .. row[0] + rows - 1), chunk by chunk: the
+// chunk staged as pairs, then the tokens 6 at a time, the rest 4, 2, 1.
+MOE_TARGET_AVX512 void bufferedAvx512(const Item &it) {
+  const Weight &w = it.w;
+  forChunks(it, [&](int64_t k0, int64_t len, const float *scale) MOE_TARGET_AVX512 {
+    // Pairs past the last distinct row are never stored: they reuse the
+    // last staged pair.
+    const float *pair[kRows / 2];
+    for (int64_t j = 0; j < kRows / 2; ++j) {
+      if (2 * j >= it.rows) {
+        pair[j] = pair[j - 1];
+        continue;
+      }
+      float *dst = it.buf + j * kPairStride;
+      const int64_t a = it.row[2 * j] * it.k + k0, b = it.row[2 * j + 1] * it.k + k0;
+      const char *data = static_cast<const char *>(w.data);
+      withType(w.type, [&](auto type) {
+        stagePair<type.value>(data + bytesOf(type.value, size_t(a)),
+                              data + bytesOf(type.value, size_t(b)), len, dst);
+      });
+      pair[j] = dst;
+    }
+    // What the rows read next, a slice before each group of tokens (about
+    // as many slices as groups; the last call requests what is left).
+    Prefetch next;
+    for (int64_t i = 0; i < it.rows; ++i)
+      next.add(w, it.row[i] * it.k + k0, it.k, k0);
+    const int64_t groups = (it.tokens + 5) / 6 + 1;
+    const StagedPairs staged{pair};
+    int64_t t = 0, group = 0;
+    auto run = [&](auto width) MOE_TARGET_AVX512 {
+      next.issue(++group, groups);
+      pairTile<kRows / 2, width.value>(it, staged, scale, t, width.value, k0, len);
+      t += width.value;
+    };
+    while (t + 6 <= it.tokens)
+      run(std::integral_constant<int, 6>());
+    if (it.tokens - t >= 4)
+      run(std::integral_constant<int, 4>());
+    if (it.tokens - t >= 2)
+      run(std::integral_constant<int, 2>());
+    if (it.tokens - t >= 1)
+      run(std::integral_constant<int, 1>());
+    next.issue(groups, groups);
+  });
+}
+
+MOE_TARGET_AVX512 void directAvx512(const Item &it) {
+  withType(it.w.type, [&](auto type) { directAvx512Typed<type.value>(it); });
+}
+
+} // namespace moe::cpu::detail

@@ -1,0 +1,199 @@
+//===- LinearDetail.h - what Linear.cpp and its AVX-512 items share -*- C++ -*-===//
+//
+// Not part of the kernel contract (Kernels.h): the work item of linear()'s
+// blocked loop, its sizes, the weight loads every build converts with, and
+// the AVX-512 items (LinearAvx512.cpp). Linear.cpp's header comment says how
+// the pieces fit.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_KERNELS_CPU_LINEARDETAIL_H
+#define MOE_KERNELS_CPU_LINEARDETAIL_H
+
+#include "kernels/cpu/Isa.h"
+#include "kernels/cpu/Kernels.h"
+#include "kernels/cpu/WeightDetail.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace moe::cpu::detail {
+
+// Output rows of a buffered work item: each x vector loaded feeds kRows
+// multiply-adds in the AVX-512 tile (8 rows x 6 tokens ran its
+// micro-kernel 1.3-1.5x as fast as 4 x 12 on a Sapphire Rapids core: half
+// the x traffic from L2). The AVX2 tile sweeps the item's rows 4 at a time.
+constexpr int64_t kRows = 8;
+// Tokens per block and elements of a row converted at a time (a multiple
+// of kLanes): more tokens per block re-convert the weight less often, longer
+// chunks make fewer accumulator round trips per multiply-add; the block's x
+// chunks (kTokens * kChunk floats, 512 KiB) mostly stay in L2. 128 x 1024
+// ran the linear layers of a 512-token prefill 1.15-1.18x as fast as 64 x
+// 512 on a 2-core Zen 3 VM (64 x 1024: 1.04-1.06x, 128 x 512: 1.05-1.07x,
+// 256 x 1024: no better).
+constexpr int64_t kTokens = 128, kChunk = 1024;
+// Partial sums kept per (token, row) between chunks: one AVX2 vector.
+constexpr int64_t kLanes = 8;
+
+// f(std::integral_constant<WeightType, W>()) for the run-time type: one
+// place that turns a weight type into a template argument.
+template <typename F> decltype(auto) withType(WeightType type, F &&f) {
+  switch (type) {
+  case WeightType::F32: return f(std::integral_constant<WeightType, WeightType::F32>());
+  case WeightType::BF16: return f(std::integral_constant<WeightType, WeightType::BF16>());
+  case WeightType::F16: return f(std::integral_constant<WeightType, WeightType::F16>());
+  case WeightType::I8: return f(std::integral_constant<WeightType, WeightType::I8>());
+  case WeightType::I4: return f(std::integral_constant<WeightType, WeightType::I4>());
+  case WeightType::F8: break;
+  }
+  return f(std::integral_constant<WeightType, WeightType::F8>());
+}
+
+// Lanes [0, n) set: the mask of a tail of n < 8 elements.
+inline __attribute__((target("avx2"))) __m256i tailMask(int64_t n) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), lane);
+}
+
+// Eight weight elements of type W at p as f32, before any scale; the masked
+// form reads only the first n (the rest are 0.0).
+template <WeightType W> __attribute__((target("avx2,f16c"))) __m256 load8(const void *p) {
+  if constexpr (W == WeightType::F32) {
+    return _mm256_loadu_ps(static_cast<const float *>(p));
+  } else if constexpr (W == WeightType::I8) {
+    const __m128i b = _mm_loadl_epi64(static_cast<const __m128i *>(p));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+  } else if constexpr (W == WeightType::F8) {
+    // e4m3 -> f32 exactly: the 7 magnitude bits placed under the f32
+    // exponent field read as 2^-120 times the value (subnormals included),
+    // so one multiply by 2^120 rebiases; the sign bit moves to bit 31.
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(static_cast<const __m128i *>(p)));
+    const __m256i magnitude = _mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7f)), 20);
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x80)), 24);
+    return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(magnitude, sign)),
+                         _mm256_set1_ps(0x1p120f));
+  } else if constexpr (W == WeightType::I4) { // nibble j of the 32-bit word is element j
+    uint32_t word;
+    std::memcpy(&word, p, 4);
+    const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    const __m256i nibble =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(word)), shifts),
+                         _mm256_set1_epi32(0xf));
+    const __m256i eight = _mm256_set1_epi32(8); // (n ^ 8) - 8 sign-extends
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_xor_si256(nibble, eight), eight));
+  } else {
+    const __m128i h = _mm_loadu_si128(static_cast<const __m128i *>(p));
+    if constexpr (W == WeightType::BF16) // bf16 is the high half of an f32
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    else
+      return _mm256_cvtph_ps(h);
+  }
+}
+template <WeightType W>
+__attribute__((target("avx2,f16c"))) __m256 load8(const void *p, int64_t n) {
+  alignas(32) uint8_t tmp[32] = {};
+  std::memcpy(tmp, p, bytesOf(W, size_t(n)));
+  return load8<W>(tmp);
+}
+
+// Elements [0, 8) of rows a and b (type W, before any scale): a's in the low
+// half, b's in the high half.
+template <WeightType W> MOE_TARGET_AVX512 __m512 load8x2(const void *a, const void *b) {
+  if constexpr (W == WeightType::BF16 || W == WeightType::F16) {
+    const __m256i h = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(static_cast<const __m128i *>(a))),
+        _mm_loadu_si128(static_cast<const __m128i *>(b)), 1);
+    if constexpr (W == WeightType::BF16)
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    else
+      return _mm512_cvtph_ps(h);
+  } else if constexpr (W == WeightType::I8) {
+    const __m128i q = _mm_unpacklo_epi64(_mm_loadl_epi64(static_cast<const __m128i *>(a)),
+                                         _mm_loadl_epi64(static_cast<const __m128i *>(b)));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
+  } else { // f32, and the rarer fp8 and int4, as two AVX2 halves
+    return _mm512_insertf32x8(_mm512_castps256_ps512(load8<W>(a)), load8<W>(b), 1);
+  }
+}
+
+// One work item: output rows row[0 .. kRows) (the first `rows` distinct,
+// the rest repeating the last) of w for `tokens` tokens of x (row stride
+// k); out is the block's first output row (stride n), bias the problem's
+// bias as f32. buf and acc are the thread's staging buffer (kBufFloats)
+// and accumulators (kTokens * kRows * kLanes).
+struct Item {
+  const float *x;
+  int64_t tokens, k, n;
+  Weight w;
+  const int64_t *row;
+  int64_t rows;
+  const float *bias;
+  float *out, *buf, *acc;
+};
+using ItemFn = void (*)(const Item &item);
+
+// The staged chunk of one pair of rows (LinearAvx512.cpp) takes 2 * kChunk
+// floats; the padding puts the pairs' streams in different L1 sets (a
+// stride of a multiple of 4 KiB would put them all in the set of the x
+// rows, which are themselves 4 KiB apart when k is a multiple of 1024).
+constexpr int64_t kPairStride = 2 * kChunk + 16;
+constexpr int64_t kBufFloats = kRows / 2 * kPairStride;
+static_assert(kBufFloats >= kRows * kChunk, "the buffer holds kRows converted rows too");
+
+// The elements of a row a chunk at k0 takes: at most kChunk, within one
+// scale group.
+inline int64_t chunkLength(const Weight &w, int64_t k, int64_t k0) {
+  const int64_t len = std::min(kChunk, k - k0);
+  return w.quantized() ? std::min(len, w.group - k0 % w.group) : len;
+}
+
+// The scales of rows row[0 .. count) over the chunk at k0, in scale; null
+// for an unscaled weight.
+inline const float *chunkScales(const Weight &w, const int64_t *row, int64_t count,
+                                int64_t k0, float *scale) {
+  if (!w.quantized())
+    return nullptr;
+  for (int64_t i = 0; i < count; ++i)
+    scale[i] = w.scales[w.scaleIndex(row[i], k0)];
+  return scale;
+}
+
+// The bytes the row element `first` (element k0 of its row) starts reads
+// next: the row's next chunk, or after its last one the first chunk of the
+// same row of the next block (usually this thread's next item; expert rows
+// are too short for the hardware prefetcher).
+struct Lines {
+  const char *p;
+  int64_t bytes;
+};
+inline Lines nextLines(const Weight &w, int64_t first, int64_t k, int64_t k0) {
+  const bool more = k0 + kChunk < k;
+  const int64_t from = more ? first + kChunk : first - k0 + kRows * k;
+  const int64_t count = std::min(kChunk, more ? k - k0 - kChunk : k);
+  return {static_cast<const char *>(w.data) + bytesOf(w.type, size_t(from)),
+          int64_t(bytesOf(w.type, size_t(count)))};
+}
+
+// The weight's chunks of the item: f(k0, len, scales or null).
+template <typename F> void forChunks(const Item &it, F &&f) {
+  for (int64_t k0 = 0, len; k0 < it.k; k0 += len) {
+    len = chunkLength(it.w, it.k, k0);
+    float scale[kRows];
+    f(k0, len, chunkScales(it.w, it.row, kRows, k0, scale));
+  }
+}
+
+// The AVX-512 items (LinearAvx512.cpp): a buffered item converts a chunk of
+// its kRows rows once and sweeps it for every token; a direct item (at most
+// kDirectTokens512 tokens, 4 rows a quarter of a matrix apart) converts its
+// rows in registers.
+constexpr int64_t kDirectTokens512 = 16;
+void bufferedAvx512(const Item &it);
+void directAvx512(const Item &it);
+
+} // namespace moe::cpu::detail
+
+#endif
