@@ -11,7 +11,7 @@ namespace moe::cpu {
 
 namespace {
 
-// (token, head) pairs a thread claims at a time.
+// (token, head) pairs, or GQA units (below), a thread claims at a time.
 constexpr int64_t kPairsPerChunk = 4;
 // Query heads of a GQA group attended together (a larger group in turns).
 constexpr int64_t kMaxGroup = 8;
@@ -132,7 +132,8 @@ void gqaAttention(const float *q, const float *k, const float *v,
     std::vector<float> queries(size_t(span * hd)), scores, scratch(hd);
     forClaimed(chunks, units, kPairsPerChunk, [&](int64_t unit) {
       const int64_t g = unit / (tokens * perKv), t = unit / perKv % tokens;
-      const int64_t h0 = g * group + unit % perKv * span, heads = std::min(span, (g + 1) * group - h0);
+      const int64_t h0 = g * group + unit % perKv * span;
+      const int64_t heads = std::min(span, (g + 1) * group - h0);
       const int64_t lo = firstVisible(positions[t], p.slidingWindow);
       const int64_t n = positions[t] - lo + 1;
       scores.resize(size_t(heads * n));

@@ -146,8 +146,9 @@ MOE_TARGET_AVX512 void pairTile(const Item &it, const Pairs &w, const float *sca
     for (int i = 0; i < 4; ++i)
       bias[i] = it.bias[it.row[i]];
     for (int u = 0; u < stored; ++u) {
-      const __m128 sum = laneSums4(_mm512_castps512_ps256(a[u][0]), _mm512_extractf32x8_ps(a[u][0], 1),
-                                   _mm512_castps512_ps256(a[u][1]), _mm512_extractf32x8_ps(a[u][1], 1));
+      const __m128 sum =
+          laneSums4(_mm512_castps512_ps256(a[u][0]), _mm512_extractf32x8_ps(a[u][0], 1),
+                    _mm512_castps512_ps256(a[u][1]), _mm512_extractf32x8_ps(a[u][1], 1));
       _mm_store_ps(sums, _mm_add_ps(sum, _mm_load_ps(bias)));
       float *out = it.out + (t + u) * it.n;
       for (int64_t i = 0; i < it.rows; ++i)

@@ -70,7 +70,8 @@ template <typename F> void forRows(int64_t rows, int64_t cols, F &&f) {
                            ? std::min<int64_t>(rows, kernelThreads() * kRunsPerThread)
                            : 1;
   const int64_t grain = chunksOf(rows, runs);
-  parallelChunks(chunksOf(rows, grain), [&](Chunks &chunks) { forClaimed(chunks, rows, grain, f); });
+  parallelChunks(chunksOf(rows, grain),
+                 [&](Chunks &chunks) { forClaimed(chunks, rows, grain, f); });
 }
 
 } // namespace moe::cpu

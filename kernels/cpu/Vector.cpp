@@ -261,8 +261,7 @@ __attribute__((target("avx2,fma"))) __m256 siluAvx2(__m256 g) {
   // e where g's sign bit is set (-0.0 too: 1 / 2 either way), and 0 below
   // -87.3, where expAvx2 clamps (the true value is under 1e-36).
   const __m256 underflow = _mm256_cmp_ps(magnitude, _mm256_set1_ps(87.3f), _CMP_GT_OQ);
-  const __m256 numerator =
-      _mm256_blendv_ps(one, _mm256_andnot_ps(underflow, e), g);
+  const __m256 numerator = _mm256_blendv_ps(one, _mm256_andnot_ps(underflow, e), g);
   return _mm256_mul_ps(g, _mm256_div_ps(numerator, denominator));
 }
 
