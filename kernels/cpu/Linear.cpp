@@ -4,8 +4,9 @@
 // rows), shared by the threads of one parallel region (linearGroup runs many
 // problems, e.g. every routed expert, in one region). An item walks k in
 // chunks of kChunk (cut at scale-group ends for int8/int4). Up to a few
-// tokens (LinearKernels::directTokens), a direct tile (two rows half a
-// matrix apart; on AVX-512 four, a quarter apart) reads 16-bit or quantized weights
+// tokens (LinearKernels::directTokens), a direct tile (on AVX2 two 16-bit
+// rows half a matrix apart or four quantized ones a quarter apart; on
+// AVX-512 four, a quarter apart) reads 16-bit or quantized weights
 // straight from memory and converts (and scales) them in registers: the
 // decode GEMV reads each weight byte once, in sequential streams per
 // thread, and dequantization costs no memory traffic. For more tokens, each
@@ -106,7 +107,7 @@ void convertPortable(Weight w, int64_t first, int64_t count, float *dst) {
 // acc[(t * kRows + i) * kLanes + lane] += x_t[p] * r_i[p] for p = lane mod 8,
 // over len elements, for R rows r_i of type W and T tokens. The sequence of
 // operations for one (token, row) does not depend on R or T.
-template <int R, int T, WeightType W>
+template <int R, int T, WeightType W, bool Stream>
 __attribute__((target("avx2,fma,f16c"))) void tileAvx2T(const float *x, int64_t ldx,
                                                         const void *const *r,
                                                         const float *scale, int64_t len,
@@ -125,9 +126,9 @@ __attribute__((target("avx2,fma,f16c"))) void tileAvx2T(const float *x, int64_t 
       a[t][i] = scale ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + (t * kRows + i) * kLanes);
   int64_t p = 0;
   for (; p + kLanes <= len; p += kLanes) {
-    // The pair tile streams its rows from memory: ask for the line 1 KB
+    // A direct tile streams its rows from memory: ask for the line 1 KB
     // ahead of each, once per line.
-    if constexpr (R <= 2)
+    if constexpr (Stream)
       if (detail::bytesOf(W, size_t(p)) % 64 == 0)
         for (int i = 0; i < R; ++i)
           _mm_prefetch(rows[i] + detail::bytesOf(W, size_t(p)) + 1024, _MM_HINT_T0);
@@ -162,21 +163,21 @@ __attribute__((target("avx2,fma,f16c"))) void tileAvx2T(const float *x, int64_t 
 // All tokens, Step at a time, then the rest. Four rows: f32 rows fold into
 // the multiply-adds as memory operands, so three tokens fit in the
 // registers; rows converted from 16 bits take registers, so two. One or two
-// rows (the decode path): four tokens.
-template <int R, WeightType W>
+// rows: four tokens. Stream: the rows come from memory (a direct tile).
+template <int R, WeightType W, bool Stream>
 void tileAvx2Typed(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
                    const float *scale, int64_t len, float *acc) {
   static_assert(R <= kAvx2Rows, "an AVX2 tile holds at most four rows");
   constexpr int Step = R <= 2 ? 4 : W == WeightType::F32 ? kTileTokens : kTileTokens16;
   int64_t t = 0;
   for (; t + Step <= tokens; t += Step)
-    tileAvx2T<R, Step, W>(x + t * ldx, ldx, r, scale, len, acc + t * kRows * kLanes);
+    tileAvx2T<R, Step, W, Stream>(x + t * ldx, ldx, r, scale, len, acc + t * kRows * kLanes);
   x += t * ldx;
   acc += t * kRows * kLanes;
   switch (tokens - t) {
-  case 3: if constexpr (Step > 3) tileAvx2T<R, 3, W>(x, ldx, r, scale, len, acc); break;
-  case 2: if constexpr (Step > 2) tileAvx2T<R, 2, W>(x, ldx, r, scale, len, acc); break;
-  case 1: tileAvx2T<R, 1, W>(x, ldx, r, scale, len, acc); break;
+  case 3: if constexpr (Step > 3) tileAvx2T<R, 3, W, Stream>(x, ldx, r, scale, len, acc); break;
+  case 2: if constexpr (Step > 2) tileAvx2T<R, 2, W, Stream>(x, ldx, r, scale, len, acc); break;
+  case 1: tileAvx2T<R, 1, W, Stream>(x, ldx, r, scale, len, acc); break;
   default: break;
   }
 }
@@ -186,11 +187,13 @@ void tileAvx2(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
               WeightType type, const float *scale, int64_t len, float *acc) {
   if constexpr (R == kRows) { // the buffered path (f32 rows): 4 rows at a time
     for (int i = 0; i < kRows; i += kAvx2Rows)
-      tileAvx2Typed<kAvx2Rows, WeightType::F32>(x, ldx, tokens, r + i, scale ? scale + i : nullptr,
-                                                len, acc + i * kLanes);
+      tileAvx2Typed<kAvx2Rows, WeightType::F32, false>(x, ldx, tokens, r + i,
+                                                       scale ? scale + i : nullptr, len,
+                                                       acc + i * kLanes);
   } else {
-    withType(type,
-             [&](auto w) { tileAvx2Typed<R, w.value>(x, ldx, tokens, r, scale, len, acc); });
+    withType(type, [&](auto w) {
+      tileAvx2Typed<R, w.value, true>(x, ldx, tokens, r, scale, len, acc);
+    });
   }
 }
 
@@ -216,7 +219,7 @@ void convertAvx2(Weight w, int64_t first, int64_t count, float *dst) {
   convertPortable(w, first + i, count - i, dst + i);
 }
 
-// --- prefetch, lane sums and finish of the AVX2 and portable items ---
+// --- prefetch and lane sums of the AVX2 and portable items ---
 
 // Requests nextLines. Converting a chunk reads one short stream at a time,
 // too little in flight to keep the memory busy; prefetching the next chunk
@@ -233,24 +236,24 @@ float lanesSum(const float *a) {
   return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
-// out[i] = lanesSum(acc + i * kLanes) + bias[i] for i < kRows: the same
-// sums (hadd pairs lanes as lanesSum does, and addition commutes), four rows
-// at a time.
-using FinishFn = void (*)(const float *acc, const float *bias, float *out);
+// sums[i] = lanesSum(acc + i * kLanes) for i < rows (rows <= kRows; the
+// AVX2 build sums the slots four at a time, up to the next multiple of 4):
+// the same sums (hadd pairs lanes as lanesSum does, and addition commutes).
+// Scalar sums cost a GEMV item over an expert's 256-element rows a fifth of
+// its time.
+using LaneSumsFn = void (*)(const float *acc, int64_t rows, float *sums);
 
-void finishPortable(const float *acc, const float *bias, float *out) {
-  for (int64_t i = 0; i < kRows; ++i)
-    out[i] = lanesSum(acc + i * kLanes) + bias[i];
+void laneSumsPortable(const float *acc, int64_t rows, float *sums) {
+  for (int64_t i = 0; i < rows; ++i)
+    sums[i] = lanesSum(acc + i * kLanes);
 }
 
-__attribute__((target("avx2"))) void finishAvx2(const float *acc, const float *bias,
-                                                float *out) {
-  for (int64_t i = 0; i < kRows; i += 4, acc += 4 * kLanes) {
-    const __m128 sum = laneSums4(_mm256_loadu_ps(acc), _mm256_loadu_ps(acc + kLanes),
-                                 _mm256_loadu_ps(acc + 2 * kLanes),
-                                 _mm256_loadu_ps(acc + 3 * kLanes));
-    _mm_storeu_ps(out + i, _mm_add_ps(sum, _mm_loadu_ps(bias + i)));
-  }
+__attribute__((target("avx2"))) void laneSumsAvx2(const float *acc, int64_t rows,
+                                                  float *sums) {
+  for (int64_t i = 0; i < rows; i += 4, acc += 4 * kLanes)
+    _mm_storeu_ps(sums + i, laneSums4(_mm256_loadu_ps(acc), _mm256_loadu_ps(acc + kLanes),
+                                      _mm256_loadu_ps(acc + 2 * kLanes),
+                                      _mm256_loadu_ps(acc + 3 * kLanes)));
 }
 
 // --- items through a TileFn (direct items; buffered ones on AVX2 and portable) ---
@@ -274,18 +277,30 @@ void stageRows(ConvertFn convert, Weight w, const int64_t *row, int64_t rows, in
   }
 }
 
-// The tiles, conversion and finish of one instruction set. Up to
-// directTokens tokens the direct tile reads directRows rows straight from
-// memory and converts them in registers (again for each group of tokens:
-// cheap next to reading them from memory); more tokens convert a chunk once
-// into an L1 buffer: `buffered` where the instruction set has its own
-// buffered item, else stageRows, `tile` and `finish`.
+// A direct tile and how many rows (a 1 / rows-th of a matrix apart) it
+// reads at once.
+struct DirectTile {
+  TileFn tile; ///< or null: the instruction set's own direct item
+  int64_t rows;
+};
+
+// The tiles, conversion and lane sums of one instruction set. Up to
+// directTokens tokens a direct tile reads its rows straight from memory and
+// converts them in registers (again for each group of tokens: cheap next to
+// reading them from memory); more tokens convert a chunk once into an L1
+// buffer: `buffered` where the instruction set has its own buffered item,
+// else stageRows, `tile` and `laneSums`.
 struct LinearKernels {
-  TileFn tile, directTile;
-  int64_t directRows, directTokens;
+  TileFn tile;
+  DirectTile direct16, directScaled; ///< 32- and 16-bit rows; int8, int4, fp8
+  int64_t directTokens;
   ConvertFn convert;
-  FinishFn finish;
+  LaneSumsFn laneSums;
   ItemFn buffered, direct; ///< or null: itemByTiles
+
+  const DirectTile &directFor(const Weight &w) const {
+    return w.quantized() ? directScaled : direct16;
+  }
 };
 
 // An item through the kernels' tiles: acc holds every (token, row)'s lanes
@@ -298,21 +313,18 @@ void itemByTiles(const LinearKernels &kernels, const Item &it, bool direct) {
     if (!direct)
       stageRows(kernels.convert, w, it.row, it.rows, it.k, k0, len, it.buf, r);
     else // read in place
-      for (int64_t i = 0; i < kernels.directRows; ++i)
+      for (int64_t i = 0; i < kernels.directFor(w).rows; ++i)
         r[i] = static_cast<const char *>(w.data) +
                detail::bytesOf(w.type, size_t(it.row[i] * it.k + k0));
-    (direct ? kernels.directTile : kernels.tile)(it.x + k0, it.k, it.tokens, r,
-                                                 direct ? w.type : WeightType::F32, scale, len,
-                                                 it.acc);
+    (direct ? kernels.directFor(w).tile : kernels.tile)(it.x + k0, it.k, it.tokens, r,
+                                                        direct ? w.type : WeightType::F32, scale,
+                                                        len, it.acc);
   });
   for (int64_t t = 0; t < it.tokens; ++t) {
-    float *out = it.out + t * it.n;
-    if (!direct && it.rows == kRows) { // rows row[0] .. row[0] + kRows - 1
-      kernels.finish(&it.acc[t * kRows * kLanes], it.bias + it.row[0], out + it.row[0]);
-      continue;
-    }
+    float *out = it.out + t * it.n, sums[kRows];
+    kernels.laneSums(&it.acc[t * kRows * kLanes], it.rows, sums);
     for (int64_t i = 0; i < it.rows; ++i)
-      out[it.row[i]] = lanesSum(&it.acc[(t * kRows + i) * kLanes]) + it.bias[it.row[i]];
+      out[it.row[i]] = sums[i] + it.bias[it.row[i]];
   }
 }
 
@@ -333,14 +345,22 @@ LinearKernels kernelsFor(Isa level) {
     // on the same Xeon (the AVX2 tiles: within 6% either way). All of an
     // item's tokens in one pass rather than 6, 4, 2, 1 at a time: decode
     // batch 64 1.05x (the experts' items have 1-16 tokens).
-    return {nullptr, nullptr, 4, kDirectTokens512, nullptr, nullptr, bufferedAvx512, directAvx512};
+    return {nullptr, {nullptr, 4}, {nullptr, 4}, kDirectTokens512, nullptr, nullptr,
+            bufferedAvx512, directAvx512};
   case Isa::Avx2:
-    return {tileAvx2<kRows>, tileAvx2<2>, 2, 8, convertAvx2, finishAvx2, nullptr, nullptr};
+    // Int8/int4/fp8 rows: four a quarter of a matrix apart, four
+    // independent multiply-add chains. Two (two chains, each step waiting
+    // for the last) kept the int8 GEMV at 11-14 GB/s, four 15-19 GB/s, over
+    // a 64 MB matrix on a 2-core Zen 3 VM (int8 decode of the benchmark
+    // model 1.2-1.3x). 16-bit rows stay two half a matrix apart: four ran
+    // bf16 decodes no faster and often slower there (more streams).
+    return {tileAvx2<kRows>, {tileAvx2<2>, 2}, {tileAvx2<4>, 4}, 8, convertAvx2, laneSumsAvx2,
+            nullptr, nullptr};
   case Isa::Portable:
     break;
   }
-  return {tilePortable<kRows>, tilePortable<2>, 2, 8, convertPortable, finishPortable, nullptr,
-          nullptr};
+  return {tilePortable<kRows>, {tilePortable<2>, 2}, {tilePortable<2>, 2}, 8, convertPortable,
+          laneSumsPortable, nullptr, nullptr};
 }
 
 } // namespace
@@ -348,14 +368,13 @@ void linearGroup(const LinearProblem *problems, size_t count) {
   const Isa level = isa();
   const bool avx2 = level >= Isa::Avx2;
   const LinearKernels kernels = kernelsFor(level);
-  const int64_t directRows = kernels.directRows;
   // Per problem: its bias as f32, whether its tile reads the weight
-  // directly (few tokens), its row blocks and where its work items start in
-  // the flat list of (problem, token block, row block).
+  // directly (few tokens), the rows of an item, its row blocks and where its
+  // work items start in the flat list of (problem, token block, row block).
   struct Prepared {
     std::vector<float> bias;
     bool direct = false;
-    int64_t rowBlocks = 0, firstItem = 0;
+    int64_t rowsPerItem = 0, rowBlocks = 0, firstItem = 0;
     detail::Int8Rows int8x; // W8A8: x quantized
   };
   std::vector<Prepared> prep(count);
@@ -372,8 +391,8 @@ void linearGroup(const LinearProblem *problems, size_t count) {
       q.int8x = detail::quantizeRows(p.x, p.tokens, p.k);
     else
       anyBuffered |= !q.direct;
-    const int64_t rowsPerItem = q.direct ? directRows : kRows;
-    q.rowBlocks = (p.n + rowsPerItem - 1) / rowsPerItem;
+    q.rowsPerItem = q.direct ? kernels.directFor(p.w).rows : kRows;
+    q.rowBlocks = (p.n + q.rowsPerItem - 1) / q.rowsPerItem;
     q.firstItem = items;
     items += (p.tokens + kTokens - 1) / kTokens * q.rowBlocks;
   }
@@ -389,10 +408,9 @@ void linearGroup(const LinearProblem *problems, size_t count) {
   int64_t total = 0;
   for (size_t i = 0; i < count; ++i) {
     const LinearProblem &p = problems[i];
-    const int64_t rowsPerItem = prep[i].direct ? directRows : kRows;
     for (int64_t t0 = 0; t0 < p.tokens; t0 += kTokens) {
       const Span span{total, prep[i].firstItem + t0 / kTokens * prep[i].rowBlocks,
-                      std::min(kTokens, p.tokens - t0) * rowsPerItem * p.k};
+                      std::min(kTokens, p.tokens - t0) * prep[i].rowsPerItem * p.k};
       spans.push_back(span);
       total += span.itemWork * prep[i].rowBlocks;
     }
@@ -434,16 +452,16 @@ void linearGroup(const LinearProblem *problems, size_t count) {
         int64_t row[kRows], rows;
         const int64_t block = (item - q.firstItem) % q.rowBlocks;
         if (q.direct) {
-          // Rows j, j + n / d, j + 2 n / d, ... (d = directRows), straight
+          // Rows j, j + n / d, j + 2 n / d, ... (d = rowsPerItem), straight
           // from the weight: over its run of items a thread reads d
           // sequential streams a (1 / d)th of a matrix apart, which the
           // prefetchers follow best (two streams half a matrix apart: 1.6x
           // the bandwidth of four adjacent rows read together on a 2-core
           // Zen 3 VM, 1.3x that of one row at a time).
-          for (int64_t i = 0; i < directRows; ++i)
+          for (int64_t i = 0; i < q.rowsPerItem; ++i)
             row[i] = block + i * q.rowBlocks;
           rows = 0;
-          while (rows < directRows && row[rows] < n)
+          while (rows < q.rowsPerItem && row[rows] < n)
             ++rows;
           for (int64_t i = rows; i < kRows; ++i)
             row[i] = row[rows - 1];

@@ -150,14 +150,26 @@ inline int64_t chunkLength(const Weight &w, int64_t k, int64_t k0) {
   return w.quantized() ? std::min(len, w.group - k0 % w.group) : len;
 }
 
-// The scales of rows row[0 .. count) over the chunk at k0, in scale; null
-// for an unscaled weight.
-inline const float *chunkScales(const Weight &w, const int64_t *row, int64_t count,
-                                int64_t k0, float *scale) {
+// The scales of rows row[0 .. kRows) over the chunk at k0, in scale (the
+// first `rows` distinct, the rest repeating the last); null for an
+// unscaled weight. Two divisions a chunk, not scaleIndex's two a row: with
+// one scale group of rows per row (int8, int4) the index is linear in the
+// row, and a GEMV item's chunk is a whole row of 256 to a few thousand
+// elements, so per-row divisions cost as much as its multiply-adds.
+inline const float *chunkScales(const Weight &w, const int64_t *row, int64_t rows, int64_t k0,
+                                float *scale) {
   if (!w.quantized())
     return nullptr;
-  for (int64_t i = 0; i < count; ++i)
-    scale[i] = w.scales[w.scaleIndex(row[i], k0)];
+  if (w.rowGroup == 1) {
+    const int64_t groups = (w.cols + w.group - 1) / w.group, first = w.rowOffset * groups;
+    const float *at = w.scales + first + k0 / w.group;
+    for (int64_t i = 0; i < rows; ++i)
+      scale[i] = at[row[i] * groups];
+  } else {
+    for (int64_t i = 0; i < rows; ++i)
+      scale[i] = w.scales[w.scaleIndex(row[i], k0)];
+  }
+  std::fill(scale + rows, scale + kRows, scale[rows - 1]);
   return scale;
 }
 
@@ -182,7 +194,7 @@ template <typename F> void forChunks(const Item &it, F &&f) {
   for (int64_t k0 = 0, len; k0 < it.k; k0 += len) {
     len = chunkLength(it.w, it.k, k0);
     float scale[kRows];
-    f(k0, len, chunkScales(it.w, it.row, kRows, k0, scale));
+    f(k0, len, chunkScales(it.w, it.row, it.rows, k0, scale));
   }
 }
 
