@@ -150,6 +150,9 @@ inline int64_t chunkLength(const Weight &w, int64_t k, int64_t k0) {
   return w.quantized() ? std::min(len, w.group - k0 % w.group) : len;
 }
 
+// Rows ahead whose scales chunkScales requests: a cache line of f32.
+constexpr int64_t kScaleLookahead = 16;
+
 // The scales of rows row[0 .. kRows) over the chunk at k0, in scale (the
 // first `rows` distinct, the rest repeating the last); null for an
 // unscaled weight. Two divisions a chunk, not scaleIndex's two a row: with
@@ -163,8 +166,13 @@ inline const float *chunkScales(const Weight &w, const int64_t *row, int64_t row
   if (w.rowGroup == 1) {
     const int64_t groups = (w.cols + w.group - 1) / w.group, first = w.rowOffset * groups;
     const float *at = w.scales + first + k0 / w.group;
-    for (int64_t i = 0; i < rows; ++i)
+    for (int64_t i = 0; i < rows; ++i) {
       scale[i] = at[row[i] * groups];
+      // A thread's next items take the next rows: ask for their scales a
+      // line ahead. Nothing else brings them in, and waiting for that line
+      // from memory took a sixth of an int8 decode on a 2-core Zen 3 VM.
+      __builtin_prefetch(at + (row[i] + kScaleLookahead) * groups);
+    }
   } else {
     for (int64_t i = 0; i < rows; ++i)
       scale[i] = w.scales[w.scaleIndex(row[i], k0)];
