@@ -308,17 +308,17 @@ struct LinearKernels {
 void itemByTiles(const LinearKernels &kernels, const Item &it, bool direct) {
   const Weight &w = it.w;
   std::memset(it.acc, 0, size_t(it.tokens * kRows * kLanes) * sizeof(float));
+  const DirectTile &d = kernels.directFor(w);
   forChunks(it, [&](int64_t k0, int64_t len, const float *scale) {
     const void *r[kRows];
     if (!direct)
       stageRows(kernels.convert, w, it.row, it.rows, it.k, k0, len, it.buf, r);
     else // read in place
-      for (int64_t i = 0; i < kernels.directFor(w).rows; ++i)
+      for (int64_t i = 0; i < d.rows; ++i)
         r[i] = static_cast<const char *>(w.data) +
                detail::bytesOf(w.type, size_t(it.row[i] * it.k + k0));
-    (direct ? kernels.directFor(w).tile : kernels.tile)(it.x + k0, it.k, it.tokens, r,
-                                                        direct ? w.type : WeightType::F32, scale,
-                                                        len, it.acc);
+    (direct ? d.tile : kernels.tile)(it.x + k0, it.k, it.tokens, r,
+                                     direct ? w.type : WeightType::F32, scale, len, it.acc);
   });
   for (int64_t t = 0; t < it.tokens; ++t) {
     float *out = it.out + t * it.n, sums[kRows];

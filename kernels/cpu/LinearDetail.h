@@ -164,8 +164,8 @@ inline const float *chunkScales(const Weight &w, const int64_t *row, int64_t row
   if (!w.quantized())
     return nullptr;
   if (w.rowGroup == 1) {
-    const int64_t groups = (w.cols + w.group - 1) / w.group, first = w.rowOffset * groups;
-    const float *at = w.scales + first + k0 / w.group;
+    const int64_t groups = (w.cols + w.group - 1) / w.group; // scales a row
+    const float *at = w.scales + w.scaleIndex(0, k0);
     for (int64_t i = 0; i < rows; ++i) {
       scale[i] = at[row[i] * groups];
       // A thread's next items take the next rows: ask for their scales a
