@@ -10,7 +10,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-asan
 "$root/tools/setup-deps.sh"
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+# -O1 -g1 (line tables, enough for the reports' stack traces) rather than
+# RelWithDebInfo's -O2 -g: the instrumented build compiles in half the time
+# (MoeOps.cpp: 64 s instead of 125 s on a Zen 3 core), which is most of
+# CI's time; the tests run at about the same speed.
 cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
