@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/Kernels.h"
+#include "kernels/cpu/Scratch.h"
 #include "kernels/cpu/ThreadPool.h"
 
 #include <algorithm>
@@ -24,18 +25,7 @@
 
 namespace moe::cpu {
 
-namespace {
-
-/// A buffer that outlives the call (grown, never shrunk): a prefill's are
-/// tens of MB, and allocating and faulting them in on every layer cost
-/// more than the GEMMs' tails.
-template <class T> T *scratch(std::vector<T> &v, int64_t n) {
-  if (int64_t(v.size()) < n)
-    v.resize(size_t(n));
-  return v.data();
-}
-
-} // namespace
+using detail::scratch;
 
 void dispatch(const float *x, int64_t tokens, int64_t hidden, const int32_t *indices,
               int64_t topK, int64_t numExperts, int64_t shared, float *rows, int32_t *slotOf,

@@ -7,9 +7,10 @@
 // tokens (LinearKernels::directTokens), a direct tile (on AVX2 two 16-bit
 // rows half a matrix apart or four quantized ones a quarter apart; on
 // AVX-512 four, a quarter apart) reads 16-bit or quantized weights
-// straight from memory and converts (and scales) them in registers: the
-// decode GEMV reads each weight byte once, in sequential streams per
-// thread, and dequantization costs no memory traffic. For more tokens, each
+// straight from memory and converts (and scales) them in registers, where
+// its sums stay until they are stored: the decode GEMV reads each weight
+// byte once, in sequential streams per thread, and dequantization costs no
+// memory traffic. For more tokens, each
 // chunk of the kRows rows is converted to f32 once into a per-thread L1
 // buffer and swept by every token of the block (whose x chunks stay in L2);
 // on AVX-512 (LinearAvx512.cpp) the buffer holds pairs of rows interleaved
@@ -36,6 +37,7 @@
 #include "kernels/cpu/LaneSums.h"
 #include "kernels/cpu/LinearDetail.h"
 #include "kernels/cpu/LinearInt8.h"
+#include "kernels/cpu/Scratch.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/WeightDetail.h"
 #include "kernels/cpu/Vector.h"
@@ -104,14 +106,13 @@ void convertPortable(Weight w, int64_t first, int64_t count, float *dst) {
 
 // --- AVX2 + FMA build ---
 
-// acc[(t * kRows + i) * kLanes + lane] += x_t[p] * r_i[p] for p = lane mod 8,
-// over len elements, for R rows r_i of type W and T tokens. The sequence of
+// a[t][i] += x_t[p] * r_i[p] lane by lane (p = lane mod 8) over len
+// elements, for R rows r_i of type W and T tokens. The sequence of
 // operations for one (token, row) does not depend on R or T.
 template <int R, int T, WeightType W, bool Stream>
-__attribute__((target("avx2,fma,f16c"))) void tileAvx2T(const float *x, int64_t ldx,
-                                                        const void *const *r,
-                                                        const float *scale, int64_t len,
-                                                        float *acc) {
+__attribute__((target("avx2,fma,f16c"))) inline void sumChunkAvx2(const float *x, int64_t ldx,
+                                                                  const void *const *r,
+                                                                  int64_t len, __m256 (&a)[T][R]) {
   const char *rows[R];
   for (int i = 0; i < R; ++i)
     rows[i] = static_cast<const char *>(r[i]);
@@ -119,11 +120,6 @@ __attribute__((target("avx2,fma,f16c"))) void tileAvx2T(const float *x, int64_t 
     const char *at = rows[i] + detail::bytesOf(W, size_t(p));
     return n == kLanes ? load8<W>(at) : load8<W>(at, n);
   };
-  // Scaled sums start from zero and are added (times the scale) at the end.
-  __m256 a[T][R];
-  for (int t = 0; t < T; ++t)
-    for (int i = 0; i < R; ++i)
-      a[t][i] = scale ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + (t * kRows + i) * kLanes);
   int64_t p = 0;
   for (; p + kLanes <= len; p += kLanes) {
     // A direct tile streams its rows from memory: ask for the line 1 KB
@@ -151,6 +147,48 @@ __attribute__((target("avx2,fma,f16c"))) void tileAvx2T(const float *x, int64_t 
         a[t][i] = _mm256_fmadd_ps(xv, w[i], a[t][i]);
     }
   }
+}
+
+// How many tokens a tile of R rows of type W holds in the 16 registers
+// (R x T accumulators and R weight vectors): four f32 rows fold into the
+// multiply-adds as memory operands, so three tokens fit; rows converted
+// from 16 bits or quantized take registers, so two; one or two rows, four.
+template <int R, WeightType W> constexpr int tileTokensAvx2() {
+  static_assert(R <= kAvx2Rows, "an AVX2 tile holds at most four rows");
+  return R <= 2 ? 4 : W == WeightType::F32 ? kTileTokens : kTileTokens16;
+}
+
+// f(t, T) for tokens [t, t + T): a tile's worth (tileTokensAvx2) at a time,
+// then the rest; T is a std::integral_constant.
+template <int R, WeightType W, class F> void byTileTokens(int64_t tokens, F &&f) {
+  constexpr int Step = tileTokensAvx2<R, W>();
+  int64_t t = 0;
+  for (; t + Step <= tokens; t += Step)
+    f(t, std::integral_constant<int, Step>());
+  switch (tokens - t) {
+  case 3: if constexpr (Step > 3) f(t, std::integral_constant<int, 3>()); break;
+  case 2: if constexpr (Step > 2) f(t, std::integral_constant<int, 2>()); break;
+  case 1: f(t, std::integral_constant<int, 1>()); break;
+  default: break;
+  }
+}
+
+// The buffered path's tile, for four f32 rows (converted into the buffer,
+// or f32 weights in place) and T tokens: acc[(t * kRows + i) * kLanes +
+// lane] += the chunk's sums (sumChunkAvx2). With a scale (quantized rows:
+// len never crosses a scale group) the sums start from zero and are added
+// times scale[i].
+template <int T>
+__attribute__((target("avx2,fma,f16c"))) void tileAvx2T(const float *x, int64_t ldx,
+                                                        const void *const *r,
+                                                        const float *scale, int64_t len,
+                                                        float *acc) {
+  constexpr int R = kAvx2Rows;
+  __m256 a[T][R];
+  for (int t = 0; t < T; ++t)
+    for (int i = 0; i < R; ++i)
+      a[t][i] = scale ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + (t * kRows + i) * kLanes);
+  sumChunkAvx2<R, T, WeightType::F32, false>(x, ldx, r, len, a);
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < R; ++i) {
       float *out = acc + (t * kRows + i) * kLanes;
@@ -160,41 +198,74 @@ __attribute__((target("avx2,fma,f16c"))) void tileAvx2T(const float *x, int64_t 
     }
 }
 
-// All tokens, Step at a time, then the rest. Four rows: f32 rows fold into
-// the multiply-adds as memory operands, so three tokens fit in the
-// registers; rows converted from 16 bits take registers, so two. One or two
-// rows: four tokens. Stream: the rows come from memory (a direct tile).
-template <int R, WeightType W, bool Stream>
-void tileAvx2Typed(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
-                   const float *scale, int64_t len, float *acc) {
-  static_assert(R <= kAvx2Rows, "an AVX2 tile holds at most four rows");
-  constexpr int Step = R <= 2 ? 4 : W == WeightType::F32 ? kTileTokens : kTileTokens16;
-  int64_t t = 0;
-  for (; t + Step <= tokens; t += Step)
-    tileAvx2T<R, Step, W, Stream>(x + t * ldx, ldx, r, scale, len, acc + t * kRows * kLanes);
-  x += t * ldx;
-  acc += t * kRows * kLanes;
-  switch (tokens - t) {
-  case 3: if constexpr (Step > 3) tileAvx2T<R, 3, W, Stream>(x, ldx, r, scale, len, acc); break;
-  case 2: if constexpr (Step > 2) tileAvx2T<R, 2, W, Stream>(x, ldx, r, scale, len, acc); break;
-  case 1: tileAvx2T<R, 1, W, Stream>(x, ldx, r, scale, len, acc); break;
-  default: break;
+// The kRows rows of a buffered item, four at a time.
+void tileAvx2(const float *x, int64_t ldx, int64_t tokens, const void *const *r, WeightType,
+              const float *scale, int64_t len, float *acc) {
+  for (int i = 0; i < kRows; i += kAvx2Rows)
+    byTileTokens<kAvx2Rows, WeightType::F32>(tokens, [&](int64_t t, auto T) {
+      tileAvx2T<T.value>(x + t * ldx, ldx, r + i, scale ? scale + i : nullptr, len,
+                         acc + (t * kRows + i) * kLanes);
+    });
+}
+
+// Tokens [t, t + T) of a direct item (rows row[0 .. R) read in place):
+// their sums stay in registers over every chunk and go to the output, with
+// the bias, at the end. The operations of itemByTiles over tileAvx2T (whose
+// accumulators in memory start at zero), so the same bits, without its
+// stores and reloads of the accumulators, its memset and its calls per
+// chunk: for a decode GEMV over an expert's rows, a whole row is one chunk.
+template <int R, int T, WeightType W>
+__attribute__((target("avx2,fma,f16c"))) void directTokensAvx2(const Item &it, int64_t t) {
+  __m256 total[T][R];
+  for (int u = 0; u < T; ++u)
+    for (int i = 0; i < R; ++i)
+      total[u][i] = _mm256_setzero_ps();
+  const float *x = it.x + t * it.k;
+  forChunks(it, [&](int64_t k0, int64_t len,
+                    const float *scale) __attribute__((target("avx2,fma,f16c"))) {
+    const char *data = static_cast<const char *>(it.w.data);
+    const void *r[R];
+    for (int i = 0; i < R; ++i)
+      r[i] = data + detail::bytesOf(W, size_t(it.row[i] * it.k + k0));
+    if (!scale)
+      return sumChunkAvx2<R, T, W, true>(x + k0, it.k, r, len, total);
+    __m256 a[T][R];
+    for (int u = 0; u < T; ++u)
+      for (int i = 0; i < R; ++i)
+        a[u][i] = _mm256_setzero_ps();
+    sumChunkAvx2<R, T, W, true>(x + k0, it.k, r, len, a);
+    for (int u = 0; u < T; ++u)
+      for (int i = 0; i < R; ++i)
+        total[u][i] = _mm256_fmadd_ps(a[u][i], _mm256_set1_ps(scale[i]), total[u][i]);
+  });
+  for (int u = 0; u < T; ++u) {
+    alignas(16) float sums[4];
+    _mm_store_ps(sums, laneSums4(total[u][0], total[u][std::min(1, R - 1)],
+                                 total[u][std::min(2, R - 1)], total[u][R - 1]));
+    float *out = it.out + (t + u) * it.n;
+    for (int64_t i = 0; i < it.rows; ++i)
+      out[it.row[i]] = sums[i] + it.bias[it.row[i]];
   }
 }
 
-template <int R>
-void tileAvx2(const float *x, int64_t ldx, int64_t tokens, const void *const *r,
-              WeightType type, const float *scale, int64_t len, float *acc) {
-  if constexpr (R == kRows) { // the buffered path (f32 rows): 4 rows at a time
-    for (int i = 0; i < kRows; i += kAvx2Rows)
-      tileAvx2Typed<kAvx2Rows, WeightType::F32, false>(x, ldx, tokens, r + i,
-                                                       scale ? scale + i : nullptr, len,
-                                                       acc + i * kLanes);
-  } else {
-    withType(type, [&](auto w) {
-      tileAvx2Typed<R, w.value, true>(x, ldx, tokens, r, scale, len, acc);
-    });
-  }
+// Rows of an AVX2 direct item: int8/int4/fp8 rows four a quarter of a
+// matrix apart, four independent multiply-add chains (two, each step
+// waiting for the last, kept the int8 GEMV at 11-14 GB/s, four 15-19 GB/s,
+// over a 64 MB matrix on a 2-core Zen 3 VM; int8 decode of the benchmark
+// model 1.2-1.3x). 16- and 32-bit rows stay two half a matrix apart: four
+// ran bf16 decodes no faster and often slower there (more streams).
+constexpr int64_t kDirectRowsAvx2 = 2, kDirectRowsScaledAvx2 = 4;
+
+// A direct item on AVX2, a tile's worth of tokens at a time.
+void directAvx2(const Item &it) {
+  withType(it.w.type, [&](auto w) {
+    constexpr WeightType W = w.value;
+    constexpr int R = W == WeightType::I8 || W == WeightType::I4 || W == WeightType::F8
+                          ? int(kDirectRowsScaledAvx2)
+                          : int(kDirectRowsAvx2);
+    byTileTokens<R, W>(it.tokens,
+                       [&](int64_t t, auto T) { directTokensAvx2<R, T.value, W>(it, t); });
+  });
 }
 
 // Converts the first whole multiple of 8 of `count` elements from `first`
@@ -348,14 +419,8 @@ LinearKernels kernelsFor(Isa level) {
     return {nullptr, {nullptr, 4}, {nullptr, 4}, kDirectTokens512, nullptr, nullptr,
             bufferedAvx512, directAvx512};
   case Isa::Avx2:
-    // Int8/int4/fp8 rows: four a quarter of a matrix apart, four
-    // independent multiply-add chains. Two (two chains, each step waiting
-    // for the last) kept the int8 GEMV at 11-14 GB/s, four 15-19 GB/s, over
-    // a 64 MB matrix on a 2-core Zen 3 VM (int8 decode of the benchmark
-    // model 1.2-1.3x). 16-bit rows stay two half a matrix apart: four ran
-    // bf16 decodes no faster and often slower there (more streams).
-    return {tileAvx2<kRows>, {tileAvx2<2>, 2}, {tileAvx2<4>, 4}, 8, convertAvx2, laneSumsAvx2,
-            nullptr, nullptr};
+    return {tileAvx2, {nullptr, kDirectRowsAvx2}, {nullptr, kDirectRowsScaledAvx2}, 8,
+            convertAvx2, laneSumsAvx2, nullptr, directAvx2};
   case Isa::Portable:
     break;
   }
@@ -368,24 +433,38 @@ void linearGroup(const LinearProblem *problems, size_t count) {
   const Isa level = isa();
   const bool avx2 = level >= Isa::Avx2;
   const LinearKernels kernels = kernelsFor(level);
-  // Per problem: its bias as f32, whether its tile reads the weight
-  // directly (few tokens), the rows of an item, its row blocks and where its
-  // work items start in the flat list of (problem, token block, row block).
+  // Per problem: its bias as f32 (its own, or zeros), whether its tile
+  // reads the weight directly (few tokens), the rows of an item, its row
+  // blocks and where its work items start in the flat list of (problem,
+  // token block, row block).
   struct Prepared {
-    std::vector<float> bias;
+    std::vector<float> ownBias;
+    const float *bias = nullptr;
     bool direct = false;
     int64_t rowsPerItem = 0, rowBlocks = 0, firstItem = 0;
     detail::Int8Rows int8x; // W8A8: x quantized
   };
   std::vector<Prepared> prep(count);
+  // The biases of problems without one: zeros grown by the calling thread
+  // before its regions and never written, so the helpers' copies of their
+  // lines stay valid. A vector of n zeros a call (128 KB for an LM head)
+  // cost its memset, and the helpers' reads of the lines just written.
+  thread_local std::vector<float> zeros;
+  int64_t widest = 0;
+  for (size_t i = 0; i < count; ++i)
+    widest = std::max(widest, problems[i].n);
+  const float *const zero = scratch(zeros, widest);
   int64_t items = 0;
   bool anyBuffered = false;
   for (size_t i = 0; i < count; ++i) {
     const LinearProblem &p = problems[i];
     Prepared &q = prep[i];
-    q.bias.assign(size_t(p.n), 0.0f);
-    if (p.bias)
-      detail::toF32(*p.bias, 0, size_t(p.n), q.bias.data());
+    q.bias = zero;
+    if (p.bias) {
+      q.ownBias.resize(size_t(p.n));
+      detail::toF32(*p.bias, 0, size_t(p.n), q.ownBias.data());
+      q.bias = q.ownBias.data();
+    }
     q.direct = p.tokens <= kernels.directTokens && (avx2 || p.w.type == WeightType::F32);
     if (p.w.int8Activations)
       q.int8x = detail::quantizeRows(p.x, p.tokens, p.k);
@@ -427,30 +506,48 @@ void linearGroup(const LinearProblem *problems, size_t count) {
   // short enough that a thread the machine does not run holds little back.
   const int64_t runs = total >= kParallelWork ? kernelThreads() * kRunsPerThread : 1;
   parallelChunks(runs, [&](Chunks &chunks) {
-    std::vector<float> buf(anyBuffered ? kBufFloats : 0);
-    std::vector<float> acc(kTokens * kRows * kLanes);
+    // Each thread's own, kept between regions (allocating and zeroing 32 KB
+    // of accumulators per thread and region showed in decode profiles).
+    thread_local std::vector<float> bufScratch, accScratch;
+    float *const buf = anyBuffered ? scratch(bufScratch, kBufFloats) : nullptr;
+    float *const acc = scratch(accScratch, kTokens * kRows * kLanes);
     size_t pi = 0;
     // Outputs of different items are disjoint: no barrier needed. Items of
     // one problem are ordered (token block, row block), so a thread's next
     // item is usually the next row block (see the prefetch below).
     for (int64_t run; chunks.next(run);) {
+      int64_t item = itemAt(total * run / runs);
       const int64_t end = itemAt(total * (run + 1) / runs);
-      for (int64_t item = itemAt(total * run / runs); item < end; ++item) {
-        while (pi + 1 < count && prep[pi + 1].firstItem <= item)
-          ++pi;
-        while (prep[pi].firstItem > item)
-          --pi;
+      if (item >= end)
+        continue;
+      // The run's first item is (problem pi, token block tb, row block
+      // block); later ones follow by counting, without a division each.
+      while (pi + 1 < count && prep[pi + 1].firstItem <= item)
+        ++pi;
+      while (prep[pi].firstItem > item)
+        --pi;
+      int64_t tb = (item - prep[pi].firstItem) / prep[pi].rowBlocks;
+      int64_t block = (item - prep[pi].firstItem) % prep[pi].rowBlocks;
+      for (; item < end; ++item, ++block) {
+        if (block == prep[pi].rowBlocks) {
+          block = 0;
+          ++tb;
+        }
+        if (pi + 1 < count && prep[pi + 1].firstItem <= item) { // the next problem's first
+          while (pi + 1 < count && prep[pi + 1].firstItem <= item)
+            ++pi;
+          tb = block = 0;
+        }
         const LinearProblem &p = problems[pi];
         const Prepared &q = prep[pi];
         const int64_t k = p.k, n = p.n;
         const Weight w = p.w;
-        const int64_t t0 = (item - q.firstItem) / q.rowBlocks * kTokens;
+        const int64_t t0 = tb * kTokens;
         const int64_t blockTokens = std::min(kTokens, p.tokens - t0);
         // The item's rows (accumulator slot i is row[i]), increasing: the
         // first `rows` exist, the rest repeat the last of them (computed,
         // not stored).
         int64_t row[kRows], rows;
-        const int64_t block = (item - q.firstItem) % q.rowBlocks;
         if (q.direct) {
           // Rows j, j + n / d, j + 2 n / d, ... (d = rowsPerItem), straight
           // from the weight: over its run of items a thread reads d
@@ -472,11 +569,11 @@ void linearGroup(const LinearProblem *problems, size_t count) {
             row[i] = n0 + std::min(i, rows - 1);
         }
         if (w.int8Activations) { // integer sums, the rows read in place
-          detail::linearInt8(q.int8x, t0, blockTokens, w, k, row, rows, q.bias.data(), p.out, n);
+          detail::linearInt8(q.int8x, t0, blockTokens, w, k, row, rows, q.bias, p.out, n);
           continue;
         }
-        const Item it{p.x + t0 * k, blockTokens, k, n, w, row, rows, q.bias.data(),
-                      p.out + t0 * n, buf.data(), acc.data()};
+        const Item it{p.x + t0 * k, blockTokens, k, n, w, row, rows, q.bias, p.out + t0 * n,
+                      buf, acc};
         if (const ItemFn own = q.direct ? kernels.direct : kernels.buffered)
           own(it);
         else
