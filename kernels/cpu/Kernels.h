@@ -20,6 +20,11 @@ namespace moe::cpu {
 
 enum class WeightType : uint8_t { F32, BF16, F16, I8, I4, F8 };
 
+/// Whether elements of type t are integers or fp8 codes that take scales.
+constexpr bool quantizedType(WeightType t) {
+  return t == WeightType::I8 || t == WeightType::I4 || t == WeightType::F8;
+}
+
 /// A read-only weight buffer (row-major) and its element type.
 ///
 /// I8, I4 and F8 (e4m3) are scaled in blocks of `rowGroup` rows by `group`
@@ -41,9 +46,7 @@ struct Weight {
   /// 127); all zero for a zero row), sum q_x * q_w exactly in integers and
   /// give float(sum) * s_x * s_w (+ bias). Other kernels do not take it.
   bool int8Activations = false;
-  bool quantized() const {
-    return type == WeightType::I8 || type == WeightType::I4 || type == WeightType::F8;
-  }
+  bool quantized() const { return quantizedType(type); }
   /// Index in `scales` of element (row, col).
   int64_t scaleIndex(int64_t row, int64_t col) const {
     return (rowOffset + row) / rowGroup * ((cols + group - 1) / group) + col / group;

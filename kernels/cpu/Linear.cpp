@@ -260,9 +260,7 @@ constexpr int64_t kDirectRowsAvx2 = 2, kDirectRowsScaledAvx2 = 4;
 void directAvx2(const Item &it) {
   withType(it.w.type, [&](auto w) {
     constexpr WeightType W = w.value;
-    constexpr int R = W == WeightType::I8 || W == WeightType::I4 || W == WeightType::F8
-                          ? int(kDirectRowsScaledAvx2)
-                          : int(kDirectRowsAvx2);
+    constexpr int R = quantizedType(W) ? int(kDirectRowsScaledAvx2) : int(kDirectRowsAvx2);
     byTileTokens<R, W>(it.tokens,
                        [&](int64_t t, auto T) { directTokensAvx2<R, T.value, W>(it, t); });
   });
@@ -512,6 +510,13 @@ void linearGroup(const LinearProblem *problems, size_t count) {
     float *const buf = anyBuffered ? scratch(bufScratch, kBufFloats) : nullptr;
     float *const acc = scratch(accScratch, kTokens * kRows * kLanes);
     size_t pi = 0;
+    // Moves pi on to the problem of `item` if that starts after pi's.
+    auto onToItemsProblem = [&](int64_t item) {
+      const size_t was = pi;
+      while (pi + 1 < count && prep[pi + 1].firstItem <= item)
+        ++pi;
+      return pi != was;
+    };
     // Outputs of different items are disjoint: no barrier needed. Items of
     // one problem are ordered (token block, row block), so a thread's next
     // item is usually the next row block (see the prefetch below).
@@ -522,8 +527,7 @@ void linearGroup(const LinearProblem *problems, size_t count) {
         continue;
       // The run's first item is (problem pi, token block tb, row block
       // block); later ones follow by counting, without a division each.
-      while (pi + 1 < count && prep[pi + 1].firstItem <= item)
-        ++pi;
+      onToItemsProblem(item);
       while (prep[pi].firstItem > item)
         --pi;
       int64_t tb = (item - prep[pi].firstItem) / prep[pi].rowBlocks;
@@ -533,11 +537,8 @@ void linearGroup(const LinearProblem *problems, size_t count) {
           block = 0;
           ++tb;
         }
-        if (pi + 1 < count && prep[pi + 1].firstItem <= item) { // the next problem's first
-          while (pi + 1 < count && prep[pi + 1].firstItem <= item)
-            ++pi;
+        if (onToItemsProblem(item)) // its first item
           tb = block = 0;
-        }
         const LinearProblem &p = problems[pi];
         const Prepared &q = prep[pi];
         const int64_t k = p.k, n = p.n;
