@@ -3,9 +3,9 @@
 plan's bits, spreads requests over the ranks, and moves the closed form's
 bytes (standard library only; the tools on PATH).
 
-  data-parallel.py MPIRUN GOLDENS EXAMPLE WORK
+  data-parallel.py MPIRUN GOLDENS EXAMPLE WORK RANKS
 
-For each golden model type and for EXAMPLE, and N in 2 and 4, compiles
+For each golden model type and for EXAMPLE, and N in RANKS (e.g. 2,4), compiles
 --ep N --dp-attention (each rank attends for its own sequences; every MoE
 layer sends each row to the rank of its expert and back with all_to_all_v):
 - moe-run under MPIRUN -np N (rank 0 runs the sequence, the others serve
@@ -73,7 +73,7 @@ def remote_rows(counts, layers, rank):
     return rows
 
 
-def check(mpirun, name, checkpoint, work):
+def check(mpirun, name, checkpoint, work, rank_counts):
     alone = os.path.join(work, name + "-1")
     run("moe-compile", checkpoint, "-o", alone, "--max-context", "64")
     want = logits(alone, PROMPT, STEPS)
@@ -82,7 +82,7 @@ def check(mpirun, name, checkpoint, work):
     counts = profile_counts(alone + ".profile.json")
     bench_alone = alone + ".outputs"
     run("moe-bench", alone, *BENCH, "--outputs", bench_alone)
-    for ranks in (2, 4):
+    for ranks in rank_counts:
         plan = os.path.join(work, f"{name}-dp{ranks}")
         run("moe-compile", checkpoint, "-o", plan, "--max-context", "64", "--ep", str(ranks),
             "--dp-attention")

@@ -2,10 +2,10 @@
 """Expert parallelism gives the single-rank plan's bits (standard library
 only; the tools on PATH).
 
-  expert-parallel.py MPIRUN GOLDENS EXAMPLE WORK
+  expert-parallel.py MPIRUN GOLDENS EXAMPLE WORK RANKS
 
 For each golden model type and for EXAMPLE, compiles the usual plan and,
-for N in 2 and 4, a plan with --ep N; checks that each rank's weight file
+for N in RANKS (e.g. 2,4), a plan with --ep N; checks that each rank's weight file
 holds about 1/N of the experts (the experts' bytes split, the rest
 replicated) and that the placement table puts every expert on exactly one
 rank; runs the N-rank plan under MPIRUN -np N and the usual plan alone on
@@ -27,7 +27,7 @@ TRAFFIC = "5,17,2,40,8,1,23,11,3,30,9,14"  # routing profile for placement
 STEPS = 4
 
 
-def check(mpirun, name, checkpoint, work):
+def check(mpirun, name, checkpoint, work, rank_counts):
     alone = os.path.join(work, name + "-1")
     run("moe-compile", checkpoint, "-o", alone, "--max-context", "64")
     want = logits(alone, PROMPT, STEPS)
@@ -35,7 +35,7 @@ def check(mpirun, name, checkpoint, work):
     run("moe-run", alone, "--prompt-tokens", TRAFFIC, "--max-new-tokens", "8", "--ignore-eos",
         "--routing-profile", profile)
     whole = json.loads(run("moe-plan", "json", alone))
-    for ranks in (2, 4):
+    for ranks in rank_counts:
         plan = os.path.join(work, f"{name}-ep{ranks}")
         run("moe-compile", checkpoint, "-o", plan, "--max-context", "64", "--ep", str(ranks))
         p = json.loads(run("moe-plan", "json", plan))

@@ -2,9 +2,9 @@
 """Two-batch overlap changes no bit (standard library only; the tools on
 PATH).
 
-  overlap.py MPIRUN GOLDENS EXAMPLE WORK
+  overlap.py MPIRUN GOLDENS EXAMPLE WORK RANKS
 
-For each golden model type and for EXAMPLE, for N in 2 and 4, compiles
+For each golden model type and for EXAMPLE, for N in RANKS (e.g. 2,4), compiles
 plans with --ep N, --tp N and --ep N --tp N, each without and with
 --overlap two-batch (and --micro-batches 3 for --ep N); runs each pair
 under MPIRUN -np N on the same prompt (a prefill split into parts, then
@@ -37,8 +37,8 @@ def generate(plan, launcher, *extra):
     return data, {l["layer"]: l["counts"] for l in json.load(open(profile))["layers"]}
 
 
-def check(mpirun, name, checkpoint, work):
-    for ranks in (2, 4):
+def check(mpirun, name, checkpoint, work, rank_counts):
+    for ranks in rank_counts:
         launcher = mpirun + ["-np", str(ranks)]
         for label, flags, parts in ((f"ep {ranks}", ["--ep", str(ranks)], (2, 3)),
                                     (f"tp {ranks}", ["--tp", str(ranks)], (2,)),

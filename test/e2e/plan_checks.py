@@ -35,11 +35,13 @@ GOLDEN_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3
 
 
 def check_ranked_models(check):
-    """For a multi-rank script run as `SCRIPT MPIRUN GOLDENS EXAMPLE WORK`:
-    check(mpirun, name, checkpoint, work) for each golden model type, then
-    for the trained example."""
+    """For a multi-rank script run as `SCRIPT MPIRUN GOLDENS EXAMPLE WORK
+    RANKS` (RANKS: the rank counts, e.g. 2,4): check(mpirun, name,
+    checkpoint, work, rank_counts) for each golden model type, then for the
+    trained example."""
     mpirun = shlex.split(sys.argv[1])
     goldens, example, work = sys.argv[2:5]
+    rank_counts = tuple(int(n) for n in sys.argv[5].split(","))
     for model in GOLDEN_TYPES:
-        check(mpirun, model, os.path.join(goldens, model), work)
-    check(mpirun, "kjv-moe", example, work)
+        check(mpirun, model, os.path.join(goldens, model), work, rank_counts)
+    check(mpirun, "kjv-moe", example, work, rank_counts)

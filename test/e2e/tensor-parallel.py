@@ -2,10 +2,10 @@
 """Tensor parallelism, alone and with expert parallelism, gives the
 single-rank plan's tokens (standard library only; the tools on PATH).
 
-  tensor-parallel.py MPIRUN GOLDENS EXAMPLE WORK
+  tensor-parallel.py MPIRUN GOLDENS EXAMPLE WORK RANKS
 
 For each golden model type and for EXAMPLE, compiles the usual plan and,
-for N in 2 and 4, plans with --tp N (attention heads, MLP and experts'
+for N in RANKS (e.g. 2,4), plans with --tp N (attention heads, MLP and experts'
 columns split) and with --ep N --tp N (attention split, experts placed);
 runs each under MPIRUN -np N and the usual plan alone on the same prompt:
 the greedy tokens must be the same and every logit within 1e-5 (the
@@ -39,12 +39,12 @@ def generate(plan, profile, launcher=()):
     return tokens, struct.unpack(f"<{len(data) // 4}f", data), counts
 
 
-def check(mpirun, name, checkpoint, work):
+def check(mpirun, name, checkpoint, work, rank_counts):
     alone = os.path.join(work, name + "-1")
     run("moe-compile", checkpoint, "-o", alone, "--max-context", "64")
     whole = json.loads(run("moe-plan", "json", alone))["weight_files"][0]["size"]
     tokens, want, counts = generate(alone, alone + ".profile.json")
-    for ranks in (2, 4):
+    for ranks in rank_counts:
         for label, flags in ((f"tp {ranks}", ["--tp", str(ranks)]),
                              (f"ep {ranks} + tp {ranks}", ["--ep", str(ranks), "--tp", str(ranks)])):
             plan = os.path.join(work, f"{name}-{label.replace(' ', '')}")
