@@ -2,11 +2,13 @@
 """Plans are replaced atomically: checks what happens to a plan directory
 while moe-compile rewrites it (standard library only; the tools on PATH).
 
-  replace-plan.py reader CHECKPOINT WORK
-      A moe-run decoding from WORK/plan (its weights mapped) while
-      moe-compile rewrites WORK/plan twice: the reader must finish with exit
-      0 and the tokens of the plan it started with (or fail with one line),
-      never die of a signal.
+  replace-plan.py reader CHECKPOINT WORK [TOKENS]
+      A moe-run decoding TOKENS tokens (120 by default) from WORK/plan (its
+      weights mapped) while moe-compile rewrites WORK/plan twice: the reader
+      must finish with exit 0 and the tokens of the plan it started with (or
+      fail with one line), never die of a signal. TOKENS sets how long the
+      reader outlasts the two compiles (with --recompute, about as the
+      square of TOKENS).
   replace-plan.py truncate CHECKPOINT WORK
       A moe-run decoding from WORK/plan while its weight file is truncated
       under it (by hand, as no tool does): it must fail with exit 1 and one
@@ -47,12 +49,16 @@ def maps(pid, path):
         return False
 
 
-READER_ARGS = ["--prompt-tokens", "1,2,3,4,5,6,7,8", "--max-new-tokens", "120", "--recompute"]
+READER_TOKENS = 120
 
 
-def start_reader(plan):
+def reader_args(tokens=READER_TOKENS):
+    return ["--prompt-tokens", "1,2,3,4,5,6,7,8", "--max-new-tokens", str(tokens), "--recompute"]
+
+
+def start_reader(plan, args):
     """A moe-run decoding from `plan`, returned once it has the plan mapped."""
-    proc = subprocess.Popen(["moe-run", plan, *READER_ARGS, "--json", "-"],
+    proc = subprocess.Popen(["moe-run", plan, *args, "--json", "-"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + TIMEOUT
     while not maps(proc.pid, plan):
@@ -62,11 +68,12 @@ def start_reader(plan):
     return proc
 
 
-def reader(checkpoint, work):
+def reader(checkpoint, work, tokens):
     plan = os.path.join(work, "plan")
     run("moe-compile", checkpoint, "-o", plan)
-    expected = json.loads(run("moe-run", plan, *READER_ARGS, "--json", "-"))["generated_tokens"]
-    proc = start_reader(plan)
+    args = reader_args(tokens)
+    expected = json.loads(run("moe-run", plan, *args, "--json", "-"))["generated_tokens"]
+    proc = start_reader(plan, args)
     for precision in ("int8", "keep"):
         run("moe-compile", checkpoint, "-o", plan, "--precision", precision)
     if proc.poll() is not None and proc.returncode < 0:
@@ -93,7 +100,7 @@ def reader(checkpoint, work):
 def truncate(checkpoint, work):
     plan = os.path.join(work, "plan")
     run("moe-compile", checkpoint, "-o", plan)
-    proc = start_reader(plan)
+    proc = start_reader(plan, reader_args())
     os.truncate(os.path.join(plan, "weights-0.bin"), 4096)
     out, err = proc.communicate(timeout=TIMEOUT)
     if proc.returncode == 0:
@@ -143,8 +150,8 @@ def interrupt(checkpoint, work, sig):
 
 
 def main():
-    if len(sys.argv) >= 4 and sys.argv[1] == "reader":
-        reader(sys.argv[2], sys.argv[3])
+    if len(sys.argv) in (4, 5) and sys.argv[1] == "reader":
+        reader(sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) == 5 else READER_TOKENS)
     elif len(sys.argv) == 4 and sys.argv[1] == "truncate":
         truncate(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 5 and sys.argv[1] == "interrupt":
