@@ -55,8 +55,8 @@ int64_t firstVisible(int32_t position, int64_t window) {
 }
 
 /// scores[h][j] = dot(q[h], key at position lo + j) for j < n, h < heads
-/// (query heads that share the key head): block by block over contiguous
-/// f32 rows, else row by row (same arithmetic either way).
+/// (query heads that share the key head), block by block. `scratch` holds
+/// a block's rows of one head (KvCache::rows).
 void keyScores(const KvCache &c, const KvPlane &plane, int64_t token, int64_t lo, int64_t n,
                int64_t head, const float *const *q, int64_t heads, int64_t dim, float *scratch,
                float *const *scores) {
@@ -65,14 +65,8 @@ void keyScores(const KvCache &c, const KvPlane &plane, int64_t token, int64_t lo
     int64_t run = std::min(n - j, c.runLength(lo + j));
     for (int64_t h = 0; h < heads; ++h)
       to[h] = scores[h] + j;
-    if (const float *rows = c.rowsF32(plane, token, lo + j, head))
-      dotRowsHeads(q, rows, plane.width, run, dim, to, heads);
-    else
-      for (int64_t i = 0; i < run; ++i) {
-        const float *row = c.load(plane, token, lo + j + i, head, scratch);
-        for (int64_t h = 0; h < heads; ++h)
-          to[h][i] = dot(q[h], row, dim);
-      }
+    const KvCache::Rows rows = c.rows(plane, token, lo + j, head, run, scratch);
+    dotRowsHeads(q, rows.data, rows.stride, run, dim, to, heads);
     j += run;
   }
 }
@@ -87,14 +81,8 @@ void weightedValues(const KvCache &c, const KvPlane &plane, int64_t token, int64
     int64_t run = std::min(n - j, c.runLength(lo + j));
     for (int64_t h = 0; h < heads; ++h)
       from[h] = weights[h] + j;
-    if (const float *rows = c.rowsF32(plane, token, lo + j, head))
-      axpyRowsHeads(from, rows, plane.width, run, dim, out, heads);
-    else
-      for (int64_t i = 0; i < run; ++i) {
-        const float *row = c.load(plane, token, lo + j + i, head, scratch);
-        for (int64_t h = 0; h < heads; ++h)
-          axpy(from[h][i], row, out[h], dim);
-      }
+    const KvCache::Rows rows = c.rows(plane, token, lo + j, head, run, scratch);
+    axpyRowsHeads(from, rows.data, rows.stride, run, dim, out, heads);
     j += run;
   }
 }
@@ -129,7 +117,7 @@ void gqaAttention(const float *q, const float *k, const float *v,
   const int64_t span = std::min(group, kMaxGroup), perKv = (group + span - 1) / span;
   const int64_t units = tokens * p.numKvHeads * perKv;
   parallelChunks(chunksOf(units, kPairsPerChunk), [&](Chunks &chunks) {
-    std::vector<float> queries(size_t(span * hd)), scores, scratch(hd);
+    std::vector<float> queries(size_t(span * hd)), scores, scratch(size_t(cache.blockSize * hd));
     forClaimed(chunks, units, kPairsPerChunk, [&](int64_t unit) {
       const int64_t g = unit / (tokens * perKv), t = unit / perKv % tokens;
       const int64_t h0 = g * group + unit % perKv * span;
@@ -181,7 +169,7 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
   const int64_t pairs = tokens * p.numHeads;
   parallelChunks(chunksOf(pairs, kPairsPerChunk), [&](Chunks &chunks) {
     std::vector<float> qLatent(rank), qPe(rope), context(rank), scores, peScores,
-        kScratch(rank), vScratch(rope);
+        kScratch(size_t(cache.blockSize * rank)), vScratch(size_t(cache.blockSize * rope));
     forClaimed(chunks, pairs, kPairsPerChunk, [&](int64_t pair) {
       const int64_t t = pair / p.numHeads, h = pair % p.numHeads;
       const float *qh = q + t * p.numHeads * qkDim + h * qkDim;

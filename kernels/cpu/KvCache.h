@@ -45,19 +45,17 @@ struct KvCache {
   /// Positions from `position` to the end of its block: rows that follow
   /// each other in the cache.
   int64_t runLength(int64_t position) const { return blockSize - position % blockSize; }
-  /// For f32 caches, head `head` of the row of (token, position), the rows
-  /// of the rest of its block following every plane.width floats; else null.
-  const float *rowsF32(const KvPlane &plane, int64_t token, int64_t position,
-                       int64_t head) const {
-    return type != KvType::F32 ? nullptr
-                               : static_cast<const float *>(plane.data) +
-                                     row(token, position) * plane.width +
-                                     head * (plane.width / plane.heads);
-  }
-  /// Head `head` of the row of (token, position) as floats: a pointer into
-  /// the cache for f32, else dequantised into `scratch` (width / heads).
-  const float *load(const KvPlane &plane, int64_t token, int64_t position, int64_t head,
-                    float *scratch) const;
+  /// Head `head` of the `count` rows from (token, position) on (count <=
+  /// runLength(position)): row i at data + i * stride. In place for f32
+  /// caches (stride plane.width); else dequantised into `scratch` (count x
+  /// width / heads floats, stride width / heads), so that the attention
+  /// kernels score and weigh a block's rows as one run whatever the type.
+  struct Rows {
+    const float *data;
+    int64_t stride;
+  };
+  Rows rows(const KvPlane &plane, int64_t token, int64_t position, int64_t head, int64_t count,
+            float *scratch) const;
 };
 
 } // namespace moe::cpu

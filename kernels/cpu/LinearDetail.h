@@ -3,7 +3,7 @@
 // Not part of the kernel contract (Kernels.h): the work item of linear()'s
 // blocked loop, its sizes, the weight loads every build converts with, and
 // the AVX-512 items (LinearAvx512.cpp). Linear.cpp's header comment says how
-// the pieces fit.
+// the pieces fit. KvCache.cpp widens quantised KV rows with the same loads.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_KERNELS_CPU_LINEARDETAIL_H

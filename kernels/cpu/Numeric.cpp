@@ -1,8 +1,7 @@
-//===- Numeric.cpp - fp8 e4m3 conversions ----------------------------------===//
+//===- Numeric.cpp - f32 -> fp8 e4m3 ---------------------------------------===//
 #include "kernels/cpu/Numeric.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 
 namespace moe::cpu {
@@ -29,28 +28,6 @@ uint8_t f32ToFp8(float f) {
     mant = int(std::nearbyint((q / std::ldexp(1.0f, exp) - 1.0f) * 8));
   }
   return uint8_t(sign | (biased << 3) | mant);
-}
-
-namespace {
-float decodeFp8(uint8_t b) {
-  float sign = (b & 0x80) ? -1.0f : 1.0f;
-  int biased = (b >> 3) & 0xf, mant = b & 7;
-  if (biased == 0)
-    return sign * std::ldexp(float(mant), -9);
-  return sign * std::ldexp(1.0f + float(mant) / 8.0f, biased - 7);
-}
-
-} // namespace
-
-// All 256 values, decoded once.
-float fp8ToF32(uint8_t b) {
-  static const auto table = [] {
-    std::array<float, 256> t{};
-    for (int i = 0; i < 256; ++i)
-      t[size_t(i)] = decodeFp8(uint8_t(i));
-    return t;
-  }();
-  return table[b];
 }
 
 } // namespace moe::cpu

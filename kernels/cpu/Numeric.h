@@ -58,8 +58,19 @@ inline float f16ToF32(uint16_t h) {
 /// f32 -> fp8 e4m3 (OCP "FN": no infinities, max 448), round to nearest even;
 /// larger magnitudes saturate to 448.
 uint8_t f32ToFp8(float f);
-/// fp8 e4m3 -> f32 (a table of all 256 values).
-float fp8ToF32(uint8_t b);
+/// fp8 e4m3 -> f32, as f16ToF32: both cases computed and picked by a bit
+/// mask, so that row loops vectorize. Subnormals are 2^-6 * (1.m) - 2^-6,
+/// exactly. 0x7f and 0xff (NaN in OCP e4m3fn; the encoder never writes
+/// them) read as +-480.
+inline float fp8ToF32(uint8_t b) {
+  const uint32_t magnitude = uint32_t(b & 0x7f) << 20; // exponent+mantissa
+  const float normal = floatFromBits(magnitude + (120u << 23)); // rebias 7 -> 127
+  const float subnormal = floatFromBits(magnitude + (121u << 23)) - 0x1p-6f;
+  const uint32_t isSubnormal = -uint32_t((magnitude & 0x07800000) == 0);
+  const uint32_t bits =
+      (bitsOfFloat(subnormal) & isSubnormal) | (bitsOfFloat(normal) & ~isSubnormal);
+  return floatFromBits(bits | uint32_t(b & 0x80) << 24);
+}
 
 } // namespace moe::cpu
 

@@ -275,6 +275,7 @@ TEST(Weight, Fp8AllPatterns) {
     linear(x.data(), 1, 256, w, 1, nullptr, &out);
     ASSERT_EQ(out, want) << "byte " << b;
     ASSERT_EQ(w.at(size_t(b)), want) << "byte " << b;
+    ASSERT_EQ(fp8ToF32(uint8_t(b)), want) << "byte " << b;
     if ((b & 0x7f) != 0x7f) // the encoder saturates at 448
       ASSERT_EQ(fp8ToF32(f32ToFp8(float(want))), want) << "byte " << b;
   }
