@@ -36,8 +36,8 @@ if asan:
 # every model family at %e2e_ranks ranks; their 4-rank lines have the check
 # prefix NP4. Under ASan only 2 ranks: each MPI job there spends about 1 s
 # starting and 1 s in the ranks' leak checks (Open MPI's suppressed leaks),
-# and 4 ranks on CI's 2 cores took 64% of those scripts' time for the same
-# code; the optimized build runs both.
+# and 4 ranks on CI's 2 cores took 64% of those scripts' time, running the
+# same code on other splits; the optimized build runs both.
 config.substitutions.append(("%e2e_ranks", "2" if asan else "2,4"))
 config.substitutions.append(("%e2e_rank_checks", "CHECK" if asan else "CHECK,NP4"))
 # serving.test's continuous batching load: 256 requests on the plan's 256 KV
