@@ -1,5 +1,6 @@
 //===- Attention.cpp - CPU attention kernels over a KV cache -------------===//
 #include "kernels/cpu/Attention.h"
+#include "kernels/cpu/Scratch.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/Vector.h"
 
@@ -47,6 +48,14 @@ void applyRope(float *x, const float *cs, const Rope &rope) {
 /// Per-head RMSNorm over `dim` elements, in place.
 void normHead(float *x, int64_t dim, const Weight &w, float eps) {
   rmsNorm(x, 1, dim, w, eps, x);
+}
+
+/// This thread's buffer for one head of a block's rows widened from a
+/// bf16, int8 or fp8 cache (KvCache::rows): kept between calls, unused
+/// (never grown) for an f32 cache.
+float *widenedRows(const KvCache &cache, int64_t dim) {
+  thread_local std::vector<float> rows;
+  return detail::scratch(rows, cache.type == KvType::F32 ? 0 : cache.blockSize * dim);
 }
 
 /// First cache row a query at `position` may see.
@@ -117,7 +126,8 @@ void gqaAttention(const float *q, const float *k, const float *v,
   const int64_t span = std::min(group, kMaxGroup), perKv = (group + span - 1) / span;
   const int64_t units = tokens * p.numKvHeads * perKv;
   parallelChunks(chunksOf(units, kPairsPerChunk), [&](Chunks &chunks) {
-    std::vector<float> queries(size_t(span * hd)), scores, scratch(size_t(cache.blockSize * hd));
+    std::vector<float> queries(size_t(span * hd)), scores;
+    float *const scratch = widenedRows(cache, hd);
     forClaimed(chunks, units, kPairsPerChunk, [&](int64_t unit) {
       const int64_t g = unit / (tokens * perKv), t = unit / perKv % tokens;
       const int64_t h0 = g * group + unit % perKv * span;
@@ -138,14 +148,14 @@ void gqaAttention(const float *q, const float *k, const float *v,
         s[i] = scores.data() + i * n;
         o[i] = out + t * qWidth + h * hd;
       }
-      keyScores(cache, cache.k, t, lo, n, g, query, heads, hd, scratch.data(), s);
+      keyScores(cache, cache.k, t, lo, n, g, query, heads, hd, scratch, s);
       for (int64_t i = 0; i < heads; ++i) {
         for (int64_t j = 0; j < n; ++j)
           s[i][j] *= p.scale;
         softmax(s[i], n);
         std::fill(o[i], o[i] + hd, 0.0f);
       }
-      weightedValues(cache, cache.v, t, lo, n, g, s, heads, hd, scratch.data(), o);
+      weightedValues(cache, cache.v, t, lo, n, g, s, heads, hd, scratch, o);
     });
   });
 }
@@ -168,8 +178,10 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
   }
   const int64_t pairs = tokens * p.numHeads;
   parallelChunks(chunksOf(pairs, kPairsPerChunk), [&](Chunks &chunks) {
-    std::vector<float> qLatent(rank), qPe(rope), context(rank), scores, peScores,
-        kScratch(size_t(cache.blockSize * rank)), vScratch(size_t(cache.blockSize * rope));
+    std::vector<float> qLatent(rank), qPe(rope), context(rank), scores, peScores;
+    // One buffer for the latent and the RoPE key rows: each call below is
+    // done with it before the next.
+    float *const scratch = widenedRows(cache, std::max(rank, rope));
     forClaimed(chunks, pairs, kPairsPerChunk, [&](int64_t pair) {
       const int64_t t = pair / p.numHeads, h = pair % p.numHeads;
       const float *qh = q + t * p.numHeads * qkDim + h * qkDim;
@@ -186,14 +198,14 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
       peScores.resize(n);
       const float *ql = qLatent.data(), *qp = qPe.data();
       float *sl = scores.data(), *sp = peScores.data();
-      keyScores(cache, cache.k, t, 0, n, 0, &ql, 1, rank, kScratch.data(), &sl);
-      keyScores(cache, cache.v, t, 0, n, 0, &qp, 1, rope, vScratch.data(), &sp);
+      keyScores(cache, cache.k, t, 0, n, 0, &ql, 1, rank, scratch, &sl);
+      keyScores(cache, cache.v, t, 0, n, 0, &qp, 1, rope, scratch, &sp);
       for (int64_t j = 0; j < n; ++j)
         scores[j] = (scores[j] + peScores[j]) * p.scale;
       softmax(scores.data(), n);
       std::fill(context.begin(), context.end(), 0.0f);
       float *ctx = context.data();
-      weightedValues(cache, cache.k, t, 0, n, 0, &sl, 1, rank, kScratch.data(), &ctx);
+      weightedValues(cache, cache.k, t, 0, n, 0, &sl, 1, rank, scratch, &ctx);
       // out = W_uv[h] context.
       Weight wUv = kvB.offset((h * headRows + nope) * rank);
       float *o = out + t * p.numHeads * vDim + h * vDim;

@@ -95,13 +95,17 @@ __attribute__((target("avx2,f16c"))) void widenRowsAvx2(const KvPlane &p, int64_
   const int64_t w = p.width, d = w / p.heads, bytes = kvElementBytes(T);
   for (int64_t r = first; r < first + count; ++r, to += d) {
     const auto *src = static_cast<const uint8_t *>(p.data) + (r * w + head * d) * bytes;
-    const __m256 scale = _mm256_set1_ps(T == KvType::BF16 ? 1.0f : p.scales[r * p.heads + head]);
+    // bf16 rows carry no scale.
+    const float s = T == KvType::BF16 ? 1.0f : p.scales[r * p.heads + head];
+    auto scaled = [s](__m256 v) __attribute__((target("avx2"))) {
+      return T == KvType::BF16 ? v : _mm256_mul_ps(v, _mm256_set1_ps(s));
+    };
     int64_t e = 0;
     for (; e + detail::kLanes <= d; e += detail::kLanes)
-      _mm256_storeu_ps(to + e, _mm256_mul_ps(detail::load8<W>(src + e * bytes), scale));
+      _mm256_storeu_ps(to + e, scaled(detail::load8<W>(src + e * bytes)));
     if (e < d)
       _mm256_maskstore_ps(to + e, detail::tailMask(d - e),
-                          _mm256_mul_ps(detail::load8<W>(src + e * bytes, d - e), scale));
+                          scaled(detail::load8<W>(src + e * bytes, d - e)));
   }
 }
 

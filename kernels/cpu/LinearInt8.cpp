@@ -138,18 +138,18 @@ template <int R, int T> struct VnniTile {
   static constexpr TileFn fn = tileVnni<R, T>;
 };
 
-// The widest tile of a build, R x T, and its narrower ones for the rest;
-// a single token (decode) takes up to rowsAlone rows at a time.
+// The widest tile of a build, R x T, and its narrower ones for the rest. A
+// single token (decode) takes up to kRowsAlone rows at a time, the tile
+// table's widest, on every build.
 struct Build {
-  int64_t rows, tokens, rowsAlone;
+  int64_t rows, tokens;
   TileFn tile[3][3]; // [log2 rows][log2 tokens]
 };
+constexpr int64_t kRowsAlone = 4;
 
-template <template <int, int> class Tile>
-constexpr Build buildOf(int64_t rows, int64_t tokens, int64_t rowsAlone) {
+template <template <int, int> class Tile> constexpr Build buildOf(int64_t rows, int64_t tokens) {
   return {rows,
           tokens,
-          rowsAlone,
           {{Tile<1, 1>::fn, Tile<1, 2>::fn, Tile<1, 4>::fn},
            {Tile<2, 1>::fn, Tile<2, 2>::fn, Tile<2, 4>::fn},
            {Tile<4, 1>::fn, Tile<4, 2>::fn, Tile<4, 4>::fn}}};
@@ -157,11 +157,11 @@ constexpr Build buildOf(int64_t rows, int64_t tokens, int64_t rowsAlone) {
 
 const Build &buildFor(Isa level) {
   // AVX2: 2 rows x 4 tokens (8 accumulators and 4 weight vectors of 16
-  // registers), and 4 rows of one token: a decode item's 4 rows (a quarter
-  // of the matrix apart) read as 4 streams together rather than 2 and 2.
-  // VNNI: 4 x 4 of 32.
-  static const Build portable = buildOf<PortableTile>(4, 4, 4),
-                     avx2 = buildOf<Avx2Tile>(2, 4, 4), vnni = buildOf<VnniTile>(4, 4, 4);
+  // registers), and 4 rows of one token (kRowsAlone): a decode item's 4
+  // rows (a quarter of the matrix apart) read as 4 streams together rather
+  // than 2 and 2. VNNI: 4 x 4 of 32.
+  static const Build portable = buildOf<PortableTile>(4, 4), avx2 = buildOf<Avx2Tile>(2, 4),
+                     vnni = buildOf<VnniTile>(4, 4);
   static const bool hasVnni = __builtin_cpu_supports("avx512vnni");
   if (level >= Isa::Avx512 && hasVnni)
     return vnni;
@@ -323,7 +323,7 @@ void linearInt8(const Int8Rows &x, int64_t t0, int64_t tokens, Weight w, int64_t
   for (int64_t t = 0, tw; t < tokens; t += tw) {
     tw = step(tokens - t, build.tokens);
     for (int64_t i = 0, rw; i < rows; i += rw) {
-      rw = step(rows - i, tw == 1 ? build.rowsAlone : build.rows);
+      rw = step(rows - i, tw == 1 ? kRowsAlone : build.rows);
       for (int64_t j = 0; j < rw; ++j)
         wrow[j] = static_cast<const int8_t *>(w.data) + row[i + j] * k;
       build.tile[log2of(rw)][log2of(tw)](x.q.data() + (t0 + t) * x.stride, x.stride, wrow, k,
