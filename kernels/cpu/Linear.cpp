@@ -173,47 +173,64 @@ template <int R, WeightType W, class F> void byTileTokens(int64_t tokens, F &&f)
   }
 }
 
-// The buffered path's tile, for four f32 rows (converted into the buffer,
-// or f32 weights in place) and T tokens: acc[(t * kRows + i) * kLanes +
-// lane] += the chunk's sums (sumChunkAvx2). With a scale (quantized rows:
-// len never crosses a scale group) the sums start from zero and are added
-// times scale[i].
+// Tokens [t, t + T) of a buffered item over the chunk [k0, k0 + len) of
+// its rows q0 .. q0 + 3, staged as f32 in r (converted, or f32 weights in
+// place). The sums start from zero on the first chunk, wait in acc
+// (slot (token, row) of kLanes floats) between chunks, and after the last
+// are summed lane by lane in registers and stored with the bias: the
+// operations of a zeroed acc, a store and reload between chunks and a
+// lane sum of the reloaded slots, without the memset, the round trip and
+// the scalar stores (a fifth of a prefill's expert GEMMs over their
+// 256-element down rows). With a scale (quantized rows: len never crosses
+// a scale group) the chunk's sums start from zero and are added times
+// scale[i].
 template <int T>
-__attribute__((target("avx2,fma,f16c"))) void tileAvx2T(const float *x, int64_t ldx,
-                                                        const void *const *r,
-                                                        const float *scale, int64_t len,
-                                                        float *acc) {
+__attribute__((target("avx2,fma,f16c"))) void bufferedTileAvx2(const Item &it,
+                                                               const void *const *r,
+                                                               const float *scale, int64_t t,
+                                                               int64_t q0, int64_t k0,
+                                                               int64_t len) {
   constexpr int R = kAvx2Rows;
+  const bool first = k0 == 0, last = k0 + len == it.k;
+  auto slot = [&](int u, int i) { return it.acc + ((t + u) * kRows + q0 + i) * kLanes; };
   __m256 a[T][R];
-  for (int t = 0; t < T; ++t)
+  for (int u = 0; u < T; ++u)
     for (int i = 0; i < R; ++i)
-      a[t][i] = scale ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + (t * kRows + i) * kLanes);
-  sumChunkAvx2<R, T, WeightType::F32, false>(x, ldx, r, len, a);
-  for (int t = 0; t < T; ++t)
-    for (int i = 0; i < R; ++i) {
-      float *out = acc + (t * kRows + i) * kLanes;
-      _mm256_storeu_ps(out, scale ? _mm256_fmadd_ps(a[t][i], _mm256_set1_ps(scale[i]),
-                                                    _mm256_loadu_ps(out))
-                                  : a[t][i]);
+      a[u][i] = scale || first ? _mm256_setzero_ps() : _mm256_loadu_ps(slot(u, i));
+  sumChunkAvx2<R, T, WeightType::F32, false>(it.x + t * it.k + k0, it.k, r, len, a);
+  if (scale)
+    for (int u = 0; u < T; ++u)
+      for (int i = 0; i < R; ++i)
+        a[u][i] = _mm256_fmadd_ps(a[u][i], _mm256_set1_ps(scale[q0 + i]),
+                                  first ? _mm256_setzero_ps() : _mm256_loadu_ps(slot(u, i)));
+  if (!last) {
+    for (int u = 0; u < T; ++u)
+      for (int i = 0; i < R; ++i)
+        _mm256_storeu_ps(slot(u, i), a[u][i]);
+    return;
+  }
+  // Rows row[0] + q0 ...: the item's rows are consecutive.
+  const int64_t row0 = it.row[0] + q0, live = std::min<int64_t>(R, it.rows - q0);
+  for (int u = 0; u < T; ++u) {
+    const __m128 sums = laneSums4(a[u][0], a[u][1], a[u][2], a[u][3]);
+    float *out = it.out + (t + u) * it.n + row0;
+    if (live == R) {
+      _mm_storeu_ps(out, _mm_add_ps(sums, _mm_loadu_ps(it.bias + row0)));
+      continue;
     }
-}
-
-// The kRows rows of a buffered item, four at a time.
-void tileAvx2(const float *x, int64_t ldx, int64_t tokens, const void *const *r, WeightType,
-              const float *scale, int64_t len, float *acc) {
-  for (int i = 0; i < kRows; i += kAvx2Rows)
-    byTileTokens<kAvx2Rows, WeightType::F32>(tokens, [&](int64_t t, auto T) {
-      tileAvx2T<T.value>(x + t * ldx, ldx, r + i, scale ? scale + i : nullptr, len,
-                         acc + (t * kRows + i) * kLanes);
-    });
+    alignas(16) float part[R];
+    _mm_store_ps(part, sums);
+    for (int64_t i = 0; i < live; ++i)
+      out[i] = part[i] + it.bias[row0 + i];
+  }
 }
 
 // Tokens [t, t + T) of a direct item (rows row[0 .. R) read in place):
 // their sums stay in registers over every chunk and go to the output, with
-// the bias, at the end. The operations of itemByTiles over tileAvx2T (whose
-// accumulators in memory start at zero), so the same bits, without its
-// stores and reloads of the accumulators, its memset and its calls per
-// chunk: for a decode GEMV over an expert's rows, a whole row is one chunk.
+// the bias, at the end. The operations of bufferedTileAvx2 chunk after
+// chunk, so the same bits, without its stores and reloads of the
+// accumulators between chunks and its calls per chunk: for a decode GEMV
+// over an expert's rows, a whole row is one chunk.
 template <int R, int T, WeightType W>
 __attribute__((target("avx2,fma,f16c"))) void directTokensAvx2(const Item &it, int64_t t) {
   __m256 total[T][R];
@@ -288,7 +305,7 @@ void convertAvx2(Weight w, int64_t first, int64_t count, float *dst) {
   convertPortable(w, first + i, count - i, dst + i);
 }
 
-// --- prefetch and lane sums of the AVX2 and portable items ---
+// --- prefetch (AVX2 and portable), lane sums (portable) ---
 
 // Requests nextLines. Converting a chunk reads one short stream at a time,
 // too little in flight to keep the memory busy; prefetching the next chunk
@@ -305,27 +322,7 @@ float lanesSum(const float *a) {
   return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
-// sums[i] = lanesSum(acc + i * kLanes) for i < rows (rows <= kRows; the
-// AVX2 build sums the slots four at a time, up to the next multiple of 4):
-// the same sums (hadd pairs lanes as lanesSum does, and addition commutes).
-// Scalar sums cost a GEMV item over an expert's 256-element rows a fifth of
-// its time.
-using LaneSumsFn = void (*)(const float *acc, int64_t rows, float *sums);
-
-void laneSumsPortable(const float *acc, int64_t rows, float *sums) {
-  for (int64_t i = 0; i < rows; ++i)
-    sums[i] = lanesSum(acc + i * kLanes);
-}
-
-__attribute__((target("avx2"))) void laneSumsAvx2(const float *acc, int64_t rows,
-                                                  float *sums) {
-  for (int64_t i = 0; i < rows; i += 4, acc += 4 * kLanes)
-    _mm_storeu_ps(sums + i, laneSums4(_mm256_loadu_ps(acc), _mm256_loadu_ps(acc + kLanes),
-                                      _mm256_loadu_ps(acc + 2 * kLanes),
-                                      _mm256_loadu_ps(acc + 3 * kLanes)));
-}
-
-// --- items through a TileFn (direct items; buffered ones on AVX2 and portable) ---
+// --- staged rows (buffered items on AVX2 and portable) ---
 
 // Points r[i] at chunk [k0, k0 + len) of row row[i] of w as f32 for i <
 // kRows (the first `rows` distinct, the rest repeating the last): read in
@@ -346,6 +343,22 @@ void stageRows(ConvertFn convert, Weight w, const int64_t *row, int64_t rows, in
   }
 }
 
+// A buffered item on AVX2: each chunk of its rows converted once into the
+// buffer, then swept by the tokens a tile's worth at a time, four rows at a
+// time (the rows past the last distinct one are not computed).
+void bufferedAvx2(const Item &it) {
+  forChunks(it, [&](int64_t k0, int64_t len, const float *scale) {
+    const void *r[kRows];
+    stageRows(convertAvx2, it.w, it.row, it.rows, it.k, k0, len, it.buf, r);
+    for (int64_t q0 = 0; q0 < it.rows; q0 += kAvx2Rows)
+      byTileTokens<kAvx2Rows, WeightType::F32>(it.tokens, [&](int64_t t, auto T) {
+        bufferedTileAvx2<T.value>(it, r + q0, scale, t, q0, k0, len);
+      });
+  });
+}
+
+// --- items through a TileFn (the portable build's) ---
+
 // A direct tile and how many rows (a 1 / rows-th of a matrix apart) it
 // reads at once.
 struct DirectTile {
@@ -353,18 +366,17 @@ struct DirectTile {
   int64_t rows;
 };
 
-// The tiles, conversion and lane sums of one instruction set. Up to
-// directTokens tokens a direct tile reads its rows straight from memory and
-// converts them in registers (again for each group of tokens: cheap next to
-// reading them from memory); more tokens convert a chunk once into an L1
-// buffer: `buffered` where the instruction set has its own buffered item,
-// else stageRows, `tile` and `laneSums`.
+// The items of one instruction set. Up to directTokens tokens a direct
+// tile reads its rows straight from memory and converts them in registers
+// (again for each group of tokens: cheap next to reading them from memory);
+// more tokens convert a chunk once into an L1 buffer. `buffered` and
+// `direct` are the instruction set's own items; where null, itemByTiles
+// runs `tile` (or the direct tile) over rows staged with `convert`.
 struct LinearKernels {
   TileFn tile;
   DirectTile direct16, directScaled; ///< 32- and 16-bit rows; int8, int4, fp8
   int64_t directTokens;
   ConvertFn convert;
-  LaneSumsFn laneSums;
   ItemFn buffered, direct; ///< or null: itemByTiles
 
   const DirectTile &directFor(const Weight &w) const {
@@ -390,10 +402,9 @@ void itemByTiles(const LinearKernels &kernels, const Item &it, bool direct) {
                                      direct ? w.type : WeightType::F32, scale, len, it.acc);
   });
   for (int64_t t = 0; t < it.tokens; ++t) {
-    float *out = it.out + t * it.n, sums[kRows];
-    kernels.laneSums(&it.acc[t * kRows * kLanes], it.rows, sums);
+    float *out = it.out + t * it.n;
     for (int64_t i = 0; i < it.rows; ++i)
-      out[it.row[i]] = sums[i] + it.bias[it.row[i]];
+      out[it.row[i]] = lanesSum(&it.acc[(t * kRows + i) * kLanes]) + it.bias[it.row[i]];
   }
 }
 
@@ -414,16 +425,16 @@ LinearKernels kernelsFor(Isa level) {
     // on the same Xeon (the AVX2 tiles: within 6% either way). All of an
     // item's tokens in one pass rather than 6, 4, 2, 1 at a time: decode
     // batch 64 1.05x (the experts' items have 1-16 tokens).
-    return {nullptr, {nullptr, 4}, {nullptr, 4}, kDirectTokens512, nullptr, nullptr,
-            bufferedAvx512, directAvx512};
+    return {nullptr, {nullptr, 4}, {nullptr, 4}, kDirectTokens512, nullptr, bufferedAvx512,
+            directAvx512};
   case Isa::Avx2:
-    return {tileAvx2, {nullptr, kDirectRowsAvx2}, {nullptr, kDirectRowsScaledAvx2}, 8,
-            convertAvx2, laneSumsAvx2, nullptr, directAvx2};
+    return {nullptr, {nullptr, kDirectRowsAvx2}, {nullptr, kDirectRowsScaledAvx2}, 8, nullptr,
+            bufferedAvx2, directAvx2};
   case Isa::Portable:
     break;
   }
   return {tilePortable<kRows>, {tilePortable<2>, 2}, {tilePortable<2>, 2}, 8, convertPortable,
-          laneSumsPortable, nullptr, nullptr};
+          nullptr, nullptr};
 }
 
 } // namespace

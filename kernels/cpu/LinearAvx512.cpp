@@ -2,8 +2,8 @@
 //
 // A tile register holds elements p .. p + 7 of two rows (the low and high
 // halves) and each token's 8 x values are broadcast to both halves, so that
-// every lane sees tileAvx2T's multiply-adds in the same order, and the lane
-// sums are finishAvx2's: the two builds give the same bits.
+// every lane sees bufferedTileAvx2's multiply-adds in the same order, and
+// the lane sums are its laneSums4's: the two builds give the same bits.
 //
 // - Buffered items convert a chunk of their 8 rows once into pairs of rows
 //   interleaved by 8, so that one load fetches a register, and sweep it 6
@@ -54,7 +54,7 @@ struct StagedPairs {
 };
 
 // ... or rows of type W read in place (pair j: rows 2j and 2j + 1), each
-// line requested 1 KB ahead (as tileAvx2T's pair tile).
+// line requested 1 KB ahead (as the AVX2 direct tile's).
 template <int P, WeightType W> struct PairsInPlace {
   const char *row[2 * P];
   MOE_TARGET_AVX512 __m512 load(int j, int64_t p, int64_t n) const {
@@ -73,7 +73,7 @@ template <int P, WeightType W> struct PairsInPlace {
 };
 
 // The lane sums of 8 rows (two per register, rows 0-1 in p[0]) in row
-// order: finishAvx2's additions, by gathering even and odd lanes (the lanes
+// order: laneSums4's additions, by gathering even and odd lanes (the lanes
 // paired, the pairs paired, the quads paired).
 MOE_TARGET_AVX512 __m256 laneSums8(const __m512 *p) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -116,7 +116,7 @@ MOE_TARGET_AVX512 void pairTile(const Item &it, const Pairs &w, const float *sca
         a[u][j] = _mm512_fmadd_ps(xv, r[j], a[u][j]);
     }
   }
-  if (p < len) { // missing lanes are 0.0 in both operands, as in tileAvx2T
+  if (p < len) { // missing lanes are 0.0 in both operands, as on AVX2
     __m512 r[P];
     for (int j = 0; j < P; ++j)
       r[j] = w.load(j, p, len - p);
