@@ -108,6 +108,76 @@ __attribute__((target("avx2,fma"))) void dotRowsAvx2(const float *q, const float
     out[r] = dotAvx2(q, rows + r * stride, n);
 }
 
+// dotRowsAvx2's sums for H query heads (H <= 4; n a multiple of 8), a row
+// at a time: each row's 16 elements are loaded once for the H heads (the
+// heads of a KV group read the same key rows), each head's two
+// accumulators keep dotAvx2's order, and the row's H sums come from one
+// laneSums4.
+template <int H>
+__attribute__((target("avx2,fma"))) void dotRowsHeadsAvx2(const float *const *q,
+                                                          const float *rows, int64_t stride,
+                                                          int64_t count, int64_t n,
+                                                          float *const *out) {
+  for (int64_t r = 0; r < count; ++r) {
+    const float *row = rows + r * stride;
+    __m256 s0[4], s1[4];
+    for (int h = 0; h < 4; ++h)
+      s0[h] = s1[h] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m256 ka = _mm256_loadu_ps(row + i), kb = _mm256_loadu_ps(row + i + 8);
+      for (int h = 0; h < H; ++h) {
+        s0[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + i), ka, s0[h]);
+        s1[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + i + 8), kb, s1[h]);
+      }
+    }
+    if (i < n) { // the last step of 8
+      const __m256 ka = _mm256_loadu_ps(row + i);
+      for (int h = 0; h < H; ++h)
+        s0[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + i), ka, s0[h]);
+    }
+    alignas(16) float sums[4];
+    _mm_store_ps(sums, laneSums4(_mm256_add_ps(s0[0], s1[0]), _mm256_add_ps(s0[1], s1[1]),
+                                 _mm256_add_ps(s0[2], s1[2]), _mm256_add_ps(s0[3], s1[3])));
+    for (int h = 0; h < H; ++h)
+      out[h][r] = sums[h];
+  }
+}
+
+// axpyRowsAvx2 for H heads (H <= 4), 16 columns at a time kept in
+// registers across all rows: each row's 16 columns are loaded once for the
+// H heads. Every element of y is the same chain of fused multiply-adds, row
+// after row, however the columns are grouped.
+template <int H>
+__attribute__((target("avx2,fma"))) void axpyRowsHeadsAvx2(const float *const *s,
+                                                           const float *rows, int64_t stride,
+                                                           int64_t count, int64_t n,
+                                                           float *const *y) {
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    __m256 acc[H][2];
+    for (int h = 0; h < H; ++h)
+      for (int v = 0; v < 2; ++v)
+        acc[h][v] = _mm256_loadu_ps(y[h] + c + 8 * v);
+    for (int64_t r = 0; r < count; ++r) {
+      const float *row = rows + r * stride + c;
+      const __m256 x0 = _mm256_loadu_ps(row), x1 = _mm256_loadu_ps(row + 8);
+      for (int h = 0; h < H; ++h) {
+        const __m256 sv = _mm256_set1_ps(s[h][r]);
+        acc[h][0] = _mm256_fmadd_ps(sv, x0, acc[h][0]);
+        acc[h][1] = _mm256_fmadd_ps(sv, x1, acc[h][1]);
+      }
+    }
+    for (int h = 0; h < H; ++h)
+      for (int v = 0; v < 2; ++v)
+        _mm256_storeu_ps(y[h] + c + 8 * v, acc[h][v]);
+  }
+  if (c < n)
+    for (int h = 0; h < H; ++h)
+      for (int64_t r = 0; r < count; ++r)
+        axpyAvx2(s[h][r], rows + r * stride + c, y[h] + c, n - c);
+}
+
 // The AVX-512 builds below keep dotAvx2's s0 and s1 (or axpyRowsAvx2's
 // column vectors) as the halves of one register: each lane sees the same
 // multiply-adds, so they give the AVX2 builds' bits with half the
@@ -388,19 +458,25 @@ void axpyRows(const float *s, const float *rows, int64_t stride, int64_t count, 
 
 void dotRowsHeads(const float *const *q, const float *rows, int64_t stride, int64_t count,
                   int64_t n, float *const *out, int64_t heads) {
-  if (isa() < Isa::Avx512) {
-    for (int64_t h = 0; h < heads; ++h)
-      dotRows(q[h], rows, stride, count, n, out[h]);
-    return;
-  }
-  byFour(heads, [&](auto h4, int64_t h) {
-    dotRowsAvx512<h4.value>(q + h, rows, stride, count, n, out + h);
-  });
+  if (isa() >= Isa::Avx512)
+    return byFour(heads, [&](auto h4, int64_t h) {
+      dotRowsAvx512<h4.value>(q + h, rows, stride, count, n, out + h);
+    });
+  if (useAvx2() && n % 8 == 0)
+    return byFour(heads, [&](auto h4, int64_t h) {
+      dotRowsHeadsAvx2<h4.value>(q + h, rows, stride, count, n, out + h);
+    });
+  for (int64_t h = 0; h < heads; ++h)
+    dotRows(q[h], rows, stride, count, n, out[h]);
 }
 
 void axpyRowsHeads(const float *const *s, const float *rows, int64_t stride, int64_t count,
                    int64_t n, float *const *y, int64_t heads) {
   if (isa() < Isa::Avx512) {
+    if (useAvx2())
+      return byFour(heads, [&](auto h4, int64_t h) {
+        axpyRowsHeadsAvx2<h4.value>(s + h, rows, stride, count, n, y + h);
+      });
     for (int64_t h = 0; h < heads; ++h)
       axpyRows(s[h], rows, stride, count, n, y[h]);
     return;

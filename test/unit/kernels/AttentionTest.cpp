@@ -81,35 +81,38 @@ TEST(VectorRows, SameBitsAsRowByRow) {
       }
       EXPECT_EQ(0, std::memcmp(dots.data(), alone.data(), dots.size() * 4));
       EXPECT_EQ(0, std::memcmp(y.data(), yAlone.data(), y.size() * 4));
-      // Five heads over the same rows: a group of four and one more.
-      constexpr int64_t kHeads = 5;
-      std::vector<std::vector<float>> queries, scores, scoresAlone, weights, ys, ysAlone;
-      const float *qh[kHeads], *w[kHeads];
-      float *sh[kHeads], *yh[kHeads];
-      for (int64_t h = 0; h < kHeads; ++h) {
-        queries.push_back(uniform(rng, size_t(n), -1, 1));
-        scores.emplace_back(size_t(count));
-        scoresAlone.emplace_back(size_t(count));
-        weights.push_back(uniform(rng, size_t(count), -1, 1));
-        ys.push_back(uniform(rng, size_t(n), -1, 1));
-        ysAlone.push_back(ys.back());
-      }
-      for (int64_t h = 0; h < kHeads; ++h) {
-        const size_t i = size_t(h);
-        qh[h] = queries[i].data();
-        sh[h] = scores[i].data();
-        w[h] = weights[i].data();
-        yh[h] = ys[i].data();
-        dotRows(qh[h], rows.data(), stride, count, n, scoresAlone[i].data());
-        axpyRows(w[h], rows.data(), stride, count, n, ysAlone[i].data());
-      }
-      dotRowsHeads(qh, rows.data(), stride, count, n, sh, kHeads);
-      axpyRowsHeads(w, rows.data(), stride, count, n, yh, kHeads);
-      for (int64_t h = 0; h < kHeads; ++h) {
-        const size_t i = size_t(h);
-        EXPECT_EQ(0, std::memcmp(scores[i].data(), scoresAlone[i].data(), size_t(count) * 4))
-            << "head " << h;
-        EXPECT_EQ(0, std::memcmp(ys[i].data(), ysAlone[i].data(), size_t(n) * 4)) << "head " << h;
+      // Heads over the same rows: two, three, and five (a group of four and
+      // one more).
+      for (int64_t heads : {2, 3, 5}) {
+        std::vector<std::vector<float>> queries, scores, scoresAlone, weights, ys, ysAlone;
+        std::vector<const float *> qh, w;
+        std::vector<float *> sh, yh;
+        for (int64_t h = 0; h < heads; ++h) {
+          queries.push_back(uniform(rng, size_t(n), -1, 1));
+          scores.emplace_back(size_t(count));
+          scoresAlone.emplace_back(size_t(count));
+          weights.push_back(uniform(rng, size_t(count), -1, 1));
+          ys.push_back(uniform(rng, size_t(n), -1, 1));
+          ysAlone.push_back(ys.back());
+        }
+        for (int64_t h = 0; h < heads; ++h) {
+          const size_t i = size_t(h);
+          qh.push_back(queries[i].data());
+          sh.push_back(scores[i].data());
+          w.push_back(weights[i].data());
+          yh.push_back(ys[i].data());
+          dotRows(qh[i], rows.data(), stride, count, n, scoresAlone[i].data());
+          axpyRows(w[i], rows.data(), stride, count, n, ysAlone[i].data());
+        }
+        dotRowsHeads(qh.data(), rows.data(), stride, count, n, sh.data(), heads);
+        axpyRowsHeads(w.data(), rows.data(), stride, count, n, yh.data(), heads);
+        for (int64_t h = 0; h < heads; ++h) {
+          const size_t i = size_t(h);
+          EXPECT_EQ(0, std::memcmp(scores[i].data(), scoresAlone[i].data(), size_t(count) * 4))
+              << "head " << h << " of " << heads;
+          EXPECT_EQ(0, std::memcmp(ys[i].data(), ysAlone[i].data(), size_t(n) * 4))
+              << "head " << h << " of " << heads;
+        }
       }
     }
 }
