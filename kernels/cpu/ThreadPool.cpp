@@ -4,7 +4,7 @@
 // claims a chunk with a compare-and-swap that also checks the generation, so
 // a helper that wakes late for a finished region claims nothing and never
 // touches its body. The caller waits until every claimed chunk is finished.
-// Helpers and the waiting caller spin for tens of microseconds, then sleep
+// Helpers and the waiting caller spin for about a millisecond, then sleep
 // on a futex.
 //
 // On a machine with more runnable threads than cores (busy processes
@@ -46,11 +46,18 @@ void futexWakeAll(std::atomic<uint32_t> &word) {
           nullptr, 0);
 }
 
-/// Spins on `ready` for kSpins pauses (tens of microseconds: the gap
-/// between a decode step's kernels), then sleeps on `word` while it still
+/// Spins on `ready` for kSpins pauses, then sleeps on `word` while it still
 /// holds `expected`. No sched_yield: a yielding thread stays runnable and
 /// takes its share of a busy core from the thread that has the work.
-constexpr int kSpins = 2000;
+/// 30000 pauses are about a millisecond (31 ns a pause on a Zen 3): longer
+/// than the gaps between a decode step's shared regions, where attention,
+/// the router and the norms run on the caller alone, so that a helper is
+/// still spinning when the next region starts. 2000 (63 us) let it fall
+/// asleep in those gaps, and waking it cost bf16 and int8 decodes of the
+/// benchmark model 10% on a 2-core Zen 3 VM (8 rounds interleaved each);
+/// beside two busy loops decode kept 0.56-0.79 of its quiet rate, against
+/// 0.52-0.63 (make bench-contention, the same rounds).
+constexpr int kSpins = 30000;
 template <typename Ready>
 void await(Ready ready, std::atomic<uint32_t> &word, uint32_t expected,
            std::atomic<int> &sleepers) {
