@@ -12,9 +12,9 @@
 // byte once, in sequential streams per thread, and dequantization costs no
 // memory traffic. For more tokens, each
 // chunk of the kRows rows is converted to f32 once into a per-thread L1
-// buffer and swept by every token of the block (whose x chunks stay in L2);
-// on AVX-512 (LinearAvx512.cpp) the buffer holds pairs of rows interleaved
-// and each token's sums stay in registers over the chunk. LinearDetail.h
+// buffer and swept by every token of the block (whose x chunks stay in L2),
+// each token's sums in registers over the chunk (on AVX-512,
+// LinearAvx512.cpp, the buffer holds pairs of rows interleaved). LinearDetail.h
 // holds the work item and the sizes both files use.
 // For int8/int4 both paths sum x * q over a chunk (q converted exactly) and
 // add that sum times the row's scale to the accumulator: one multiply-add

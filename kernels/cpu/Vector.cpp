@@ -472,23 +472,22 @@ void dotRowsHeads(const float *const *q, const float *rows, int64_t stride, int6
 
 void axpyRowsHeads(const float *const *s, const float *rows, int64_t stride, int64_t count,
                    int64_t n, float *const *y, int64_t heads) {
-  if (isa() < Isa::Avx512) {
-    if (useAvx2())
-      return byFour(heads, [&](auto h4, int64_t h) {
-        axpyRowsHeadsAvx2<h4.value>(s + h, rows, stride, count, n, y + h);
-      });
-    for (int64_t h = 0; h < heads; ++h)
-      axpyRows(s[h], rows, stride, count, n, y[h]);
-    return;
+  if (isa() >= Isa::Avx512) {
+    const int64_t whole = n / 64 * 64; // the columns axpyRowsAvx512 takes 64 at a time
+    return byFour(heads, [&](auto h4, int64_t h) {
+      for (int64_t c = 0; c < whole; c += 64)
+        axpyRowsHeadsAvx512<h4.value>(s + h, rows, stride, count, c, y + h);
+      if (whole < n)
+        for (int64_t i = h; i < h + h4.value; ++i)
+          axpyRowsAvx2(s[i], rows + whole, stride, count, n - whole, y[i] + whole);
+    });
   }
-  const int64_t whole = n / 64 * 64; // the columns axpyRowsAvx512 takes 64 at a time
-  byFour(heads, [&](auto h4, int64_t h) {
-    for (int64_t c = 0; c < whole; c += 64)
-      axpyRowsHeadsAvx512<h4.value>(s + h, rows, stride, count, c, y + h);
-    if (whole < n)
-      for (int64_t i = h; i < h + h4.value; ++i)
-        axpyRowsAvx2(s[i], rows + whole, stride, count, n - whole, y[i] + whole);
-  });
+  if (useAvx2())
+    return byFour(heads, [&](auto h4, int64_t h) {
+      axpyRowsHeadsAvx2<h4.value>(s + h, rows, stride, count, n, y + h);
+    });
+  for (int64_t h = 0; h < heads; ++h)
+    axpyRows(s[h], rows, stride, count, n, y[h]);
 }
 
 void siluMulRow(const float *gate, const float *up, int64_t n, float *out) {
