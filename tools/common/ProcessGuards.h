@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -31,8 +32,15 @@ namespace detail {
 inline char busMessage[256];
 inline size_t busMessageLength = 0;
 inline std::string toolName;
+inline std::atomic_flag busReported = ATOMIC_FLAG_INIT;
 inline void onBusError(int) {
-  // Only async-signal-safe calls here.
+  // Only async-signal-safe calls here (a lock-free atomic flag is one).
+  // Several threads reading the lost pages (the caller and a kernel helper)
+  // take the signal at once: the first writes the line and ends the
+  // process, the others wait for that without writing it again.
+  if (busReported.test_and_set())
+    for (;;)
+      ::pause();
   ssize_t ignored = ::write(STDERR_FILENO, busMessage, busMessageLength);
   (void)ignored;
   ::_exit(1);
