@@ -58,23 +58,17 @@ Status Collective::allToAllV(Stream &stream, DeviceArray send,
 Expected<std::vector<int32_t>> gatherWords(Collective &ranks, Device &device,
                                            const std::vector<int32_t> &mine) {
   const size_t in = mine.size() * 4, out = in * size_t(ranks.size());
-  // One host-visible buffer to stage through, one device buffer to gather in.
+  // Gathered in host-visible memory: host collectives (local, MPI) read it
+  // on the host, and a GPU's is mapped into its address space too.
   auto host = device.allocate(in + out, MemoryKind::HostVisible);
   if (!host)
     return host.status();
-  auto words = device.allocate(in + out, MemoryKind::DeviceLocal);
-  if (!words)
-    return words.status();
   Stream &stream = device.stream(0);
+  auto *base = static_cast<uint8_t *>((*host)->data());
   std::memcpy((*host)->host(), mine.data(), in);
-  auto *base = static_cast<uint8_t *>((*words)->data());
-  if (Status st = stream.copy(**words, 0, **host, 0, in); !st)
-    return st;
   if (Status st = ranks.allGather(stream, {base, DType::I32, mine.size()},
                                   {base + in, DType::I32, out / 4});
       !st)
-    return st;
-  if (Status st = stream.copy(**host, in, **words, in, out); !st)
     return st;
   if (Status st = stream.synchronize(); !st)
     return st;

@@ -105,15 +105,22 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
                            "their [ranks, T, ...] results)");
     if (inst->collective() != plan::CollectiveOp::None)
       continue;
-    for (uint32_t id : *inst->inputs()) {
-      const plan::Tensor *t = p.tensors()->Get(id);
-      if (t->storage() == plan::Storage::Weight &&
-          !device.supports(kernelOf(*inst), dtypeOf(t->dtype())))
-        return Status::error(std::string(kernelInfo(kernelOf(*inst))->name) + " with " +
-                             dtypeName(t->dtype()) + " weights is not supported by the " +
-                             device.name() + " backend (at " +
+    // Each weight's dtype is asked; a kernel without weights is asked with
+    // F32 (its tensors are f32 activations).
+    std::vector<plan::DType> weightTypes;
+    for (uint32_t id : *inst->inputs())
+      if (const plan::Tensor *t = p.tensors()->Get(id); t->storage() == plan::Storage::Weight)
+        weightTypes.push_back(t->dtype());
+    const bool weightless = weightTypes.empty();
+    if (weightless)
+      weightTypes.push_back(plan::DType::F32);
+    for (plan::DType type : weightTypes)
+      if (!device.supports(kernelOf(*inst), dtypeOf(type)))
+        return Status::error(std::string(kernelInfo(kernelOf(*inst))->name) +
+                             (weightless ? std::string()
+                                         : std::string(" with ") + dtypeName(type) + " weights") +
+                             " is not supported by the " + device.name() + " backend (at " +
                              (inst->location() ? inst->location()->str() : "?") + ")");
-    }
   }
   const plan::KvCacheSpec &kv = *p.kv_cache();
   s->maxContext_ = options.maxContext > 0 ? options.maxContext : kv.max_context();

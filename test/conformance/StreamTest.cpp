@@ -23,13 +23,24 @@ std::function<rt::Status()> slowStore(std::atomic<int> &slot, int value) {
   };
 }
 
-TEST(Streams, AWaitOrdersTheCallerAfterAnotherStream) {
+/// What stream `s` sees of `x` when its earlier work has run.
+int seenBy(rt::Stream &s, const std::atomic<int> &x) {
+  int seen = -1;
+  EXPECT_TRUE(s.enqueueHost([&] {
+    seen = x.load();
+    return rt::Status::ok();
+  }));
+  EXPECT_TRUE(s.synchronize());
+  return seen;
+}
+
+TEST(Streams, AWaitOrdersTheCallersStreamAfterAnotherStream) {
   std::atomic<int> x{0};
   auto e = device().createEvent();
   ASSERT_TRUE(device().stream(1).enqueueHost(slowStore(x, 1)));
   ASSERT_TRUE(device().stream(1).record(*e));
   ASSERT_TRUE(device().stream(0).wait(*e));
-  EXPECT_EQ(x.load(), 1);
+  EXPECT_EQ(seenBy(device().stream(0), x), 1);
   ASSERT_TRUE(device().stream(1).synchronize());
 }
 
@@ -68,7 +79,7 @@ TEST(Streams, AWaitTakesTheLatestRecordBeforeIt) {
   ASSERT_TRUE(device().stream(1).enqueueHost(slowStore(x, 2)));
   ASSERT_TRUE(device().stream(1).record(*e));
   ASSERT_TRUE(device().stream(0).wait(*e));
-  EXPECT_EQ(x.load(), 2);
+  EXPECT_EQ(seenBy(device().stream(0), x), 2);
   ASSERT_TRUE(device().stream(1).synchronize());
 }
 

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CpuStreams.h"
+#include "runtime/backends/StreamTable.h"
 #include "moe/runtime/Hal.h"
 #include "kernels/cpu/Attention.h"
 #include "kernels/cpu/Kernels.h"
@@ -17,7 +18,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <mutex>
 #include <new>
 #include <vector>
 
@@ -272,19 +272,14 @@ public:
         new HostBuffer(const_cast<void *>(data), bytes, MemoryKind::DeviceLocal, false));
   }
   Stream &stream(int index) override {
-    std::lock_guard<std::mutex> lock(streamsMutex_);
-    if (streams_.size() <= size_t(index))
-      streams_.resize(size_t(index) + 1);
-    std::unique_ptr<Stream> &s = streams_[size_t(index)];
-    if (!s)
-      s = index == 0 ? createCallerStream() : createWorkerStream(index);
-    return *s;
+    return streams_.get(index, [](int i) {
+      return i == 0 ? createCallerStream() : createWorkerStream(i);
+    });
   }
   std::unique_ptr<Event> createEvent() override { return cpu_backend::createEvent(); }
 
 private:
-  std::mutex streamsMutex_;
-  std::vector<std::unique_ptr<Stream>> streams_;
+  StreamTable streams_;
 };
 
 } // namespace

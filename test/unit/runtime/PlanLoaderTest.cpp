@@ -667,10 +667,13 @@ TEST_F(PlanLoaderTest, RejectsAnEventRecordedTwice) {
 class LoggingDevice final : public Device {
 public:
   std::vector<std::string> log;
+  std::vector<Kernel> refused; ///< kernels it says it does not run
 
   std::string name() const override { return "logging"; }
   uint64_t memoryBytes() const override { return cpu_->memoryBytes(); }
-  bool supports(Kernel k, DType t) const override { return cpu_->supports(k, t); }
+  bool supports(Kernel k, DType t) const override {
+    return std::find(refused.begin(), refused.end(), k) == refused.end() && cpu_->supports(k, t);
+  }
   bool supportsKvCache(DType t) const override { return cpu_->supportsKvCache(t); }
   Expected<std::unique_ptr<Buffer>> allocate(size_t bytes, MemoryKind kind) override {
     return cpu_->allocate(bytes, kind);
@@ -726,6 +729,40 @@ private:
   std::vector<std::unique_ptr<LoggingStream>> streams_;
   int events_ = 0;
 };
+
+// A kernel the device does not run is refused by name before anything runs:
+// with its weights' dtype, or alone when it has no weights (asked as F32).
+TEST_F(PlanLoaderTest, SessionRefusesAKernelTheDeviceDoesNotRun) {
+  Spec embedding;
+  write(embedding);
+  auto loaded = LoadedPlan::open(dir_.string());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  LoggingDevice device;
+  device.refused = {Kernel::Embedding};
+  auto session = Session::create(**loaded, device);
+  ASSERT_FALSE(session);
+  EXPECT_EQ(session.status().message().rfind(
+                "embedding with F32 weights is not supported by the logging backend (at ", 0),
+            0u)
+      << session.status().message();
+
+  Spec add; // out = out + out: no weights
+  add.op = fb::OpCode::Add;
+  add.ins = {3, 3};
+  add.weightBytes = 0; // the table is in no program
+  write(add);
+  loaded = LoadedPlan::open(dir_.string());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  device.refused = {Kernel::Add};
+  session = Session::create(**loaded, device);
+  ASSERT_FALSE(session);
+  EXPECT_EQ(session.status().message().rfind("add is not supported by the logging backend (at ", 0),
+            0u)
+      << session.status().message();
+  device.refused = {};
+  EXPECT_TRUE(Session::create(**loaded, device));
+  EXPECT_TRUE(device.log.empty()); // nothing ran
+}
 
 TEST_F(PlanLoaderTest, SessionOrdersStreamsByThePlansEvents) {
   Spec s = twoStreams(256);

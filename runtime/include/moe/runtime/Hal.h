@@ -74,7 +74,8 @@ public:
   virtual std::string name() const = 0;
   /// Memory the plan may use on this device, in bytes.
   virtual uint64_t memoryBytes() const = 0;
-  /// Whether this backend runs `op` with weights of `weightType`.
+  /// Whether this backend runs `kernel` with weights of `weightType`; a
+  /// kernel without weights is asked with F32 (its f32 activations).
   virtual bool supports(Kernel kernel, DType weightType) const = 0;
   /// Whether its attention kernels keep a KV cache of `kvType` (KvLayerView).
   virtual bool supportsKvCache(DType kvType) const = 0;
