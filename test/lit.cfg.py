@@ -32,6 +32,20 @@ config.substitutions.append(("%mpirun", config.mpirun))
 asan = "-fsanitize=address" in config.moe_cxx_flags
 if asan:
     config.available_features.add("asan")
+# The backends this build has: feature "cuda" when it has the CUDA backend
+# (MOE_CUDA), "gpu" when that backend can also run here.
+import json, subprocess
+try:
+    _devices = json.loads(subprocess.run(
+        [os.path.join(config.moe_tools_dir, "moe-run"), "--list-devices", "--json", "-"],
+        capture_output=True, text=True, timeout=60).stdout)
+except (OSError, ValueError, subprocess.TimeoutExpired):
+    _devices = []
+for _d in _devices:
+    if _d["name"] == "cuda":
+        config.available_features.add("cuda")
+        if not _d["unavailable"]:
+            config.available_features.add("gpu")
 # The multi-rank scripts (overlap, expert-, tensor- and data-parallel) check
 # every model family at %e2e_ranks ranks; their 4-rank lines have the check
 # prefix NP4. Under ASan only 2 ranks: each MPI job there spends about 1 s

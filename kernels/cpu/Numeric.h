@@ -1,8 +1,10 @@
 //===- Numeric.h - scalar conversions between f32 and storage types -*- C++ -*-===//
 //
-// One definition of each 16- and 8-bit float format, shared by the kernels
-// (weights, KV cache) and by moe-compile's weight encoder. Inline: the
-// kernels' row loops vectorize through them.
+// One definition of each 16- and 8-bit float format, shared by the CPU
+// kernels (weights, KV cache), moe-compile's weight encoder and the CUDA
+// kernels (kernels/cuda: the decoders, compiled for the device too, so both
+// backends read a weight as the same f32). Inline: the kernels' row loops
+// vectorize through them.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_KERNELS_CPU_NUMERIC_H
@@ -11,25 +13,33 @@
 #include <cstdint>
 #include <cstring>
 
+/// What the decoders (and the bf16 encoder, for KV-cache rows) are: host
+/// and device functions under nvcc.
+#ifdef __CUDACC__
+#define MOE_DECODER __host__ __device__ inline
+#else
+#define MOE_DECODER inline
+#endif
+
 namespace moe::cpu {
 
-inline float floatFromBits(uint32_t u) {
+MOE_DECODER float floatFromBits(uint32_t u) {
   float f;
-  std::memcpy(&f, &u, sizeof f);
+  memcpy(&f, &u, sizeof f);
   return f;
 }
 
-inline uint32_t bitsOfFloat(float f) {
+MOE_DECODER uint32_t bitsOfFloat(float f) {
   uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
+  memcpy(&u, &f, sizeof u);
   return u;
 }
 
 /// bf16 is the high half of an f32.
-inline float bf16ToF32(uint16_t h) { return floatFromBits(uint32_t(h) << 16); }
+MOE_DECODER float bf16ToF32(uint16_t h) { return floatFromBits(uint32_t(h) << 16); }
 
 /// f32 -> bf16, round to nearest even (NaN stays NaN).
-inline uint16_t f32ToBf16(float f) {
+MOE_DECODER uint16_t f32ToBf16(float f) {
   uint32_t u = bitsOfFloat(f);
   if ((u & 0x7fffffff) > 0x7f800000)
     return uint16_t((u >> 16) | 0x40);
@@ -42,7 +52,7 @@ inline uint16_t f32ToBf16(float f) {
 /// subtraction). Subnormals are built as 2^-14 * (1.m) - 2^-14, exactly,
 /// rather than by scaling an f32 denormal, which would read as zero under
 /// denormals-are-zero.
-inline float f16ToF32(uint16_t h) {
+MOE_DECODER float f16ToF32(uint16_t h) {
   const uint32_t magnitude = uint32_t(h & 0x7fff) << 13; // exponent+mantissa
   const uint32_t exponent = magnitude & 0x0f800000;
   const float normal = floatFromBits(magnitude + (112u << 23)); // rebias 15 -> 127
@@ -62,7 +72,7 @@ uint8_t f32ToFp8(float f);
 /// mask, so that row loops vectorize. Subnormals are 2^-6 * (1.m) - 2^-6,
 /// exactly. 0x7f and 0xff (NaN in OCP e4m3fn; the encoder never writes
 /// them) read as +-480.
-inline float fp8ToF32(uint8_t b) {
+MOE_DECODER float fp8ToF32(uint8_t b) {
   const uint32_t magnitude = uint32_t(b & 0x7f) << 20; // exponent+mantissa
   const float normal = floatFromBits(magnitude + (120u << 23)); // rebias 7 -> 127
   const float subnormal = floatFromBits(magnitude + (121u << 23)) - 0x1p-6f;

@@ -1,6 +1,10 @@
 //===- Registry.cpp - the backends this build has, by name ----------------===//
 #include "moe/runtime/Registry.h"
 
+#if MOE_WITH_CUDA
+#include "runtime/backends/cuda/CudaDevice.h"
+#endif
+
 namespace moe::rt {
 
 namespace {
@@ -9,13 +13,19 @@ struct Backend {
   const char *name, *description;
   /// "" when it can run here, else why not.
   std::string (*unavailable)();
-  std::unique_ptr<Device> (*create)(const DeviceOptions &);
+  Expected<std::unique_ptr<Device>> (*create)(const DeviceOptions &);
 };
 
 const Backend kBackends[] = {
     {"cpu", "the host CPU: kernels/cpu on one thread pool, streams on worker threads",
      [] { return std::string(); },
-     [](const DeviceOptions &o) { return createCpuDevice(CpuDeviceOptions{o.threads}); }},
+     [](const DeviceOptions &o) -> Expected<std::unique_ptr<Device>> {
+       return createCpuDevice(CpuDeviceOptions{o.threads});
+     }},
+#if MOE_WITH_CUDA
+    {"cuda", "the first visible NVIDIA GPU: kernels/cuda on CUDA streams (docs/design-cuda.md)",
+     cudaUnavailable, [](const DeviceOptions &) { return createCudaDevice(); }},
+#endif
 };
 
 } // namespace

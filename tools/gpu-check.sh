@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The GPU check: one call on a lent GPU machine (DEVELOPERS.md, "GPU time";
+# docs/design-cuda.md, "On a lent GPU"). First, here:
+#   make build && tools/gpu-bundle.sh
+# then, with the device tool:
+#   run(command="tools/gpu-check.sh", carry=[".gpu-bundle"], timeout_s=480)
+# It runs the programs of the bundle (that machine cannot build them) and
+# writes under $OUT (or ./gpu-check-out), at most 8 files:
+#   summary.json       what ran and how it ended, per step (read this first)
+#   gpu.txt            nvidia-smi, and the backends moe-run lists
+#   conformance.log    the conformance suite on the cuda device
+#   conformance.json   its per-test results (GoogleTest's JSON)
+#   goldens.log        each golden model on cuda against its Hugging Face
+#                      golden, at the bf16 tolerance below
+# Run here (no GPU) it does the same and reports every GPU step skipped;
+# MOE_GPU_CHECK_DEVICE=cpu runs its steps on the CPU backend instead, to
+# check the script itself; MOE_GPU_BUNDLE names another bundle than
+# .gpu-bundle/moe-gpu.tar.xz. A step that fails does not stop the others.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/gpu-check-out}
+mkdir -p "$out"
+bundle=${MOE_GPU_BUNDLE:-$root/.gpu-bundle/moe-gpu.tar.xz}
+[ -f "$bundle" ] || { echo "gpu-check: error: $bundle is missing: run tools/gpu-bundle.sh here first" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+tar -C "$work" -xJf "$bundle"
+moe=$work/moe
+export LD_LIBRARY_PATH=$moe/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# Logits of the golden models on the GPU against Hugging Face's (f32
+# reference): f32 activations with bf16 or f32 weights, so only the order
+# of sums differs from the CPU's.
+tolerance=1e-3
+device=${MOE_GPU_CHECK_DEVICE:-cuda}
+
+steps=()
+record() { steps+=("{\"step\": \"$1\", \"result\": \"$2\", \"seconds\": $3}"); }
+
+{ nvidia-smi 2>&1 || echo "nvidia-smi: not found"; echo; "$moe/bin/moe-run" --list-devices; } > "$out/gpu.txt"
+# "yes", or why the device cannot run here.
+runs=$("$moe/bin/moe-run" --list-devices --json - |
+  python3 -c "import json,sys; d=[x for x in json.load(sys.stdin) if x['name']==sys.argv[1]]; print('no such backend' if not d else d[0]['unavailable'] or 'yes')" "$device")
+
+start=$SECONDS
+MOE_CONFORMANCE_DEVICE=$device timeout 300 "$moe/bin/conformance-tests" \
+  --gtest_output="json:$out/conformance.json" > "$out/conformance.log" 2>&1
+rc=$?
+conformance=$(python3 - "$out/conformance.json" "$rc" <<'PY'
+import json, sys
+try:
+    suites = json.load(open(sys.argv[1]))["testsuites"]
+except (OSError, ValueError, KeyError):
+    print(f"no results (exit {sys.argv[2]})"); sys.exit()
+tests = [t for s in suites for t in s["testsuite"]]
+failed = sum(1 for t in tests if t.get("failures"))
+skipped = sum(1 for t in tests if t.get("result") == "SKIPPED")
+print(f"{len(tests) - failed - skipped} passed, {failed} failed, {skipped} skipped of {len(tests)} (exit {sys.argv[2]})")
+PY
+)
+record conformance "$conformance" $((SECONDS - start))
+
+# Each golden model's prompt, greedy, on the device: logits and tokens
+# against the golden. Until every kernel of a plan exists, the backend
+# refuses the plan by name, which is what the log then says.
+start=$SECONDS
+passed=0 total=0
+: > "$out/goldens.log"
+for plan in "$moe"/plans/*/; do
+  [ "$runs" = yes ] || break
+  name=$(basename "$plan")
+  golden=$root/test/e2e/goldens/$name
+  [ -f "$golden/golden.json" ] || continue
+  total=$((total + 1))
+  prompt=$(python3 -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['prompt'])))" "$golden/golden.json")
+  steps_n=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['greedy_tokens']))" "$golden/golden.json")
+  echo "== $name" >> "$out/goldens.log"
+  if timeout 60 "$moe/bin/moe-run" "$plan" --device "$device" --prompt-tokens "$prompt" \
+       --max-new-tokens "$steps_n" --ignore-eos --json "$work/$name.json" \
+       --dump-logits "$work/$name.bin" >> "$out/goldens.log" 2>&1 &&
+     python3 "$root/test/e2e/compare-golden.py" "$golden/golden.json" "$work/$name.json" \
+       "$work/$name.bin" --tolerance "$tolerance" >> "$out/goldens.log" 2>&1; then
+    passed=$((passed + 1))
+  fi
+done
+if [ "$runs" = yes ]; then
+  record goldens "$passed of $total match at tolerance $tolerance" $((SECONDS - start))
+else
+  record goldens "skipped: $runs" 0
+fi
+
+summary=$(printf '%s,\n' "${steps[@]}")
+cat > "$out/summary.json" <<JSON
+{
+  "bundle_commit": "$(cat "$moe/commit")",
+  "device": "$device",
+  "runs_here": "$runs",
+  "steps": [
+${summary%,}
+  ]
+}
+JSON
+cat "$out/summary.json"
