@@ -26,7 +26,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 tar -C "$work" -xJf "$bundle"
 moe=$work/moe
-export LD_LIBRARY_PATH=$moe/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# Our programs load the bundle's libraries (built on Debian 12: glibc 2.36
+# or newer is needed); python3 and nvidia-smi keep the machine's own.
+lib=$moe/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# program [args...]: one of the bundle's programs, within `limit` seconds.
+limit=60
+bundled() { local p=$1; shift; timeout "$limit" env LD_LIBRARY_PATH="$lib" "$moe/bin/$p" "$@"; }
 # Logits of the golden models on the GPU against Hugging Face's (f32
 # reference): f32 activations with bf16 or f32 weights, so only the order
 # of sums differs from the CPU's.
@@ -36,13 +41,15 @@ device=${MOE_GPU_CHECK_DEVICE:-cuda}
 steps=()
 record() { steps+=("{\"step\": \"$1\", \"result\": \"$2\", \"seconds\": $3}"); }
 
-{ nvidia-smi 2>&1 || echo "nvidia-smi: not found"; echo; "$moe/bin/moe-run" --list-devices; } > "$out/gpu.txt"
+{ if command -v nvidia-smi > /dev/null; then nvidia-smi 2>&1; else echo "nvidia-smi: not found"; fi
+  echo; ldd --version | head -1; echo
+  bundled moe-run --list-devices 2>&1; } > "$out/gpu.txt"
 # "yes", or why the device cannot run here.
-runs=$("$moe/bin/moe-run" --list-devices --json - |
+runs=$(bundled moe-run --list-devices --json - |
   python3 -c "import json,sys; d=[x for x in json.load(sys.stdin) if x['name']==sys.argv[1]]; print('no such backend' if not d else d[0]['unavailable'] or 'yes')" "$device")
 
 start=$SECONDS
-MOE_CONFORMANCE_DEVICE=$device timeout 300 "$moe/bin/conformance-tests" \
+MOE_CONFORMANCE_DEVICE=$device limit=300 bundled conformance-tests \
   --gtest_output="json:$out/conformance.json" > "$out/conformance.log" 2>&1
 rc=$?
 conformance=$(python3 - "$out/conformance.json" "$rc" <<'PY'
@@ -74,7 +81,7 @@ for plan in "$moe"/plans/*/; do
   prompt=$(python3 -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['prompt'])))" "$golden/golden.json")
   steps_n=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['greedy_tokens']))" "$golden/golden.json")
   echo "== $name" >> "$out/goldens.log"
-  if timeout 60 "$moe/bin/moe-run" "$plan" --device "$device" --prompt-tokens "$prompt" \
+  if bundled moe-run "$plan" --device "$device" --prompt-tokens "$prompt" \
        --max-new-tokens "$steps_n" --ignore-eos --json "$work/$name.json" \
        --dump-logits "$work/$name.bin" >> "$out/goldens.log" 2>&1 &&
      python3 "$root/test/e2e/compare-golden.py" "$golden/golden.json" "$work/$name.json" \
