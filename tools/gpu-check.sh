@@ -11,7 +11,8 @@
 #   conformance.log    the conformance suite on the cuda device
 #   conformance.json   its per-test results (GoogleTest's JSON)
 #   goldens.log        each golden model on cuda against its Hugging Face
-#                      golden, at the bf16 tolerance below
+#                      golden, at the tolerance below
+#   bench.log          moe-bench of the trained example at batch 1 and 64
 # Run here (no GPU) it does the same and reports every GPU step skipped;
 # MOE_GPU_CHECK_DEVICE=cpu runs its steps on the CPU backend instead, to
 # check the script itself; MOE_GPU_BUNDLE names another bundle than
@@ -93,6 +94,22 @@ if [ "$runs" = yes ]; then
   record goldens "$passed of $total match at tolerance $tolerance" $((SECONDS - start))
 else
   record goldens "skipped: $runs" 0
+fi
+
+# Decode speed of the trained example (6.3 MiB of bf16 weights: a check
+# that batching runs on the device, not a roofline figure) at 1 and 64
+# requests in flight, 64 new tokens each.
+start=$SECONDS
+if [ "$runs" = yes ] &&
+   bundled moe-bench "$moe/plans/kjv-moe" --device "$device" --concurrency 1,64 --requests 64 \
+     --prompt-len 16:16 --output-len 64:64 --ignore-eos --kv-blocks 512 \
+     --json "$work/bench.json" > "$out/bench.log" 2>&1; then
+  speeds=$(python3 -c "import json,sys; print(', '.join(f\"batch {int(l['concurrency'])} {l['decode_tokens'] / l['decode_seconds']:.0f} tok/s\" for l in json.load(open(sys.argv[1]))['levels']))" "$work/bench.json")
+  record bench "kjv-moe decode: $speeds" $((SECONDS - start))
+elif [ "$runs" = yes ]; then
+  record bench "failed: see bench.log" $((SECONDS - start))
+else
+  record bench "skipped: $runs" 0
 fi
 
 summary=$(printf '%s,\n' "${steps[@]}")
