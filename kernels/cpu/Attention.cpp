@@ -12,8 +12,13 @@ namespace moe::cpu {
 
 namespace {
 
-// (token, head) pairs, or GQA units (below), a thread claims at a time.
+// (token, head) pairs, or GQA units (below), a thread claims at a time: up
+// to 4, fewer when there are too few for every thread to get some (a
+// decode step's 4 KV heads were one chunk, which the caller ran alone).
 constexpr int64_t kPairsPerChunk = 4;
+int64_t grainOf(int64_t units) {
+  return std::clamp<int64_t>(units / kernelThreads(), 1, kPairsPerChunk);
+}
 // Query heads of a GQA group attended together (a larger group in turns).
 constexpr int64_t kMaxGroup = 8;
 
@@ -125,10 +130,11 @@ void gqaAttention(const float *q, const float *k, const float *v,
   // threads claim a few at a time, which balances a prefill's threads.
   const int64_t span = std::min(group, kMaxGroup), perKv = (group + span - 1) / span;
   const int64_t units = tokens * p.numKvHeads * perKv;
-  parallelChunks(chunksOf(units, kPairsPerChunk), [&](Chunks &chunks) {
+  const int64_t grain = grainOf(units);
+  parallelChunks(chunksOf(units, grain), [&](Chunks &chunks) {
     std::vector<float> queries(size_t(span * hd)), scores;
     float *const scratch = widenedRows(cache, hd);
-    forClaimed(chunks, units, kPairsPerChunk, [&](int64_t unit) {
+    forClaimed(chunks, units, grain, [&](int64_t unit) {
       const int64_t g = unit / (tokens * perKv), t = unit / perKv % tokens;
       const int64_t h0 = g * group + unit % perKv * span;
       const int64_t heads = std::min(span, (g + 1) * group - h0);
@@ -177,12 +183,13 @@ void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
     cache.store(cache.v, t, positions[t], kpe.data());
   }
   const int64_t pairs = tokens * p.numHeads;
-  parallelChunks(chunksOf(pairs, kPairsPerChunk), [&](Chunks &chunks) {
+  const int64_t grain = grainOf(pairs);
+  parallelChunks(chunksOf(pairs, grain), [&](Chunks &chunks) {
     std::vector<float> qLatent(rank), qPe(rope), context(rank), scores, peScores;
     // One buffer for the latent and the RoPE key rows: each call below is
     // done with it before the next.
     float *const scratch = widenedRows(cache, std::max(rank, rope));
-    forClaimed(chunks, pairs, kPairsPerChunk, [&](int64_t pair) {
+    forClaimed(chunks, pairs, grain, [&](int64_t pair) {
       const int64_t t = pair / p.numHeads, h = pair % p.numHeads;
       const float *qh = q + t * p.numHeads * qkDim + h * qkDim;
       // Absorb W_uk into the query: qLatent = W_uk[h]^T q_nope.
