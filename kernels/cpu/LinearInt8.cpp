@@ -63,6 +63,13 @@ __attribute__((target("avx2"))) int32_t sum8(__m256i v) {
   return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xb1)));
 }
 
+// The tiles stream their rows from memory (a decode item's rows are a
+// quarter of a matrix apart, each row a few hundred bytes to a few KB, too
+// short for the hardware prefetchers to ramp up): each line is asked for 1
+// KB ahead, as the f32 direct tiles do (Linear.cpp). Without it a W8A8
+// decode read its weights at half the rate of the int8 f32 path on a Zen 5.
+constexpr int64_t kPrefetchAhead = 1024;
+
 template <int R, int T>
 __attribute__((target("avx2"))) void tileAvx2(const int8_t *x, int64_t stride,
                                               const int8_t *const *w, int64_t k, int32_t *dots,
@@ -75,6 +82,8 @@ __attribute__((target("avx2"))) void tileAvx2(const int8_t *x, int64_t stride,
   for (int64_t c = 0; c < k; c += 32) {
     __m256i wv[R], aw[R];
     for (int i = 0; i < R; ++i) {
+      if (c % 64 == 0) // once a line
+        _mm_prefetch(reinterpret_cast<const char *>(w[i]) + c + kPrefetchAhead, _MM_HINT_T0);
       wv[i] = loadRow32(w[i], c, k);
       aw[i] = _mm256_abs_epi8(wv[i]);
     }
@@ -111,6 +120,7 @@ MOE_VNNI void tileVnni(const int8_t *x, int64_t stride, const int8_t *const *w, 
     const __mmask64 live = k - c >= 64 ? ~__mmask64(0) : (__mmask64(1) << (k - c)) - 1;
     __m512i wv[R];
     for (int i = 0; i < R; ++i) {
+      _mm_prefetch(reinterpret_cast<const char *>(w[i]) + c + kPrefetchAhead, _MM_HINT_T0);
       wv[i] = _mm512_maskz_loadu_epi8(live, w[i] + c);
       rowSum[i] = _mm512_dpbusd_epi32(rowSum[i], ones, wv[i]);
     }
