@@ -79,8 +79,7 @@ for plan in "$moe"/plans/*/; do
   golden=$root/test/e2e/goldens/$name
   [ -f "$golden/golden.json" ] || continue
   total=$((total + 1))
-  prompt=$(python3 -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['prompt'])))" "$golden/golden.json")
-  steps_n=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['greedy_tokens']))" "$golden/golden.json")
+  read -r prompt steps_n < <(python3 -c "import json,sys; g=json.load(open(sys.argv[1])); print(','.join(map(str, g['prompt'])), len(g['greedy_tokens']))" "$golden/golden.json")
   echo "== $name" >> "$out/goldens.log"
   if bundled moe-run "$plan" --device "$device" --prompt-tokens "$prompt" \
        --max-new-tokens "$steps_n" --ignore-eos --json "$work/$name.json" \

@@ -32,12 +32,12 @@ __device__ inline int64_t cacheRow(const KvCache &c, int64_t token, int64_t posi
 }
 
 __device__ inline float kvAt(const KvCache &c, const void *plane, int64_t i) {
-  return c.type == KvType::BF16 ? cpu::bf16ToF32(static_cast<const uint16_t *>(plane)[i])
+  return c.dtype == rt::DType::BF16 ? cpu::bf16ToF32(static_cast<const uint16_t *>(plane)[i])
                                 : static_cast<const float *>(plane)[i];
 }
 
 __device__ inline void kvStore(const KvCache &c, void *plane, int64_t i, float x) {
-  if (c.type == KvType::BF16)
+  if (c.dtype == rt::DType::BF16)
     static_cast<uint16_t *>(plane)[i] = cpu::f32ToBf16(x);
   else
     static_cast<float *>(plane)[i] = x;

@@ -16,7 +16,6 @@
 //===----------------------------------------------------------------------===//
 #include "kernels/cuda/Kernels.h"
 #include "kernels/cuda/Load.cuh"
-#include "kernels/cuda/Reduce.cuh"
 
 #include <cmath>
 
@@ -47,26 +46,19 @@ __global__ void upKernel(const float *x, int64_t hidden, int64_t inter, Slots sl
   const int64_t i = int64_t(blockIdx.y) * kWarps + threadIdx.x / 32;
   if (i >= inter) // the whole warp
     return;
-  const int lane = threadIdx.x % 32;
+  // A corrupt id's row becomes NaN (e is the warp's: its shuffles agree).
   const int64_t e = slots.expert(s);
-  if (e < 0) {
-    if (lane == 0)
-      act[s * inter + i] = NAN;
-    return;
+  float value = NAN;
+  if (e >= 0) {
+    const int64_t gateRow = fused ? e * 2 * inter + i : e * inter + i;
+    const int64_t upRow = fused ? gateRow + inter : e * inter + i;
+    const float *xr = x + s / slots.picks * hidden;
+    const float g = warpRowDot(xr, gate, gateRow, hidden);
+    const float u = warpRowDot(xr, fused ? gate : up, upRow, hidden);
+    value = g / (1.0f + expf(-g)) * u;
   }
-  const int64_t gateRow = fused ? e * 2 * inter + i : e * inter + i;
-  const int64_t upRow = fused ? gateRow + inter : e * inter + i;
-  const Weight &upWeight = fused ? gate : up;
-  const float *xr = x + s / slots.picks * hidden;
-  float g = 0.0f, u = 0.0f;
-  for (int64_t c = lane; c < hidden; c += 32) {
-    g += xr[c] * at(gate, gateRow, c);
-    u += xr[c] * at(upWeight, upRow, c);
-  }
-  g = warpSum(g);
-  u = warpSum(u);
-  if (lane == 0)
-    act[s * inter + i] = g / (1.0f + expf(-g)) * u;
+  if (threadIdx.x % 32 == 0)
+    act[s * inter + i] = value;
 }
 
 __global__ void downKernel(const float *act, int64_t inter, int64_t hidden, Slots slots,
@@ -75,21 +67,10 @@ __global__ void downKernel(const float *act, int64_t inter, int64_t hidden, Slot
   const int64_t h = int64_t(blockIdx.y) * kWarps + threadIdx.x / 32;
   if (h >= hidden)
     return;
-  const int lane = threadIdx.x % 32;
   const int64_t e = slots.expert(s);
-  if (e < 0) {
-    if (lane == 0)
-      y[s * hidden + h] = NAN;
-    return;
-  }
-  const int64_t row = e * hidden + h;
-  const float *ar = act + s * inter;
-  float sum = 0.0f;
-  for (int64_t c = lane; c < inter; c += 32)
-    sum += ar[c] * at(down, row, c);
-  sum = warpSum(sum);
-  if (lane == 0)
-    y[s * hidden + h] = sum;
+  const float value = e >= 0 ? warpRowDot(act + s * inter, down, e * hidden + h, inter) : NAN;
+  if (threadIdx.x % 32 == 0)
+    y[s * hidden + h] = value;
 }
 
 __global__ void combineKernel(const float *y, const float *weights, Slots slots, int64_t hidden,

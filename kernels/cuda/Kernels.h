@@ -90,13 +90,12 @@ cudaError_t experts(const float *x, int64_t tokens, int64_t hidden, int64_t inte
 /// One layer of the paged KV cache (moe::rt::KvLayerView): blocks of
 /// `blockSize` rows of `width` elements in the k and v planes; token t's
 /// position p is row tables[t * tableStride + p / blockSize] * blockSize +
-/// p % blockSize. F32 and BF16 rows (the scaled int8 and fp8 rows are to
+/// p % blockSize. F32 or BF16 rows (the scaled int8 and fp8 rows are to
 /// come).
-enum class KvType : uint8_t { F32, BF16 };
 struct KvCache {
   void *k = nullptr, *v = nullptr;
   int64_t width = 0, blockSize = 0;
-  KvType type = KvType::F32;
+  rt::DType dtype = rt::DType::F32;
   const int32_t *tables = nullptr;
   int64_t tableStride = 0;
 };

@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/Numeric.h"
 #include "kernels/cuda/Kernels.h"
+#include "kernels/cuda/Reduce.cuh"
 
 namespace moe::cuda {
 
@@ -26,6 +27,15 @@ __device__ inline float at(const Weight &w, int64_t row, int64_t col) {
   }
   const int64_t groups = (w.cols + w.group - 1) / w.group;
   return v * w.scales[(w.rowOffset + row) / w.rowGroup * groups + col / w.group];
+}
+
+/// x . (row `row` of w) over k elements by one warp: lane l takes elements
+/// l, l + 32, ..., then warpSum adds the lanes. The sum is in lane 0.
+__device__ inline float warpRowDot(const float *x, const Weight &w, int64_t row, int64_t k) {
+  float sum = 0.0f;
+  for (int64_t c = threadIdx.x % 32; c < k; c += 32)
+    sum += x[c] * at(w, row, c);
+  return warpSum(sum);
 }
 
 } // namespace moe::cuda

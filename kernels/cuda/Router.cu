@@ -9,7 +9,6 @@
 //===----------------------------------------------------------------------===//
 #include "kernels/cuda/Kernels.h"
 #include "kernels/cuda/Load.cuh"
-#include "kernels/cuda/Reduce.cuh"
 
 #include <cmath>
 
@@ -18,6 +17,9 @@ namespace moe::cuda {
 namespace {
 
 constexpr int kRouterThreads = 256;
+/// Expert groups a router may have (DeepSeek-V3 has 8): their scores are
+/// the picking thread's own.
+constexpr int kMaxGroups = 64;
 
 /// NaN (from infinite logits) orders as -inf, as in the CPU router.
 __device__ inline float key(float v) { return isnan(v) ? -INFINITY : v; }
@@ -43,10 +45,7 @@ __global__ void routerKernel(const float *x, int64_t hidden, Weight w, Weight bi
   const float *xr = x + t * hidden;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int i = warp; i < e; i += kRouterThreads / 32) {
-    float dot = 0.0f;
-    for (int64_t c = lane; c < hidden; c += 32)
-      dot += xr[c] * at(w, i, c);
-    dot = warpSum(dot);
+    const float dot = warpRowDot(xr, w, i, hidden);
     if (lane == 0)
       scores[i] = dot;
   }
@@ -69,10 +68,9 @@ __global__ void routerKernel(const float *x, int64_t hidden, Weight w, Weight bi
   for (int i = 0; i < e; ++i)
     choice[i] = scores[i] + (noAux ? at(bias, 0, i) : 0.0f);
   if (p.method != rt::TopkMethod::Greedy) {
-    // At most 64 groups (the launch checks; DeepSeek-V3 has 8).
     const int groups = int(p.nGroup), size = e / groups;
-    float groupScore[64];
-    bool groupTaken[64] = {};
+    float groupScore[kMaxGroups];
+    bool groupTaken[kMaxGroups] = {};
     for (int g = 0; g < groups; ++g) {
       const float *c = choice + g * size;
       if (p.method == rt::TopkMethod::GroupLimitedGreedy) {
@@ -120,8 +118,9 @@ __global__ void routerKernel(const float *x, int64_t hidden, Weight w, Weight bi
 cudaError_t router(const float *x, int64_t tokens, int64_t hidden, Weight w, const Weight *bias,
                    const rt::RouterParams &args, float *weights, int32_t *ids,
                    cudaStream_t stream) {
-  if (args.policy != rt::RoutingPolicy::TokenChoice || args.numExperts < 1 || args.numExperts > kMaxExperts || args.topK < 1 ||
-      args.topK > args.numExperts || args.nGroup < 1 || args.nGroup > 64 ||
+  if (args.policy != rt::RoutingPolicy::TokenChoice || args.numExperts < 1 ||
+      args.numExperts > kMaxExperts || args.topK < 1 || args.topK > args.numExperts ||
+      args.nGroup < 1 || args.nGroup > kMaxGroups ||
       args.numExperts % args.nGroup || args.topkGroup < 1 || args.topkGroup > args.nGroup)
     return cudaErrorInvalidValue;
   const size_t shared = size_t(args.numExperts) * (2 * sizeof(float) + sizeof(bool));

@@ -35,32 +35,22 @@ constexpr uint64_t kReservedBytes = uint64_t(512) << 20;
 /// Each of the two pinned buffers a weight upload goes through.
 constexpr size_t kStagingBytes = size_t(64) << 20;
 
-class DeviceBuffer final : public Buffer {
+/// Device memory (cudaMalloc) or, with a host address, pinned host memory
+/// mapped into the device's address space (cudaHostAlloc): the kind
+/// follows from which it is.
+class CudaBuffer final : public Buffer {
 public:
-  DeviceBuffer(void *data, size_t size) : data_(data), size_(size) {}
-  ~DeviceBuffer() override { (void)cudaFree(data_); }
-  void *data() override { return data_; }
-  void *host() override { return nullptr; }
-  size_t size() const override { return size_; }
-  MemoryKind kind() const override { return MemoryKind::DeviceLocal; }
-
-private:
-  void *data_;
-  size_t size_;
-};
-
-/// Pinned host memory mapped into the device's address space.
-class PinnedBuffer final : public Buffer {
-public:
-  PinnedBuffer(void *host, void *device, size_t size) : host_(host), device_(device), size_(size) {}
-  ~PinnedBuffer() override { (void)cudaFreeHost(host_); }
+  CudaBuffer(void *device, void *host, size_t size) : device_(device), host_(host), size_(size) {}
+  ~CudaBuffer() override { (void)(host_ ? cudaFreeHost(host_) : cudaFree(device_)); }
   void *data() override { return device_; }
   void *host() override { return host_; }
   size_t size() const override { return size_; }
-  MemoryKind kind() const override { return MemoryKind::HostVisible; }
+  MemoryKind kind() const override {
+    return host_ ? MemoryKind::HostVisible : MemoryKind::DeviceLocal;
+  }
 
 private:
-  void *host_, *device_;
+  void *device_, *host_;
   size_t size_;
 };
 
@@ -71,7 +61,7 @@ Expected<std::unique_ptr<Buffer>> allocateDevice(size_t bytes) {
                         ("cudaMalloc of " + std::to_string(bytes) + " bytes").c_str());
       !st)
     return st;
-  return std::unique_ptr<Buffer>(new DeviceBuffer(p, bytes));
+  return std::unique_ptr<Buffer>(new CudaBuffer(p, nullptr, bytes));
 }
 
 Expected<std::unique_ptr<Buffer>> allocatePinned(size_t bytes) {
@@ -85,7 +75,7 @@ Expected<std::unique_ptr<Buffer>> allocatePinned(size_t bytes) {
     (void)cudaFreeHost(host);
     return st;
   }
-  return std::unique_ptr<Buffer>(new PinnedBuffer(host, device, bytes));
+  return std::unique_ptr<Buffer>(new CudaBuffer(device, host, bytes));
 }
 
 /// Copies `bytes` of host memory at `src` to device memory at `dst`: each
@@ -136,8 +126,8 @@ public:
   bool supports(Kernel kernel, DType weightType) const override {
     return cuda_backend::runsKernel(kernel, weightType);
   }
-  bool supportsKvCache(DType kvType) const override { // kernels/cuda/Attention.cu
-    return kvType == DType::F32 || kvType == DType::BF16;
+  bool supportsKvCache(DType kvType) const override {
+    return cuda_backend::keepsKvCache(kvType);
   }
   Expected<std::unique_ptr<Buffer>> allocate(size_t bytes, MemoryKind kind) override {
     return kind == MemoryKind::HostVisible ? allocatePinned(bytes) : allocateDevice(bytes);

@@ -64,6 +64,8 @@ bool runsKernel(Kernel kernel, DType weightType) {
   }
 }
 
+bool keepsKvCache(DType kvType) { return kvType == DType::F32 || kvType == DType::BF16; }
+
 Status launchKernel(const KernelCall &call, cudaStream_t stream) {
   const auto &in = call.inputs;
   const TensorView &out = call.outputs[0];
@@ -134,7 +136,7 @@ Status launchKernel(const KernelCall &call, cudaStream_t stream) {
       return Status::error("the cuda backend's attention takes up to " +
                            std::to_string(k::kMaxRopePairs) + " rotary pairs, got " +
                            std::to_string(p.rope.pairs));
-    if (call.kv->dtype != DType::F32 && call.kv->dtype != DType::BF16)
+    if (!keepsKvCache(call.kv->dtype))
       return Status::error(std::string("the cuda backend's attention keeps no ") +
                            dtypeName(call.kv->dtype) + " KV cache");
     k::GqaArgs args;
@@ -146,7 +148,7 @@ Status launchKernel(const KernelCall &call, cudaStream_t stream) {
     cache.v = kv.v;
     cache.width = kv.kWidth;
     cache.blockSize = kv.blockSize;
-    cache.type = kv.dtype == DType::BF16 ? k::KvType::BF16 : k::KvType::F32;
+    cache.dtype = kv.dtype;
     cache.tables = i32(call.blockTables);
     cache.tableStride = call.blockTables.cols();
     const bool norm = in.size() == 6;

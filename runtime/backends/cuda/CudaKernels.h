@@ -13,6 +13,9 @@ namespace moe::rt::cuda_backend {
 /// a kernel without weights): Device::supports.
 bool runsKernel(Kernel kernel, DType weightType);
 
+/// Whether its attention keeps a KV cache of `kvType`: Device::supportsKvCache.
+bool keepsKvCache(DType kvType);
+
 /// Enqueues one kernel call on `stream` (kernels/cuda); an error naming the
 /// kernel for a call it does not run, or the launch's error.
 Status launchKernel(const KernelCall &call, cudaStream_t stream);

@@ -77,21 +77,15 @@ public:
   }
 
   Status record(Event &e) override {
-    auto event = static_cast<CudaEvent &>(e).get();
-    if (!event)
-      return event.status();
-    if (!created_)
-      return created_;
-    return check(cudaEventRecord(*event, stream_), "cudaEventRecord");
+    return withEvent(e, [&](cudaEvent_t event) {
+      return check(cudaEventRecord(event, stream_), "cudaEventRecord");
+    });
   }
 
   Status wait(Event &e) override {
-    auto event = static_cast<CudaEvent &>(e).get();
-    if (!event)
-      return event.status();
-    if (!created_)
-      return created_;
-    return check(cudaStreamWaitEvent(stream_, *event, 0), "cudaStreamWaitEvent");
+    return withEvent(e, [&](cudaEvent_t event) {
+      return check(cudaStreamWaitEvent(stream_, event, 0), "cudaStreamWaitEvent");
+    });
   }
 
   /// Waits for the stream; returns (and clears) its first error.
@@ -132,6 +126,16 @@ private:
       return;
     if (Status st = job->work(); !st)
       job->stream->fail(st);
+  }
+
+  /// op(e's event), unless the event or this stream could not be created.
+  template <typename Op> Status withEvent(Event &e, Op op) {
+    auto event = static_cast<CudaEvent &>(e).get();
+    if (!event)
+      return event.status();
+    if (!created_)
+      return created_;
+    return op(*event);
   }
 
   bool failed() {
