@@ -7,12 +7,16 @@
 # the driver's. The golden models' plans are compiled here too (moe-compile
 # needs MLIR). Writes .gpu-bundle/moe-gpu.tar.xz (git-ignored; or the file
 # MOE_GPU_BUNDLE names), which the device tool's `carry` takes
-# (docs/design-cuda.md, "On a lent GPU").
+# (docs/design-cuda.md, "On a lent GPU"). The benchmark model travels as
+# shape-only plans (moe-compile --shape-only) in bf16 and fp8, a few hundred
+# KB, which gpu-check.sh fills with random weights there (moe-plan synth);
+# MOE_GPU_BENCH_CONFIG names another config.json's directory to compile
+# instead (the lit test's small one).
 #   tools/gpu-bundle.sh [BUILD_DIR]    (default build/; `make build` first)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
-programs="conformance-tests moe-run moe-bench moe-plan"
+programs="conformance-tests moe-run moe-bench moe-plan moe-gpu-probe"
 die() { echo "gpu-bundle: error: $*" >&2; exit 1; }
 for p in $programs moe-compile; do
   [ -x "$build/bin/$p" ] || die "$build/bin/$p is missing: run make build first"
@@ -40,12 +44,18 @@ for g in "$root"/test/e2e/goldens/*/; do
   "$build/bin/moe-compile" "$g" -o "$moe/plans/$name" > /dev/null
 done
 "$build/bin/moe-compile" "$root/examples/kjv-moe" -o "$moe/plans/kjv-moe" > /dev/null
+config=${MOE_GPU_BENCH_CONFIG:-$stage/bench-config}
+[ -n "${MOE_GPU_BENCH_CONFIG:-}" ] || "$root/tools/make-bench-checkpoint.sh" "$config" --config-only
+for precision in bf16 fp8; do # as make bench-roofline compiles it
+  "$build/bin/moe-compile" "$config" --shape-only --precision "$precision" \
+    -o "$moe/bench/$precision" --max-batch-tokens 512 --max-context 1024 > /dev/null
+done
 git -C "$root" rev-parse --short HEAD > "$moe/commit"
 
 bundle=${MOE_GPU_BUNDLE:-$root/.gpu-bundle/moe-gpu.tar.xz}
 mkdir -p "$(dirname "$bundle")"
 XZ_OPT=${XZ_OPT:--6 -T0} tar -C "$stage" -cJf "$bundle" moe
 bytes=$(stat -c %s "$bundle")
-echo "gpu-bundle: $bundle, $((bytes >> 20)) MiB ($(ls "$moe/lib" | wc -l) libraries, $(ls "$moe/plans" | wc -l) plans)"
+echo "gpu-bundle: $bundle, $((bytes >> 20)) MiB ($(ls "$moe/lib" | wc -l) libraries, $(ls "$moe/plans" | wc -l) plans, $(ls "$moe/bench" | wc -l) shape-only benchmark plans)"
 # The device tool carries at most 64 MiB with the working tree.
 [ "$bytes" -lt $((48 << 20)) ] || die "the bundle is $((bytes >> 20)) MiB; the device tool carries 64 MiB with the working tree"

@@ -13,6 +13,10 @@
 #   goldens.log        each golden model on cuda against its Hugging Face
 #                      golden, at the tolerance below
 #   bench.log          moe-bench of the trained example at batch 1 and 64
+#   model.log          the benchmark model (random weights) in bf16 and fp8
+#                      at batch 1 and 64, and moe-gpu-probe's ceilings
+#   probe.json         moe-gpu-probe: copy bandwidth, each plan's decode
+#                      roofline, our expert GEMM against cuBLAS
 # Run here (no GPU) it does the same and reports every GPU step skipped;
 # MOE_GPU_CHECK_DEVICE=cpu runs its steps on the CPU backend instead, to
 # check the script itself; MOE_GPU_BUNDLE names another bundle than
@@ -109,6 +113,71 @@ elif [ "$runs" = yes ]; then
   record bench "failed: see bench.log" $((SECONDS - start))
 else
   record bench "skipped: $runs" 0
+fi
+
+# The benchmark model (tools/make-bench-checkpoint.sh: 1.7 GB of bf16
+# weights, 354 MB read a decode token) in bf16 and fp8, its weights random
+# (moe-plan synth: the compiler cannot run here and the model cannot
+# travel), 64 requests of 16 prompt and 33 new tokens at batch 1 and 64.
+# moe-gpu-probe (cuda only) measures the copy bandwidth, which gives batch
+# 1 its fraction of the roofline, and our grouped expert GEMM against a
+# cuBLAS GEMM of the same multiply-adds (issue 21's acceptance figures).
+start=$SECONDS
+if [ "$runs" = yes ]; then
+  : > "$out/model.log"
+  plans=()
+  for precision in bf16 fp8; do
+    plan=$work/bench-$precision
+    echo "== $precision" >> "$out/model.log"
+    if bundled moe-plan synth "$moe/bench/$precision" -o "$plan" >> "$out/model.log" 2>&1 &&
+       limit=300 bundled moe-bench "$plan" --device "$device" --concurrency 1,64 --requests 64 \
+         --prompt-len 16:16 --output-len 33:33 --ignore-eos --kv-blocks 320 \
+         --json "$work/model-$precision.json" >> "$out/model.log" 2>&1; then
+      plans+=("$plan")
+    fi
+    rm -f "$plan"/weights-*.bin # 1.7 GB each on the lent machine's disk
+  done
+  if [ "$device" = cuda ]; then
+    echo "== moe-gpu-probe" >> "$out/model.log"
+    probe_plans=()
+    for p in "${plans[@]}"; do probe_plans+=(--plan "$p"); done
+    # cuBLAS is the machine's own (it cannot travel): the toolkit's, or the
+    # one PyTorch's wheels bring.
+    wheel=$(python3 -c 'import nvidia.cublas as c, os; print(os.path.join(list(c.__path__)[0], "lib"))' 2> /dev/null)
+    lib="$lib:/usr/local/cuda/lib64${wheel:+:$wheel}" bundled moe-gpu-probe "${probe_plans[@]}" \
+      --json "$out/probe.json" >> "$out/model.log" 2>&1
+  fi
+  model=$(MOE_DEVICE=$device python3 - "$work" "$out/probe.json" <<'PY'
+import json, os, sys
+work, probe_path = sys.argv[1], sys.argv[2]
+try:
+    probe = json.load(open(probe_path))
+except (OSError, ValueError):
+    probe = {}
+roofline = {os.path.basename(p["plan"]): p["roofline_tokens_per_second"]
+            for p in probe.get("plans", [])}
+parts = []
+for precision in ("bf16", "fp8"):
+    try:
+        levels = json.load(open(f"{work}/model-{precision}.json"))["levels"]
+    except (OSError, ValueError, KeyError):
+        parts.append(f"{precision} failed: see model.log"); continue
+    rate = {int(l["concurrency"]): l["decode_tokens"] / l["decode_seconds"] for l in levels}
+    roof = roofline.get(f"bench-{precision}")
+    frac = f" ({rate[1] / roof:.2f} of the copy roofline)" if roof else ""
+    parts.append(f"{precision} batch 1 {rate[1]:.0f} tok/s{frac}, batch 64 {rate[64]:.0f} tok/s")
+if "experts_vs_cublas" in probe:
+    parts.append(f"experts {probe['experts_tflops']:.1f} TFLOP/s = {probe['experts_vs_cublas']:.3f} of cuBLAS {probe['cublas_tflops']:.0f}")
+elif probe:
+    parts.append(f"experts {probe['experts_tflops']:.1f} TFLOP/s; cuBLAS {probe.get('cublas')}")
+elif os.environ.get("MOE_DEVICE") == "cuda":
+    parts.append("moe-gpu-probe failed: see model.log")
+print("; ".join(parts))
+PY
+)
+  record model "$model" $((SECONDS - start))
+else
+  record model "skipped: $runs" 0
 fi
 
 summary=$(printf '%s,\n' "${steps[@]}")

@@ -11,6 +11,8 @@
 //   moe-plan simulate <plan-dir> --hardware FILE --batch-tokens N [--link L]
 //                     [--baseline PLAN] [--measured TRACE] [--trace FILE] [--json FILE]
 //                                a step predicted on a hardware profile
+//   moe-plan synth <plan-dir> -o DIR [--seed S]
+//                                a runnable copy with random weights (Synth.h)
 //
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/File.h"
@@ -24,6 +26,7 @@
 #include "tools/common/Output.h"
 #include "tools/common/LinkFlag.h"
 #include "tools/common/PlacementReport.h"
+#include "tools/moe-plan/Synth.h"
 #include "tools/plan-cost/Simulate.h"
 #include "moe/runtime/PlanView.h"
 #include "moe/runtime/Trace.h"
@@ -449,7 +452,10 @@ int main(int argc, char **argv) {
       {"placement", "each MoE layer's experts on the ranks; with --profile their predicted "
                     "load, with --trace a replay of the trace over them"},
       {"simulate", "a step's predicted time per stream on a hardware profile, its critical "
-                   "path and what overlap saves"}};
+                   "path and what overlap saves"},
+      {"synth", "a runnable copy of the plan (a shape-only one too) with random weights of "
+                "every tensor's type and shape: a benchmark model where the checkpoint "
+                "cannot go"}};
   for (const Command &c : commands)
     cli.addPlan(dir, cli.app.add_subcommand(c.name, c.help));
   PlacementFlags placed;
@@ -499,12 +505,20 @@ int main(int argc, char **argv) {
   simulateCmd->add_option("--json", simulated.json, "write the results as JSON to FILE ('-': "
                                                     "standard output)")
       ->type_name("FILE");
+  std::string synthOut;
+  uint64_t seed = 0;
+  CLI::App *synthCmd = cli.app.get_subcommand("synth");
+  synthCmd->add_option("-o,--output", synthOut, "the new plan directory (must not exist)")
+      ->required()
+      ->type_name("DIR");
+  synthCmd->add_option("--seed", seed, "seed of the random weights (default 0)")
+      ->type_name("S");
   cli.app.require_subcommand(1);
   if (argc > 1 && argv[1][0] != '-' &&
       std::none_of(std::begin(commands), std::end(commands),
                    [&](const Command &c) { return std::string(argv[1]) == c.name; }))
     return fail("unknown command '" + std::string(argv[1]) +
-                "' (show, weights, json, verify, placement or simulate; see --help)");
+                "' (show, weights, json, verify, placement, simulate or synth; see --help)");
   if (auto code = cli.parse(argc, argv))
     return *code;
   const std::string command = cli.app.get_subcommands().front()->get_name();
@@ -524,6 +538,13 @@ int main(int argc, char **argv) {
     return weights(**loaded);
   if (command == "placement")
     return placement(**loaded, placed);
+  if (command == "synth") {
+    if (Status s = moe::tools::synthesizeWeights(**loaded, synthOut, seed); !s)
+      return fail(s.message());
+    std::printf("%s: wrote %s with random weights (seed %llu)\n", dir.c_str(), synthOut.c_str(),
+                (unsigned long long)seed);
+    return 0;
+  }
   uint64_t weights = 0, bytes = 0;
   for (const fb::Tensor *t : *(*loaded)->plan().tensors())
     weights += t->storage() == fb::Storage::Weight;

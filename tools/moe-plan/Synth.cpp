@@ -1,0 +1,225 @@
+//===- Synth.cpp - a runnable copy of a plan with random weights ----------===//
+//
+// The copy's plan file is the original's bytes with three kinds of field
+// changed in place (the compiler writes every scalar, ForceDefaults, so each
+// has its slot): the weights' checksums, Provenance.shape_only and the
+// characters of Provenance.checkpoint_hash. Nothing else moves, so the plan
+// keeps its layout, schedule and placement exactly; it is then sealed with
+// a new trailer. Weight files are written tensor by tensor in offset order,
+// in chunks, each tensor's checksum computed as its bytes are produced.
+//
+//===----------------------------------------------------------------------===//
+#include "tools/moe-plan/Synth.h"
+
+#include "moe/runtime/Checksum.h"
+#include "moe/runtime/File.h"
+#include "moe/runtime/PlanFormat.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <vector>
+
+namespace fs = std::filesystem;
+namespace fb = moe::plan;
+using moe::rt::Status;
+
+namespace moe::tools {
+namespace {
+
+/// splitmix64: fast, and the same stream for the same seed on every machine.
+class Random {
+public:
+  explicit Random(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+
+private:
+  uint64_t state_;
+};
+
+/// A generated table as the flatbuffers::Table it privately is (what flatc's
+/// --gen-mutable accessors do): only to overwrite a scalar in its slot.
+template <typename T> flatbuffers::Table &asTable(T &table) {
+  return *reinterpret_cast<flatbuffers::Table *>(&table);
+}
+
+/// What a weight tensor holds, for its values.
+enum class Kind { Matrix, Vector, Scales };
+
+/// The scale of a quantized type's codes: 2^-4 over its largest magnitude,
+/// so that scaled values fall where the float matrices' do.
+float scaleFor(fb::DType quantized) {
+  switch (quantized) {
+  case fb::DType::I4: return 0x1p-4f / 8;
+  case fb::DType::F8E4M3: return 0x1p-4f / 448;
+  default: return 0x1p-4f / 127;
+  }
+}
+
+/// `bytes` (a multiple of the element size) of a tensor of `dtype` into out.
+/// A float of magnitude in [2^-8, 2^-4): exponent 2^-8 .. 2^-5, any mantissa.
+void fill(fb::DType dtype, Kind kind, float scale, Random &random, uint8_t *out, size_t bytes) {
+  auto put16 = [&](size_t i, uint16_t v) { std::memcpy(out + 2 * i, &v, 2); };
+  auto put32 = [&](size_t i, uint32_t v) { std::memcpy(out + 4 * i, &v, 4); };
+  switch (dtype) {
+  case fb::DType::F32:
+    for (size_t i = 0; i < bytes / 4; ++i) {
+      if (kind != Kind::Matrix) {
+        const float v = kind == Kind::Scales ? scale : 1.0f;
+        uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        put32(i, bits);
+        continue;
+      }
+      const uint64_t r = random.next();
+      put32(i, uint32_t((r >> 63) << 31 | (119 + (r >> 40) % 4) << 23 | (r & 0x7fffff)));
+    }
+    return;
+  case fb::DType::BF16:
+  case fb::DType::F16: {
+    const bool bf16 = dtype == fb::DType::BF16;
+    const int mantissa = bf16 ? 7 : 10, bias = bf16 ? 127 : 15;
+    for (size_t i = 0; i < bytes / 2; ++i) {
+      if (kind != Kind::Matrix) { // 1.0
+        put16(i, uint16_t(bias << mantissa));
+        continue;
+      }
+      const uint64_t r = random.next();
+      put16(i, uint16_t((r >> 63) << 15 | (bias - 8 + (r >> 40) % 4) << mantissa |
+                        (r & ((1u << mantissa) - 1))));
+    }
+    return;
+  }
+  case fb::DType::I8:
+    for (size_t i = 0; i < bytes; ++i)
+      out[i] = uint8_t(int8_t(int(random.next() % 255) - 127));
+    return;
+  case fb::DType::I4:
+    for (size_t i = 0; i < bytes; ++i)
+      out[i] = uint8_t(random.next());
+    return;
+  case fb::DType::F8E4M3:
+    for (size_t i = 0; i < bytes; ++i) {
+      uint8_t code = uint8_t(random.next());
+      if ((code & 0x7f) == 0x7f) // the NaN codes
+        code ^= 1;
+      out[i] = code;
+    }
+    return;
+  case fb::DType::I32:
+    break;
+  }
+  std::memset(out, 0, bytes);
+}
+
+/// Writes one weight file of the plan's tensors in `file` and sets their
+/// checksums in the (mutable) plan.
+Status writeWeightFile(fb::Plan &plan, uint32_t file, const std::string &path, uint64_t seed) {
+  const fb::WeightFile &spec = *plan.weight_files()->Get(file);
+  std::vector<Kind> kinds(plan.tensors()->size(), Kind::Matrix);
+  std::vector<float> scales(plan.tensors()->size(), 0.0f);
+  std::vector<uint32_t> order;
+  for (uint32_t id = 0; id < plan.tensors()->size(); ++id) {
+    const fb::Tensor &t = *plan.tensors()->Get(id);
+    if (t.storage() != fb::Storage::Weight)
+      continue;
+    if (t.group() > 0) {
+      kinds[t.scales()] = Kind::Scales;
+      scales[t.scales()] = scaleFor(t.dtype());
+    }
+    if (kinds[id] != Kind::Scales && t.shape()->size() <= 1)
+      kinds[id] = Kind::Vector;
+    if (t.weight_file() == file)
+      order.push_back(id);
+  }
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return plan.tensors()->Get(a)->offset() < plan.tensors()->Get(b)->offset();
+  });
+  auto output = rt::OutputFile::create(path);
+  if (!output)
+    return output.status();
+  constexpr size_t kChunk = size_t(8) << 20; // a multiple of 8, as Checksum64 streams
+  std::vector<uint8_t> chunk(kChunk);
+  uint64_t at = 0;
+  auto pad = [&](uint64_t to) -> Status {
+    std::fill(chunk.begin(), chunk.end(), 0);
+    for (; at < to; at += std::min<uint64_t>(kChunk, to - at))
+      if (Status s = output->write(chunk.data(), std::min<uint64_t>(kChunk, to - at)); !s)
+        return s;
+    return Status::ok();
+  };
+  for (uint32_t id : order) {
+    fb::Tensor &t = const_cast<fb::Tensor &>(*plan.tensors()->Get(id));
+    if (t.offset() < at || t.offset() + t.size() > spec.size())
+      return Status::error("tensor " + t.name()->str() + " overlaps another or lies past the "
+                           "end of " + spec.path()->str() + ": recompile the plan");
+    if (Status s = pad(t.offset()); !s)
+      return s;
+    Random random(seed * 0x100000001b3ull + id);
+    rt::Checksum64 sum;
+    for (uint64_t done = 0; done < t.size();) {
+      const size_t n = size_t(std::min<uint64_t>(kChunk, t.size() - done));
+      fill(t.dtype(), kinds[id], scales[id], random, chunk.data(), n);
+      sum.update(chunk.data(), n);
+      if (Status s = output->write(chunk.data(), n); !s)
+        return s;
+      done += n;
+    }
+    at += t.size();
+    asTable(t).SetField<uint64_t>(fb::Tensor::VT_CHECKSUM, sum.value(), 0);
+  }
+  if (Status s = pad(spec.size()); !s)
+    return s;
+  return output->close();
+}
+
+} // namespace
+
+Status synthesizeWeights(const rt::LoadedPlan &loaded, const std::string &out, uint64_t seed) {
+  std::error_code error;
+  if (fs::exists(out, error) || error)
+    return Status::error(out + ": already exists; name a new directory for the copy");
+  auto bytes = rt::readFile(loaded.dir() + "/" + rt::kPlanFileName);
+  if (!bytes)
+    return bytes.status();
+  // The body without its trailer (LoadedPlan::open checked both).
+  std::string body = bytes->substr(0, bytes->size() - rt::kPlanTrailerBytes);
+  fb::Plan &plan = *flatbuffers::GetMutableRoot<fb::Plan>(body.data());
+  if (!fs::create_directory(out, error))
+    return Status::error(out + ": cannot create (" + error.message() + ")");
+  auto written = [&]() -> Status {
+    for (uint32_t file = 0; file < plan.weight_files()->size(); ++file)
+      if (Status s = writeWeightFile(plan, file,
+                                     out + "/" + plan.weight_files()->Get(file)->path()->str(),
+                                     seed);
+          !s)
+        return s;
+    if (fb::Provenance *p = const_cast<fb::Provenance *>(plan.provenance())) {
+      asTable(*p).SetField<uint8_t>(fb::Provenance::VT_SHAPE_ONLY, 0, 0);
+      if (auto *hash = const_cast<flatbuffers::String *>(p->checkpoint_hash())) {
+        std::string mark = "random-" + std::to_string(seed);
+        mark.resize(hash->size(), '-');
+        std::memcpy(hash->data(), mark.data(), hash->size());
+      }
+    }
+    auto planFile = rt::OutputFile::create(out + "/" + rt::kPlanFileName);
+    if (!planFile)
+      return planFile.status();
+    if (Status s = planFile->write(body); !s)
+      return s;
+    if (Status s = planFile->write(rt::planTrailer(body.data(), body.size())); !s)
+      return s;
+    return planFile->close();
+  }();
+  if (!written)
+    fs::remove_all(out, error);
+  return written;
+}
+
+} // namespace moe::tools
