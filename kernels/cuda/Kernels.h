@@ -87,19 +87,27 @@ cudaError_t experts(const float *x, int64_t tokens, int64_t hidden, int64_t inte
                     int64_t numExperts, const float *weights, const int32_t *ids, int64_t topK,
                     const ExpertWeights &w, float *out, cudaStream_t stream);
 
+/// One plane (keys, values; MLA: latents, RoPE keys) of a layer of the
+/// paged KV cache: rows of `width` elements in `heads` equal parts; in an
+/// int8 or fp8 cache each part carries its own scale, scales[row * heads
+/// + part] (the part's largest magnitude over 127 or 448, 1 for a zero
+/// part: kernels/cpu/KvCache.cpp's format).
+struct KvPlane {
+  void *data = nullptr;
+  float *scales = nullptr; ///< int8 and fp8 caches
+  int64_t width = 0, heads = 1;
+};
 /// One layer of the paged KV cache (moe::rt::KvLayerView): blocks of
-/// `blockSize` rows of `width` elements in the k and v planes; token t's
-/// position p is row tables[t * tableStride + p / blockSize] * blockSize +
-/// p % blockSize. F32 or BF16 rows (the scaled int8 and fp8 rows are to
-/// come).
+/// `blockSize` rows in the k and v planes, of F32, BF16, I8 or F8E4M3
+/// elements; token t's position p is row tables[t * tableStride + p /
+/// blockSize] * blockSize + p % blockSize.
 struct KvCache {
-  void *k = nullptr, *v = nullptr;
-  int64_t width = 0, blockSize = 0;
+  KvPlane k, v;
+  int64_t blockSize = 0;
   rt::DType dtype = rt::DType::F32;
   const int32_t *tables = nullptr;
   int64_t tableStride = 0;
 };
-
 /// The most head dimensions and rotary pairs the attention kernels take.
 constexpr int64_t kMaxHeadDim = 256, kMaxRopePairs = 128;
 /// The attention's parameters, with the rotary inverse frequencies copied
@@ -121,6 +129,25 @@ cudaError_t gqaAttention(const float *q, const float *k, const float *v,
                          const Weight *kNorm, const GqaArgs &args, const KvCache &cache,
                          float *out, cudaStream_t stream);
 
+/// The largest latent (kv_lora_rank) the MLA kernels take: DeepSeek-V2/V3's.
+constexpr int64_t kMaxLatent = 512;
+/// The MLA's parameters, the rotary inverse frequencies copied by value.
+struct MlaArgs {
+  rt::MlaParams params;
+  float invFreq[kMaxRopePairs];
+};
+/// DeepSeek's multi-head latent attention over the paged cache, as the
+/// CPU's (kernels/cpu/Attention.h): each token's latent kvA[:, :rank]
+/// (RMSNorm with kvNorm) is stored in the k plane (width rank) and its
+/// RoPE key kvA[:, rank:] (rotated) in the v plane (width ropeDim); then
+/// each head's query attends with kv_b absorbed: W_uk[h]^T q_nope against
+/// the latents plus its rotated q_pe against the RoPE keys, and W_uv[h]
+/// times the weighted latents out. q: [T, heads * (nope + rope)]; kvA:
+/// [T, rank + rope]; kvB: [heads * (nope + vDim), rank]; out: [T, heads *
+/// vDim].
+cudaError_t mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
+                         const int32_t *positions, int64_t tokens, const MlaArgs &args,
+                         const KvCache &cache, float *out, cudaStream_t stream);
 /// out[i] = a[i] + b[i].
 cudaError_t add(const float *a, const float *b, int64_t n, float *out, cudaStream_t stream);
 

@@ -2,9 +2,10 @@
 //
 // The CUDA twin of the CPU backend's runKernel: binds a KernelCall to the
 // kernels of kernels/cuda. Built so far (docs/design-cuda.md, steps 3 to
-// 5): the embedding, linear, router (token choice) and experts with weights
-// of every type (not W8A8); the norms, sigmoid_gate and GQA attention (f32
-// or bf16 KV cache) with f32, bf16 or f16 weights; add and silu_mul.
+// 5): the embedding, linear, router (token choice), experts and MLA
+// attention with weights of every type (not W8A8); the norms, sigmoid_gate
+// and GQA attention with f32, bf16 or f16 weights; both attentions over an
+// f32, bf16, int8 or fp8 KV cache; add and silu_mul.
 // Every other kernel is refused by the session, by name, before a plan
 // runs (runsKernel).
 //
@@ -41,6 +42,46 @@ k::Weight weightOf(const TensorView &v) {
 float *f32(const TensorView &v) { return static_cast<float *>(v.data); }
 const int32_t *i32(const TensorView &v) { return static_cast<const int32_t *>(v.data); }
 
+/// The call's layer of the paged KV cache and its block tables.
+k::KvCache cacheOf(const KernelCall &call) {
+  const KvLayerView &kv = *call.kv;
+  k::KvCache cache;
+  cache.k = {kv.k, kv.kScales, kv.kWidth, kv.heads};
+  cache.v = {kv.v, kv.vScales, kv.vWidth, kv.heads};
+  cache.blockSize = kv.blockSize;
+  cache.dtype = kv.dtype;
+  cache.tables = i32(call.blockTables);
+  cache.tableStride = call.blockTables.cols();
+  return cache;
+}
+
+/// What both attentions refuse: a size past the kernels' limit (`what`:
+/// head dimensions, a kv_lora_rank), rotary embeddings longer than their
+/// table, a KV cache type they do not keep.
+Status checkAttention(const KernelCall &call, const char *what, int64_t size, int64_t most,
+                      const Rope &rope) {
+  if (size > most)
+    return Status::error(std::string("the cuda backend's attention takes ") + what +
+                         " up to " + std::to_string(most) + ", got " + std::to_string(size));
+  if (rope.pairs > k::kMaxRopePairs)
+    return Status::error("the cuda backend's attention takes up to " +
+                         std::to_string(k::kMaxRopePairs) + " rotary pairs, got " +
+                         std::to_string(rope.pairs));
+  if (!keepsKvCache(call.kv->dtype))
+    return Status::error(std::string("the cuda backend's attention keeps no ") +
+                         dtypeName(call.kv->dtype) + " KV cache");
+  return Status::ok();
+}
+
+/// An attention kernel's arguments (GqaArgs, MlaArgs): the parameters, and
+/// the rotary inverse frequencies by value (they live in host memory).
+template <typename Args, typename Params> Args argsOf(const Params &p) {
+  Args args;
+  args.params = p;
+  std::copy(p.rope.invFreq, p.rope.invFreq + p.rope.pairs, args.invFreq);
+  return args;
+}
+
 } // namespace
 
 bool runsKernel(Kernel kernel, DType weightType) {
@@ -49,6 +90,7 @@ bool runsKernel(Kernel kernel, DType weightType) {
   case Kernel::Linear:
   case Kernel::Router:
   case Kernel::Experts:
+  case Kernel::MlaAttention: // kv_b, and its norm's float weight
     return isFloat(weightType) || isScaled(weightType);
   case Kernel::Attention: // q/k norms, or no weights
     return isFloat(weightType);
@@ -64,7 +106,10 @@ bool runsKernel(Kernel kernel, DType weightType) {
   }
 }
 
-bool keepsKvCache(DType kvType) { return kvType == DType::F32 || kvType == DType::BF16; }
+bool keepsKvCache(DType kvType) {
+  return kvType == DType::F32 || kvType == DType::BF16 || kvType == DType::I8 ||
+         kvType == DType::F8E4M3;
+}
 
 Status launchKernel(const KernelCall &call, cudaStream_t stream) {
   const auto &in = call.inputs;
@@ -128,34 +173,23 @@ Status launchKernel(const KernelCall &call, cudaStream_t stream) {
   }
   case Kernel::Attention: {
     const AttentionParams &p = std::get<AttentionParams>(call.params);
-    if (p.headDim > k::kMaxHeadDim)
-      return Status::error("the cuda backend's attention takes head dimensions up to " +
-                           std::to_string(k::kMaxHeadDim) + ", got " +
-                           std::to_string(p.headDim));
-    if (p.rope.pairs > k::kMaxRopePairs)
-      return Status::error("the cuda backend's attention takes up to " +
-                           std::to_string(k::kMaxRopePairs) + " rotary pairs, got " +
-                           std::to_string(p.rope.pairs));
-    if (!keepsKvCache(call.kv->dtype))
-      return Status::error(std::string("the cuda backend's attention keeps no ") +
-                           dtypeName(call.kv->dtype) + " KV cache");
-    k::GqaArgs args;
-    args.params = p;
-    std::copy(p.rope.invFreq, p.rope.invFreq + p.rope.pairs, args.invFreq);
-    const KvLayerView &kv = *call.kv;
-    k::KvCache cache;
-    cache.k = kv.k;
-    cache.v = kv.v;
-    cache.width = kv.kWidth;
-    cache.blockSize = kv.blockSize;
-    cache.dtype = kv.dtype;
-    cache.tables = i32(call.blockTables);
-    cache.tableStride = call.blockTables.cols();
+    if (Status s = checkAttention(call, "head dimensions", p.headDim, k::kMaxHeadDim, p.rope); !s)
+      return s;
     const bool norm = in.size() == 6;
     const k::Weight qNorm = norm ? weightOf(in[4]) : k::Weight(),
                     kNorm = norm ? weightOf(in[5]) : k::Weight();
     return check(k::gqaAttention(f32(in[0]), f32(in[1]), f32(in[2]), i32(in[3]), in[0].rows(),
-                                 norm ? &qNorm : nullptr, norm ? &kNorm : nullptr, args, cache,
+                                 norm ? &qNorm : nullptr, norm ? &kNorm : nullptr,
+                                 argsOf<k::GqaArgs>(p), cacheOf(call), f32(out), stream),
+                 name);
+  }
+  case Kernel::MlaAttention: {
+    const MlaParams &p = std::get<MlaParams>(call.params);
+    if (Status s = checkAttention(call, "a kv_lora_rank", p.kvLoraRank, k::kMaxLatent, p.rope);
+        !s)
+      return s;
+    return check(k::mlaAttention(f32(in[0]), f32(in[1]), weightOf(in[2]), weightOf(in[3]),
+                                 i32(in[4]), in[0].rows(), argsOf<k::MlaArgs>(p), cacheOf(call),
                                  f32(out), stream),
                  name);
   }
