@@ -45,7 +45,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -437,6 +439,64 @@ LinearKernels kernelsFor(Isa level) {
           nullptr, nullptr};
 }
 
+// The items [next, end) of one of linearGroup's runs, in one word: the
+// run's thread claims them one at a time, and once every run has a thread,
+// one done with its own run's items takes the upper half of what another
+// has left, each with a compare-and-swap.
+// Runs stay long, so each thread still streams its weights in order; only
+// their ends are shared. (Shorter runs had shortened the waits at a
+// region's end too, but cost decode 7-16%: shorter weight streams.) The
+// run's chunk ends only when the stolen items are done too: `thieves`
+// holds its thread until then, so the region's end still follows every
+// item.
+class alignas(64) ItemRange {
+public:
+  void reset(int64_t next, int64_t end) { word_.store(pack(next, end), std::memory_order_relaxed); }
+  /// The next item, or -1 when none is left.
+  int64_t claim() {
+    uint64_t w = word_.load(std::memory_order_acquire);
+    while (nextOf(w) < endOf(w))
+      if (word_.compare_exchange_weak(w, w + (uint64_t(1) << 32), std::memory_order_acq_rel))
+        return nextOf(w);
+    return -1;
+  }
+  int64_t left() const {
+    const uint64_t w = word_.load(std::memory_order_relaxed);
+    return endOf(w) - nextOf(w);
+  }
+  /// The upper half of the items left (at least 2 left): [first, end),
+  /// empty when the run's thread took them first. A non-empty half must be
+  /// followed by stolenDone() once its items are computed.
+  std::pair<int64_t, int64_t> stealHalf() {
+    thieves_.fetch_add(1, std::memory_order_acq_rel);
+    uint64_t w = word_.load(std::memory_order_acquire);
+    for (;;) {
+      const int64_t next = nextOf(w), end = endOf(w);
+      if (end - next < 2)
+        break;
+      const int64_t mid = next + (end - next + 1) / 2;
+      if (word_.compare_exchange_weak(w, pack(next, mid), std::memory_order_acq_rel))
+        return {mid, end};
+    }
+    stolenDone();
+    return {0, 0};
+  }
+  void stolenDone() { thieves_.fetch_sub(1, std::memory_order_acq_rel); }
+  /// Waits until no stolen item of this run is still being computed. Out
+  /// of line, so that profiles show this wait as such.
+  __attribute__((noinline)) void awaitThieves() const {
+    while (thieves_.load(std::memory_order_acquire) != 0)
+      __builtin_ia32_pause();
+  }
+
+private:
+  static uint64_t pack(int64_t next, int64_t end) { return uint64_t(next) << 32 | uint64_t(end); }
+  static int64_t nextOf(uint64_t w) { return int64_t(w >> 32); }
+  static int64_t endOf(uint64_t w) { return int64_t(w & 0xffffffffu); }
+  std::atomic<uint64_t> word_{0};
+  std::atomic<int> thieves_{0};
+};
+
 } // namespace
 void linearGroup(const LinearProblem *problems, size_t count) {
   const Isa level = isa();
@@ -514,6 +574,9 @@ void linearGroup(const LinearProblem *problems, size_t count) {
   // kRunsPerThread runs per thread: long enough to stream weights in order,
   // short enough that a thread the machine does not run holds little back.
   const int64_t runs = total >= kParallelWork ? kernelThreads() * kRunsPerThread : 1;
+  std::unique_ptr<ItemRange[]> ranges(new ItemRange[size_t(runs)]);
+  for (int64_t r = 0; r < runs; ++r)
+    ranges[r].reset(itemAt(total * r / runs), itemAt(total * (r + 1) / runs));
   parallelChunks(runs, [&](Chunks &chunks) {
     // Each thread's own, kept between regions (allocating and zeroing 32 KB
     // of accumulators per thread and region showed in decode profiles).
@@ -528,69 +591,101 @@ void linearGroup(const LinearProblem *problems, size_t count) {
         ++pi;
       return pi != was;
     };
-    // Outputs of different items are disjoint: no barrier needed. Items of
-    // one problem are ordered (token block, row block), so a thread's next
-    // item is usually the next row block (see the prefetch below).
-    for (int64_t run; chunks.next(run);) {
-      int64_t item = itemAt(total * run / runs);
-      const int64_t end = itemAt(total * (run + 1) / runs);
-      if (item >= end)
-        continue;
-      // The run's first item is (problem pi, token block tb, row block
-      // block); later ones follow by counting, without a division each.
-      onToItemsProblem(item);
-      while (prep[pi].firstItem > item)
-        --pi;
-      int64_t tb = (item - prep[pi].firstItem) / prep[pi].rowBlocks;
-      int64_t block = (item - prep[pi].firstItem) % prep[pi].rowBlocks;
-      for (; item < end; ++item, ++block) {
-        if (block == prep[pi].rowBlocks) {
+    // The item's place (problem pi, token block tb, row block block) and
+    // the item that follows it: a run's next item is found by counting,
+    // without a division each; any other (a run's first, a stolen one) by
+    // dividing.
+    int64_t following = -1, tb = 0, block = 0;
+    auto locate = [&](int64_t item) {
+      if (item == following) {
+        if (++block == prep[pi].rowBlocks) {
           block = 0;
           ++tb;
         }
         if (onToItemsProblem(item)) // its first item
           tb = block = 0;
-        const LinearProblem &p = problems[pi];
-        const Prepared &q = prep[pi];
-        const int64_t k = p.k, n = p.n;
-        const Weight w = p.w;
-        const int64_t t0 = tb * kTokens;
-        const int64_t blockTokens = std::min(kTokens, p.tokens - t0);
-        // The item's rows (accumulator slot i is row[i]), increasing: the
-        // first `rows` exist, the rest repeat the last of them (computed,
-        // not stored).
-        int64_t row[kRows], rows;
-        if (q.direct) {
-          // Rows j, j + n / d, j + 2 n / d, ... (d = rowsPerItem), straight
-          // from the weight: over its run of items a thread reads d
-          // sequential streams a (1 / d)th of a matrix apart, which the
-          // prefetchers follow best (two streams half a matrix apart: 1.6x
-          // the bandwidth of four adjacent rows read together on a 2-core
-          // Zen 3 VM, 1.3x that of one row at a time).
-          for (int64_t i = 0; i < q.rowsPerItem; ++i)
-            row[i] = block + i * q.rowBlocks;
-          rows = 0;
-          while (rows < q.rowsPerItem && row[rows] < n)
-            ++rows;
-          for (int64_t i = rows; i < kRows; ++i)
-            row[i] = row[rows - 1];
-        } else {
-          const int64_t n0 = block * kRows;
-          rows = std::min(kRows, n - n0);
-          for (int64_t i = 0; i < kRows; ++i)
-            row[i] = n0 + std::min(i, rows - 1);
-        }
-        if (w.int8Activations) { // integer sums, the rows read in place
-          detail::linearInt8(q.int8x, t0, blockTokens, w, k, row, rows, q.bias, p.out, n);
-          continue;
-        }
-        const Item it{p.x + t0 * k, blockTokens, k, n, w, row, rows, q.bias, p.out + t0 * n,
-                      buf, acc};
-        if (const ItemFn own = q.direct ? kernels.direct : kernels.buffered)
-          own(it);
-        else
-          itemByTiles(kernels, it, q.direct);
+      } else {
+        onToItemsProblem(item);
+        while (prep[pi].firstItem > item)
+          --pi;
+        tb = (item - prep[pi].firstItem) / prep[pi].rowBlocks;
+        block = (item - prep[pi].firstItem) % prep[pi].rowBlocks;
       }
+      following = item + 1;
+    };
+    // Outputs of different items are disjoint: no barrier needed. Items of
+    // one problem are ordered (token block, row block), so a thread's next
+    // item is usually the next row block (see the prefetch below).
+    auto compute = [&](int64_t item) {
+      locate(item);
+      const LinearProblem &p = problems[pi];
+      const Prepared &q = prep[pi];
+      const int64_t k = p.k, n = p.n;
+      const Weight w = p.w;
+      const int64_t t0 = tb * kTokens;
+      const int64_t blockTokens = std::min(kTokens, p.tokens - t0);
+      // The item's rows (accumulator slot i is row[i]), increasing: the
+      // first `rows` exist, the rest repeat the last of them (computed,
+      // not stored).
+      int64_t row[kRows], rows;
+      if (q.direct) {
+        // Rows j, j + n / d, j + 2 n / d, ... (d = rowsPerItem), straight
+        // from the weight: over its run of items a thread reads d
+        // sequential streams a (1 / d)th of a matrix apart, which the
+        // prefetchers follow best (two streams half a matrix apart: 1.6x
+        // the bandwidth of four adjacent rows read together on a 2-core
+        // Zen 3 VM, 1.3x that of one row at a time).
+        for (int64_t i = 0; i < q.rowsPerItem; ++i)
+          row[i] = block + i * q.rowBlocks;
+        rows = 0;
+        while (rows < q.rowsPerItem && row[rows] < n)
+          ++rows;
+        for (int64_t i = rows; i < kRows; ++i)
+          row[i] = row[rows - 1];
+      } else {
+        const int64_t n0 = block * kRows;
+        rows = std::min(kRows, n - n0);
+        for (int64_t i = 0; i < kRows; ++i)
+          row[i] = n0 + std::min(i, rows - 1);
+      }
+      if (w.int8Activations) { // integer sums, the rows read in place
+        detail::linearInt8(q.int8x, t0, blockTokens, w, k, row, rows, q.bias, p.out, n);
+        return;
+      }
+      const Item it{p.x + t0 * k, blockTokens, k, n, w, row, rows, q.bias, p.out + t0 * n,
+                    buf, acc};
+      if (const ItemFn own = q.direct ? kernels.direct : kernels.buffered)
+        own(it);
+      else
+        itemByTiles(kernels, it, q.direct);
+    };
+    // Once every run has its thread, one done with its own helps the run
+    // with the most items left, while it still holds its own run's chunk:
+    // the chunk keeps the region, and `ranges`, alive.
+    auto helpOthers = [&] {
+      for (;;) {
+        ItemRange *most = nullptr;
+        int64_t left = 1;
+        for (int64_t r = 0; r < runs; ++r)
+          if (ranges[r].left() > left) {
+            most = &ranges[r];
+            left = most->left();
+          }
+        if (!most)
+          return;
+        const auto [first, end] = most->stealHalf();
+        for (int64_t item = first; item < end; ++item)
+          compute(item);
+        if (first < end)
+          most->stolenDone();
+      }
+    };
+    for (int64_t run; chunks.next(run);) {
+      for (int64_t item; (item = ranges[run].claim()) >= 0;)
+        compute(item);
+      if (chunks.exhausted())
+        helpOthers();
+      ranges[run].awaitThieves(); // its chunk ends with its last item
     }
   });
 }

@@ -146,6 +146,12 @@ bool Chunks::next(int64_t &chunk) {
   return holding_;
 }
 
+bool Chunks::exhausted() const {
+  const uint64_t v = shared_.claim.load(std::memory_order_acquire);
+  return uint32_t(v >> 32) != generation_ ||
+         int64_t(v & 0xffffffffu) >= shared_.count.load(std::memory_order_acquire);
+}
+
 class ThreadPool {
 public:
   static ThreadPool &get() {

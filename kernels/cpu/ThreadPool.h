@@ -27,6 +27,8 @@ public:
   /// Claims the next chunk (the one claimed before counts as finished):
   /// true with its index in `chunk`, false when none is left.
   bool next(int64_t &chunk);
+  /// Whether every chunk of the region has been claimed, by any thread.
+  bool exhausted() const;
 
 private:
   friend class ThreadPool;

@@ -1253,6 +1253,50 @@ TEST(ExpertParts, ReplicasAlternateAcrossOneRowSteps) {
   EXPECT_EQ(seen1[1], 5u);
 }
 
+// linearGroup's threads claim a run's items one at a time and take the
+// upper half of another run's rest when their own are done: every output
+// is computed exactly once (outputs start as NaN) and gives the bits one
+// thread gives, however the items were shared. Problems of uneven work
+// (1 to 70 tokens, direct and buffered items), many times over.
+TEST(LinearGroup, EveryItemOnceHoweverThreadsShareRuns) {
+  std::mt19937 rng(7);
+  const int64_t k = 512, n = 96, count = 24;
+  std::vector<TestWeight> weights;
+  std::vector<std::vector<float>> xs;
+  std::vector<int64_t> tokens;
+  for (int64_t i = 0; i < count; ++i) {
+    weights.push_back(randomWeight(i % 3 ? WeightType::BF16 : WeightType::I8, n * k, rng, 1.0f, k));
+    tokens.push_back(1 + int64_t(rng() % 70));
+    xs.push_back(randomFloats(rng, size_t(tokens.back() * k)));
+  }
+  auto run = [&](int threads) {
+    const int saved = kernelThreads();
+    setKernelThreads(threads);
+    std::vector<std::vector<float>> outs;
+    std::vector<LinearProblem> problems;
+    for (int64_t i = 0; i < count; ++i)
+      outs.emplace_back(size_t(tokens[size_t(i)] * n), std::nanf(""));
+    for (int64_t i = 0; i < count; ++i)
+      problems.push_back({xs[size_t(i)].data(), tokens[size_t(i)], k, weights[size_t(i)].weight(), n,
+                          nullptr, outs[size_t(i)].data()});
+    linearGroup(problems.data(), problems.size());
+    setKernelThreads(saved);
+    return outs;
+  };
+  const auto one = run(1);
+  for (const auto &out : one)
+    for (float v : out)
+      ASSERT_FALSE(std::isnan(v));
+  for (int round = 0; round < 20; ++round)
+    for (int threads : {2, 3, 4}) {
+      const auto many = run(threads);
+      for (int64_t i = 0; i < count; ++i)
+        ASSERT_EQ(0, std::memcmp(many[size_t(i)].data(), one[size_t(i)].data(),
+                                 one[size_t(i)].size() * sizeof(float)))
+            << "problem " << i << ", " << threads << " threads, round " << round;
+    }
+}
+
 // Results do not depend on the number of threads (sizes large enough for
 // linear() to use them).
 TEST(Determinism, SameBitsForAnyThreadCount) {
