@@ -68,14 +68,14 @@ __global__ void attendKernel(const float *q, const int32_t *positions, Weight qN
     for (int i = 0; i < kPerLane; ++i) {
       const int64_t c = lane + 32 * i;
       if (c < hd)
-        dot += qr[i] * kvRead(cache, cache.k, row, kvHead, c);
+        dot += qr[i] * kvRead(cache, cache.k, row, kvHead, kvHead * hd + c);
     }
     const float weight = softmax.add(__shfl_sync(0xffffffffu, warpSum(dot), 0) * p.scale);
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
       const int64_t c = lane + 32 * i;
       if (c < hd)
-        softmax.acc[i] += weight * kvRead(cache, cache.v, row, kvHead, c);
+        softmax.acc[i] += weight * kvRead(cache, cache.v, row, kvHead, kvHead * hd + c);
     }
   }
   softmax.merge(hd, warpValues, out + t * width + h * hd);

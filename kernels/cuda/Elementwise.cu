@@ -6,6 +6,7 @@
 // double references (test/conformance/KernelTest.cpp).
 //
 //===----------------------------------------------------------------------===//
+#include "kernels/cuda/Activation.cuh"
 #include "kernels/cuda/Kernels.h"
 #include "kernels/cuda/Load.cuh"
 #include "kernels/cuda/Reduce.cuh"
@@ -75,7 +76,7 @@ __global__ void siluMulKernel(const float *gate, const float *up, int64_t rows, 
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = i / cols, c = i % cols;
     const float g = gate[t * stride + c];
-    out[i] = g / (1.0f + expf(-g)) * up[t * stride + c];
+    out[i] = silu(g) * up[t * stride + c];
   }
 }
 
@@ -85,7 +86,7 @@ __global__ void sigmoidGateKernel(const float *x, Weight g, const float *y, int6
   float dot = 0.0f;
   for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x)
     dot += x[t * hidden + c] * at(g, 0, c);
-  const float gate = 1.0f / (1.0f + expf(-blockSum(dot)));
+  const float gate = sigmoid(blockSum(dot));
   for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x)
     out[t * hidden + c] = gate * y[t * hidden + c];
 }

@@ -14,6 +14,7 @@
 // 128 x 128) are found as the CPU finds them.
 //
 //===----------------------------------------------------------------------===//
+#include "kernels/cuda/Activation.cuh"
 #include "kernels/cuda/Kernels.h"
 #include "kernels/cuda/Load.cuh"
 
@@ -55,7 +56,7 @@ __global__ void upKernel(const float *x, int64_t hidden, int64_t inter, Slots sl
     const float *xr = x + s / slots.picks * hidden;
     const float g = warpRowDot(xr, gate, gateRow, hidden);
     const float u = warpRowDot(xr, fused ? gate : up, upRow, hidden);
-    value = g / (1.0f + expf(-g)) * u;
+    value = silu(g) * u;
   }
   if (threadIdx.x % 32 == 0)
     act[s * inter + i] = value;

@@ -24,12 +24,13 @@ __device__ inline int64_t cacheRow(const KvCache &c, int64_t token, int64_t posi
          position % c.blockSize;
 }
 
-/// Element e of part `head` of row `row` of plane p, as f32: decoded as
-/// the CPU's KvCache::rows widens it (kernels/cpu/Numeric.h), times the
-/// part's scale in an int8 or fp8 cache.
+/// Element `col` of row `row` of plane p, which lies in part `head`, as
+/// f32: decoded as the CPU's KvCache::rows widens it (kernels/cpu/Numeric.h),
+/// times the part's scale in an int8 or fp8 cache. (The caller knows both
+/// indices: no division per element.)
 __device__ inline float kvRead(const KvCache &c, const KvPlane &p, int64_t row, int64_t head,
-                               int64_t e) {
-  const int64_t d = p.width / p.heads, i = row * p.width + head * d + e;
+                               int64_t col) {
+  const int64_t i = row * p.width + col;
   switch (c.dtype) {
   case rt::DType::BF16: return cpu::bf16ToF32(static_cast<const uint16_t *>(p.data)[i]);
   case rt::DType::I8:

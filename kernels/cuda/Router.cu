@@ -7,6 +7,7 @@
 // CPU's sort, with no cross-thread order to get wrong.
 //
 //===----------------------------------------------------------------------===//
+#include "kernels/cuda/Activation.cuh"
 #include "kernels/cuda/Kernels.h"
 #include "kernels/cuda/Load.cuh"
 
@@ -54,7 +55,7 @@ __global__ void routerKernel(const float *x, int64_t hidden, Weight w, Weight bi
     return;
   if (p.scoring == rt::Scoring::Sigmoid) {
     for (int i = 0; i < e; ++i)
-      scores[i] = 1.0f / (1.0f + expf(-scores[i]));
+      scores[i] = sigmoid(scores[i]);
   } else {
     float max = scores[0], sum = 0.0f;
     for (int i = 1; i < e; ++i)

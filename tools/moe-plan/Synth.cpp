@@ -118,24 +118,34 @@ void fill(fb::DType dtype, Kind kind, float scale, Random &random, uint8_t *out,
   std::memset(out, 0, bytes);
 }
 
+/// What each tensor holds, and for scales their value.
+struct Contents {
+  std::vector<Kind> kinds;
+  std::vector<float> scales;
+};
+Contents contentsOf(const fb::Plan &plan) {
+  Contents c{std::vector<Kind>(plan.tensors()->size(), Kind::Matrix),
+             std::vector<float>(plan.tensors()->size(), 0.0f)};
+  for (const fb::Tensor *t : *plan.tensors())
+    if (t->storage() == fb::Storage::Weight && t->group() > 0) {
+      c.kinds[t->scales()] = Kind::Scales;
+      c.scales[t->scales()] = scaleFor(t->dtype());
+    }
+  for (uint32_t id = 0; id < plan.tensors()->size(); ++id)
+    if (c.kinds[id] != Kind::Scales && plan.tensors()->Get(id)->shape()->size() <= 1)
+      c.kinds[id] = Kind::Vector;
+  return c;
+}
+
 /// Writes one weight file of the plan's tensors in `file` and sets their
 /// checksums in the (mutable) plan.
-Status writeWeightFile(fb::Plan &plan, uint32_t file, const std::string &path, uint64_t seed) {
+Status writeWeightFile(fb::Plan &plan, const Contents &contents, uint32_t file,
+                       const std::string &path, uint64_t seed) {
   const fb::WeightFile &spec = *plan.weight_files()->Get(file);
-  std::vector<Kind> kinds(plan.tensors()->size(), Kind::Matrix);
-  std::vector<float> scales(plan.tensors()->size(), 0.0f);
   std::vector<uint32_t> order;
   for (uint32_t id = 0; id < plan.tensors()->size(); ++id) {
     const fb::Tensor &t = *plan.tensors()->Get(id);
-    if (t.storage() != fb::Storage::Weight)
-      continue;
-    if (t.group() > 0) {
-      kinds[t.scales()] = Kind::Scales;
-      scales[t.scales()] = scaleFor(t.dtype());
-    }
-    if (kinds[id] != Kind::Scales && t.shape()->size() <= 1)
-      kinds[id] = Kind::Vector;
-    if (t.weight_file() == file)
+    if (t.storage() == fb::Storage::Weight && t.weight_file() == file)
       order.push_back(id);
   }
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
@@ -165,7 +175,7 @@ Status writeWeightFile(fb::Plan &plan, uint32_t file, const std::string &path, u
     rt::Checksum64 sum;
     for (uint64_t done = 0; done < t.size();) {
       const size_t n = size_t(std::min<uint64_t>(kChunk, t.size() - done));
-      fill(t.dtype(), kinds[id], scales[id], random, chunk.data(), n);
+      fill(t.dtype(), contents.kinds[id], contents.scales[id], random, chunk.data(), n);
       sum.update(chunk.data(), n);
       if (Status s = output->write(chunk.data(), n); !s)
         return s;
@@ -194,8 +204,9 @@ Status synthesizeWeights(const rt::LoadedPlan &loaded, const std::string &out, u
   if (!fs::create_directory(out, error))
     return Status::error(out + ": cannot create (" + error.message() + ")");
   auto written = [&]() -> Status {
+    const Contents contents = contentsOf(plan);
     for (uint32_t file = 0; file < plan.weight_files()->size(); ++file)
-      if (Status s = writeWeightFile(plan, file,
+      if (Status s = writeWeightFile(plan, contents, file,
                                      out + "/" + plan.weight_files()->Get(file)->path()->str(),
                                      seed);
           !s)
