@@ -86,16 +86,17 @@ void expertGroups(const float *rows, const std::vector<int64_t> &start, int64_t 
     }
   }
   run(group);
-  for (int64_t e = 0; e < all; ++e) {
-    const int64_t n = start[size_t(e + 1)] - start[size_t(e)], r0 = start[size_t(e)];
-    if (n == 0)
-      continue;
-    const float *gu = gateUp + r0 * 2 * inter;
-    if (w.gateUp)
-      siluMul(gu, gu + inter, n, inter, 2 * inter, act + r0 * inter);
-    else
-      siluMul(gu, gu + n * inter, n, inter, inter, act + r0 * inter);
-  }
+  // Fused, every expert's rows are [gate | up]: one SwiGLU over all of them
+  // shares the threads (an expert's few rows alone run on one thread).
+  if (w.gateUp)
+    siluMul(gateUp, gateUp + inter, count, inter, 2 * inter, act);
+  else
+    for (int64_t e = 0; e < all; ++e) {
+      const int64_t n = start[size_t(e + 1)] - start[size_t(e)], r0 = start[size_t(e)];
+      const float *gu = gateUp + r0 * 2 * inter;
+      if (n > 0)
+        siluMul(gu, gu + n * inter, n, inter, inter, act + r0 * inter);
+    }
   group.clear();
   for (int64_t e = 0; e < all; ++e) {
     const int64_t n = start[size_t(e + 1)] - start[size_t(e)], r0 = start[size_t(e)];

@@ -68,6 +68,8 @@ void setKernelThreads(int threads);
 /// when rows x cols elements are worth waking them.
 template <typename F> void forRows(int64_t rows, int64_t cols, F &&f) {
   constexpr int64_t kParallelElements = 1 << 15, kRunsPerThread = 4;
+  if (rows <= 0)
+    return;
   const int64_t runs = rows * cols >= kParallelElements
                            ? std::min<int64_t>(rows, kernelThreads() * kRunsPerThread)
                            : 1;

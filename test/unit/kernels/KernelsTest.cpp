@@ -409,6 +409,10 @@ TEST(Elementwise, SiluMul) {
   nanGate[2] = nanGate[9] = std::nanf("");
   siluMul(nanGate.data(), up.data(), 1, 11, 11, nanOut.data());
   EXPECT_TRUE(std::isnan(nanOut[2]) && std::isnan(nanOut[9]) && !std::isnan(nanOut[0]));
+  // No rows (an expert-parallel rank whose experts got none): nothing written.
+  std::vector<float> untouched(4, 7.0f);
+  siluMul(nanGate.data(), up.data(), 0, 4, 4, untouched.data());
+  EXPECT_EQ(untouched, std::vector<float>(4, 7.0f));
 }
 
 TEST_P(Typed, SigmoidGate) {
