@@ -188,6 +188,8 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
         auto a = device.allocate(rowBytes * rows, MemoryKind::DeviceLocal);
         if (!a)
           return a.status();
+        if (Status st = device.makeResident(**a); !st)
+          return st;
         s->kvArrays_.push_back({a->get(), rowBytes * size_t(s->blockSize_)});
         s->kvStorage_.push_back(a.take());
         return s->kvStorage_.back()->data();

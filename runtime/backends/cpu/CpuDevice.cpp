@@ -15,6 +15,7 @@
 #include "kernels/cpu/ThreadPool.h"
 
 #include <algorithm>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -215,6 +216,17 @@ namespace {
 
 using namespace cpu_backend;
 
+/// Buffers of this size and more start on a huge-page boundary, so that
+/// makeResident can put all of them on transparent huge pages.
+constexpr size_t kHugePageBytes = size_t(2) << 20;
+
+void *allocateHost(size_t bytes) {
+  if (bytes < kHugePageBytes)
+    return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  return std::aligned_alloc(kHugePageBytes,
+                            (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes);
+}
+
 /// CPU memory is host memory, whatever its kind; DeviceLocal buffers just
 /// do not offer host() (code above the HAL must copy, as on a GPU).
 class HostBuffer final : public Buffer {
@@ -261,10 +273,34 @@ public:
            kvType == DType::F8E4M3;
   }
   Expected<std::unique_ptr<Buffer>> allocate(size_t bytes, MemoryKind kind) override {
-    void *p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    void *p = allocateHost(bytes);
     if (!p && bytes)
       return Status::error("cpu: cannot allocate " + std::to_string(bytes) + " bytes");
     return std::unique_ptr<Buffer>(new HostBuffer(p, bytes, kind, true));
+  }
+  // Left to fault in at first touch, the KV rows a decode step stores cost
+  // a batch of 64 a tenth of its attention time (docs/performance.md).
+  Status makeResident(Buffer &buffer) override {
+    // The pages the buffer touches (what they hold besides it is unchanged).
+    const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(buffer.data());
+    const uintptr_t first = begin / page * page,
+                    end = (begin + buffer.size() + page - 1) / page * page;
+    if (end == first)
+      return Status::ok();
+    void *p = reinterpret_cast<void *>(first);
+    const size_t n = end - first;
+    (void)::madvise(p, n, MADV_HUGEPAGE); // advice: the kernel may have them off
+    if (::madvise(p, n, MADV_POPULATE_WRITE) == 0)
+      return Status::ok();
+    // Before Linux 5.14: write each page's first byte back to it, for the
+    // pages wholly the buffer's (another thread may write the others).
+    for (uintptr_t at = (begin + page - 1) / page * page; at + page <= begin + buffer.size();
+         at += page) {
+      volatile char *c = reinterpret_cast<char *>(at);
+      *c = *c;
+    }
+    return Status::ok();
   }
   Expected<std::unique_ptr<Buffer>> importHost(const void *data, size_t bytes) override {
     // Used in place (zero copy): kernels read the mapped file.

@@ -2,6 +2,8 @@
 // the trained example to the same logits, and after a sync prefault every
 // page of the weight file is resident and mapped. (A plan closed while its
 // background prefault runs: PlanLoaderTest.ClosedWhileBackgroundPrefaultRuns.)
+// And the CPU device's makeResident (a session's KV cache) brings in every
+// page of a buffer.
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/Session.h"
@@ -123,6 +125,21 @@ TEST(PrefaultTest, OffMapsNothingAndVerifyingReadsEverything) {
   auto verified = LoadedPlan::open(MOE_KJV_PLAN, o);
   ASSERT_TRUE(verified) << verified.status().message();
   EXPECT_EQ((*verified)->prefault().state, PrefaultProgress::State::Off);
+}
+
+TEST(PrefaultTest, CpuBuffersMadeResidentHaveEveryPage) {
+  auto device = createCpuDevice();
+  const size_t huge = size_t(2) << 20, page = size_t(::sysconf(_SC_PAGESIZE));
+  for (size_t bytes : {huge, 3 * huge + 123}) {
+    SCOPED_TRACE(bytes);
+    auto b = device->allocate(bytes, MemoryKind::DeviceLocal);
+    ASSERT_TRUE(b) << b.status().message();
+    const void *data = (*b)->data();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(data) % huge, 0u); // huge pages may back it
+    // Nothing wrote to it, so nothing but makeResident brings its pages in.
+    ASSERT_TRUE(device->makeResident(**b));
+    EXPECT_EQ(residentPages(data, bytes), (bytes + page - 1) / page);
+  }
 }
 
 TEST(PrefaultTest, NamesRoundTrip) {

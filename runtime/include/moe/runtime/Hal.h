@@ -81,6 +81,14 @@ public:
   virtual bool supportsKvCache(DType kvType) const = 0;
   /// `bytes` of `kind`, 64-byte aligned.
   virtual Expected<std::unique_ptr<Buffer>> allocate(size_t bytes, MemoryKind kind) = 0;
+  /// Backs all of `buffer` with memory now rather than at first touch: for
+  /// memory that fills while requests run (the KV cache), whose first
+  /// touches would otherwise land inside their steps. Contents unchanged.
+  /// The default does nothing (device memory is backed when allocated).
+  virtual Status makeResident(Buffer &buffer) {
+    (void)buffer;
+    return Status::ok();
+  }
   /// Device memory holding `bytes` of read-only host memory that outlives
   /// the buffer (a mapped weight file): the CPU backend uses it in place, a
   /// GPU backend uploads it.
