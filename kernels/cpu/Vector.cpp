@@ -207,6 +207,17 @@ MOE_TARGET_AVX512 void dotRowsAvx512(const float *const *q, const float *rows, i
           s[h][u] = _mm512_fmadd_ps(qv, k[u], s[h][u]);
       }
     }
+    if (i == n) { // every element in the steps of 16: the 4H sums at once
+      __m512 all[16];
+      for (int h = 0; h < 4; ++h)
+        for (int u = 0; u < 4; ++u)
+          all[4 * h + u] = h < H ? s[h][u] : _mm512_setzero_ps();
+      alignas(64) float sums[16];
+      _mm512_store_ps(sums, laneSums16(all));
+      for (int h = 0; h < H; ++h)
+        std::copy_n(sums + 4 * h, 4, out[h] + r);
+      continue;
+    }
     for (int h = 0; h < H; ++h) {
       __m256 s0[4], s1[4];
       for (int u = 0; u < 4; ++u) {
