@@ -45,6 +45,32 @@ double triadGBps(size_t elements, int repeats) {
   return 12.0 * double(elements) / t / 1e9;
 }
 
+double readGBps(size_t elements, int repeats) {
+  std::vector<float> a(3 * elements / 32 * 32);
+  const long n = long(a.size());
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < n; ++i)
+    a[size_t(i)] = 1.0f;
+  volatile float sink = 0.0f;
+  double t = bestSeconds(repeats, [&] {
+    float total = 0.0f;
+#pragma omp parallel reduction(+ : total)
+    {
+      // Independent sums, so that the adds' latency does not bound the reads.
+      float s[32] = {};
+#pragma omp for schedule(static)
+      for (long i = 0; i < n; i += 32)
+        for (int j = 0; j < 32; ++j)
+          s[j] += a[size_t(i + j)];
+      for (float v : s)
+        total += v;
+    }
+    sink = total;
+  });
+  (void)sink;
+  return 4.0 * double(n) / t / 1e9;
+}
+
 MatmulPeak matmulPeak(int64_t size) {
 #ifdef MOE_HAVE_DNNL
   std::vector<float> a(size_t(size * size), 0.5f), b(a), c(a);

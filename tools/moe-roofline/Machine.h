@@ -14,6 +14,12 @@ namespace moe::roofline {
 /// bytes per element (STREAM's convention).
 double triadGBps(size_t elements, int repeats);
 
+/// One read of 3 x `elements` floats (the triad's memory) on all OpenMP
+/// threads; best of `repeats`, in GB/s. A decode only reads its weights,
+/// and reads alone can be slower than the triad's mix: 38 against 61 GB/s
+/// on a 2-core Zen 5 VM (docs/performance.md).
+double readGBps(size_t elements, int repeats);
+
 struct MatmulPeak {
   double gflops = 0;
   std::string how; ///< what was measured

@@ -1,6 +1,6 @@
 //===- moe-roofline.cpp - how close a plan runs to this machine's limits --===//
 //
-// Measures the machine (STREAM triad bandwidth; matmul peak through oneDNN)
+// Measures the machine (STREAM triad and read bandwidth; matmul peak through oneDNN)
 // and then, for a plan (and optionally a baseline plan, e.g. compiled
 // without fusion), decode at batch 1 against the bandwidth roofline (weight
 // and KV bytes per token from the plan), prefill against the matmul peak
@@ -185,16 +185,16 @@ rt::Expected<std::vector<Figures>> measure(std::vector<Subject> &subjects, const
 }
 
 void report(std::FILE *out, const std::string &name, const Figures &f, double triad,
-            double peak, const Flags &flags) {
+            double read, double peak, const Flags &flags) {
   double roof = triad * 1e9 / f.bytesPerToken;
   double prefillRate = f.prefillFlops / f.prefillSeconds / 1e9;
   std::fprintf(out, "%s\n", name.c_str());
   if (flags.wants("decode1"))
     std::fprintf(out,
                  "  decode batch 1: %.2f tok/s; %.1f MB read per token; roofline %.2f tok/s; "
-                 "%.2f of roofline (%.2f GB/s)\n",
+                 "%.2f of roofline (%.2f GB/s, %.2f of the read bandwidth)\n",
                  f.decode1, f.bytesPerToken / 1e6, roof, f.decode1 / roof,
-                 f.decode1 * f.bytesPerToken / 1e9);
+                 f.decode1 * f.bytesPerToken / 1e9, f.decode1 * f.bytesPerToken / 1e9 / read);
   if (flags.wants("prefill"))
     std::fprintf(out,
                  "  prefill %lld tokens: %.3f s, %.1f GFLOP, %.1f GFLOP/s = %.2f of matmul peak\n",
@@ -212,13 +212,15 @@ void report(std::FILE *out, const std::string &name, const Figures &f, double tr
 }
 
 /// The figures measured (all, or those --only names); bytes per token always.
-nlohmann::json figuresJson(const Figures &f, double triad, double peak, const Flags &flags) {
+nlohmann::json figuresJson(const Figures &f, double triad, double read, double peak,
+                           const Flags &flags) {
   double roof = triad * 1e9 / f.bytesPerToken;
   nlohmann::json j = {{"bytes_per_token", f.bytesPerToken},
                       {"roofline_tokens_per_second", roof}};
   if (flags.wants("decode1")) {
     j["decode1_tokens_per_second"] = f.decode1;
     j["roofline_fraction"] = f.decode1 / roof;
+    j["read_fraction"] = f.decode1 * f.bytesPerToken / 1e9 / read;
   }
   if (flags.wants("prefill")) {
     j["prefill_tokens"] = f.prefillTokens;
@@ -252,7 +254,7 @@ int rooflineMain(const Flags &flags, tools::Cli &cli) {
   // would flatter the fractions. Within a round plan and baseline are
   // measured interleaved (decode steps and prefills in turn), so that a
   // noisy moment does not favour one of them; best of `repeats` rounds each.
-  double triad = 0.0;
+  double triad = 0.0, read = 0.0;
   roofline::MatmulPeak peak{0.0, ""};
   std::vector<std::string> dirs = {flags.plan};
   if (!flags.baseline.empty())
@@ -273,6 +275,7 @@ int rooflineMain(const Flags &flags, tools::Cli &cli) {
     std::fprintf(stderr, "round %lld of %lld: measuring the machine ...\n", (long long)r + 1,
                  (long long)repeats);
     triad = std::max(triad, roofline::triadGBps(size_t(flags.triadMib) << 18, 10));
+    read = std::max(read, roofline::readGBps(size_t(flags.triadMib) << 18, 10));
     roofline::MatmulPeak p = roofline::matmulPeak(2048);
     if (p.gflops > peak.gflops)
       peak = p;
@@ -296,21 +299,22 @@ int rooflineMain(const Flags &flags, tools::Cli &cli) {
   }
   double ours = roofline::linearGflops(cpu::WeightType::BF16, 512, 2048, 2048);
   std::fprintf(out.text(),
-               "machine: %d threads; STREAM triad %.2f GB/s; matmul peak %.1f GFLOP/s (%s); our "
-               "linear kernel, bf16 weights, 512 x 2048 x 2048: %.1f GFLOP/s = %.2f of peak "
-               "(ceilings: best of %lld measurements between the runs); kernels: %s\n",
-               omp_get_max_threads(), triad, peak.gflops, peak.how.c_str(), ours,
+               "machine: %d threads; STREAM triad %.2f GB/s; read %.2f GB/s; matmul peak %.1f "
+               "GFLOP/s (%s); our linear kernel, bf16 weights, 512 x 2048 x 2048: %.1f GFLOP/s = "
+               "%.2f of peak (ceilings: best of %lld measurements between the runs); kernels: %s\n",
+               omp_get_max_threads(), triad, read, peak.gflops, peak.how.c_str(), ours,
                ours / peak.gflops, (long long)repeats, cpu::isaName(cpu::isa()));
-  report(out.text(), "plan " + dirs[0], best[0], triad, peak.gflops, flags);
+  report(out.text(), "plan " + dirs[0], best[0], triad, read, peak.gflops, flags);
   nlohmann::json document = {{"triad_gbps", triad},
+                             {"read_gbps", read},
                              {"matmul_peak_gflops", peak.gflops},
                              {"linear_bf16_gflops", ours},
                              {"kernel_isa", cpu::isaName(cpu::isa())},
                              {"batch", batch},
-                             {"plan", figuresJson(best[0], triad, peak.gflops, flags)}};
+                             {"plan", figuresJson(best[0], triad, read, peak.gflops, flags)}};
   if (dirs.size() > 1) {
     const Figures &b = best[1];
-    report(out.text(), "baseline " + dirs[1], b, triad, peak.gflops, flags);
+    report(out.text(), "baseline " + dirs[1], b, triad, read, peak.gflops, flags);
     // The median round's ratio of each figure (the two plans measured
     // interleaved in that round).
     std::array<double, 3> median;
@@ -343,7 +347,7 @@ int rooflineMain(const Flags &flags, tools::Cli &cli) {
     }
     std::fprintf(out.text(), "plan / baseline (median of %zu interleaved rounds): %s\n",
                  ratios.size(), line.c_str());
-    document["baseline"] = figuresJson(b, triad, peak.gflops, flags);
+    document["baseline"] = figuresJson(b, triad, read, peak.gflops, flags);
     document["ratios"] = ratioJson;
   }
   if (out.wantsJson())
