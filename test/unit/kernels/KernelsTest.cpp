@@ -736,7 +736,8 @@ TEST_P(Quantizable, RouterRandom) {
     for (Scoring scoring : {Scoring::Softmax, Scoring::Sigmoid})
       for (bool norm : {false, true})
         for (float factor : {1.0f, 2.5f})
-          for (int64_t tokens : {1, 7, 33}) {
+          // 3300 tokens: enough that the threads share them.
+          for (int64_t tokens : {1, 7, 33, 3300}) {
             SCOPED_TRACE(testing::Message()
                          << "method " << int(c.method) << ", k " << c.k
                          << ", scoring " << int(scoring) << ", norm " << norm
