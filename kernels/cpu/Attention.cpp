@@ -109,11 +109,12 @@ void gqaAttention(const float *q, const float *k, const float *v,
                   float *out) {
   const int64_t hd = p.headDim, qWidth = p.numHeads * hd,
                 kvWidth = p.numKvHeads * hd, group = p.numHeads / p.numKvHeads;
-  // Keys and values of this batch into the cache (k normalised and rotated).
+  // Keys and values of this batch into the cache (k normalised and
+  // rotated); tokens write their own rows, so a prefill's share the threads.
   const std::vector<float> cs = ropeTable(positions, tokens, p.rope);
-  std::vector<float> kRow(static_cast<size_t>(kvWidth));
-  for (int64_t t = 0; t < tokens; ++t) {
-    std::copy(k + t * kvWidth, k + (t + 1) * kvWidth, kRow.begin());
+  forRows(tokens, kvWidth, [&](int64_t t) {
+    thread_local std::vector<float> kRow;
+    kRow.assign(k + t * kvWidth, k + (t + 1) * kvWidth);
     for (int64_t h = 0; h < p.numKvHeads; ++h) {
       if (kNorm)
         normHead(kRow.data() + h * hd, hd, *kNorm, p.qkNormEps);
@@ -121,7 +122,7 @@ void gqaAttention(const float *q, const float *k, const float *v,
     }
     cache.store(cache.k, t, positions[t], kRow.data());
     cache.store(cache.v, t, positions[t], v + t * kvWidth);
-  }
+  });
   // A unit is a token and up to kMaxGroup query heads of one KV head: the
   // heads read each key and value row once (each head's result is what it
   // alone would give). Units go KV head by KV head, so that a thread's next

@@ -168,15 +168,19 @@ void rope(std::vector<double> &x, size_t at, int32_t position, const std::vector
 
 // A GQA layer over one sequence in a paged f32 cache whose blocks are not in
 // order: 4 query heads sharing 2 KV heads, head dim 72 (one 64-column
-// register block and a tail of 8).
+// register block and a tail of 8); 240 tokens, enough that a prefill's
+// threads share its key and value stores.
 struct Layer {
-  static constexpr int64_t kHeads = 4, kKvHeads = 2, kDim = 72, kBlock = 16, kTokens = 37;
+  static constexpr int64_t kHeads = 4, kKvHeads = 2, kDim = 72, kBlock = 16, kTokens = 240,
+                           kBlocks = 16;
   std::vector<float> invFreq, q, k, v;
-  std::vector<int32_t> table = {2, 0, 3};
+  std::vector<int32_t> table; // block i of the sequence: cache block (5i + 2) mod 16
   std::vector<float> kData, vData;
   GqaParams params;
 
   explicit Layer(int64_t window) {
+    for (int32_t i = 0; i * kBlock < kTokens; ++i)
+      table.push_back((5 * i + 2) % int32_t(kBlocks));
     std::mt19937 rng(11);
     for (int64_t i = 0; i < kDim / 2; ++i)
       invFreq.push_back(float(std::pow(10000.0, -2.0 * double(i) / double(kDim))));
@@ -193,7 +197,7 @@ struct Layer {
 
   // Runs tokens [first, first + count) in one call on the layer's cache.
   void run(int64_t first, int64_t count, float *out) {
-    const size_t rows = size_t(4 * kBlock * kKvHeads * kDim);
+    const size_t rows = size_t(kBlocks * kBlock * kKvHeads * kDim);
     if (first == 0) {
       kData.assign(rows, NAN);
       vData.assign(rows, NAN);
