@@ -279,7 +279,7 @@ public:
     return std::unique_ptr<Buffer>(new HostBuffer(p, bytes, kind, true));
   }
   // Left to fault in at first touch, the KV rows a decode step stores cost
-  // a batch of 64 a tenth of its attention time (docs/performance.md).
+  // a batch of 64 up to a third of its attention time (docs/performance.md).
   Status makeResident(Buffer &buffer) override {
     // The pages the buffer touches (what they hold besides it is unchanged).
     const size_t page = size_t(::sysconf(_SC_PAGESIZE));
