@@ -75,6 +75,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const LoadedPlan &plan, Device 
   so.numBlocks = options.numBlocks;
   so.kvDtype = options.kvDtype;
   so.memoryLimit = options.memoryLimit;
+  so.residentKvCache = options.residentKvCache;
   so.ranks = options.ranks;
   so.trace = options.trace;
   auto session = Session::create(plan, device, so);

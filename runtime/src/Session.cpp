@@ -188,7 +188,7 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
         auto a = device.allocate(rowBytes * rows, MemoryKind::DeviceLocal);
         if (!a)
           return a.status();
-        if (Status st = device.makeResident(**a); !st)
+        if (Status st = options.residentKvCache ? device.makeResident(**a) : Status::ok(); !st)
           return st;
         s->kvArrays_.push_back({a->get(), rowBytes * size_t(s->blockSize_)});
         s->kvStorage_.push_back(a.take());

@@ -76,7 +76,8 @@ inline void addPrefault(Cli &cli, std::string &mode) {
       .add_option("--prefault", mode,
                   "after mapping the weights: background (default: readahead and page tables "
                   "populated on a thread while requests run), sync (the same before the first "
-                  "request) or off (each page faulted in by its first reader)")
+                  "request) or off (each page faulted in by its first reader); unless off, "
+                  "the KV cache is populated when the session starts")
       ->check(oneOf({"background", "sync", "off"}))
       ->type_name("MODE");
 }

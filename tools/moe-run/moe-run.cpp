@@ -495,6 +495,7 @@ int main(int argc, char **argv) {
   so.maxContext = f.maxContext;
   so.kvDtype = moe::tools::kvDtype(f.kvDtype);
   so.memoryLimit = moe::tools::memoryLimitBytes(f.memoryLimit);
+  so.residentKvCache = load.prefault != moe::rt::Prefault::Off;
   auto session = Session::create(*run.plan, *run.device, so);
   if (!session)
     return fail(session.status().message());

@@ -91,6 +91,7 @@ int serveMain(Flags &f, tools::Cli &cli) {
   rt::EngineOptions options =
       tools::engineOptions(f.engine, 8 * ((context + blockSize - 1) / blockSize));
   options.prefixCaching = f.prefixCaching;
+  options.residentKvCache = loadOptions.prefault != rt::Prefault::Off;
   options.tokenizer = *tokenizer;
   auto engine = rt::Engine::create(**plan, **device, options);
   if (!engine)

@@ -2,8 +2,8 @@
 // the trained example to the same logits, and after a sync prefault every
 // page of the weight file is resident and mapped. (A plan closed while its
 // background prefault runs: PlanLoaderTest.ClosedWhileBackgroundPrefaultRuns.)
-// And the CPU device's makeResident (a session's KV cache) brings in every
-// page of a buffer.
+// And the CPU device's makeResident brings in every page of a buffer; a
+// session uses it for its KV cache unless told not to.
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/Session.h"
@@ -139,6 +139,39 @@ TEST(PrefaultTest, CpuBuffersMadeResidentHaveEveryPage) {
     // Nothing wrote to it, so nothing but makeResident brings its pages in.
     ASSERT_TRUE(device->makeResident(**b));
     EXPECT_EQ(residentPages(data, bytes), (bytes + page - 1) / page);
+  }
+}
+
+/// This process's resident memory (/proc/self/statm), in bytes.
+long long residentBytes() {
+  long long pages = 0, rss = 0;
+  std::ifstream("/proc/self/statm") >> pages >> rss;
+  return rss * (long long)::sysconf(_SC_PAGESIZE);
+}
+
+// A session backs its KV cache at creation unless told not to (moe-run and
+// moe-serve --prefault off): a pool of 64 MiB or more, resident or not.
+TEST(PrefaultTest, SessionsMakeTheirKvCacheResidentUnlessToldNot) {
+  auto plan = open(Prefault::Off);
+  ASSERT_TRUE(plan);
+  auto device = createCpuDevice();
+  auto probe = Session::create(*plan, *device);
+  ASSERT_TRUE(probe) << probe.status().message();
+  const int64_t blocks = int64_t((64ull << 20) / (*probe)->kvBlockBytes()) + 1;
+  probe->reset();
+  for (bool resident : {false, true}) { // fresh memory first: none freed yet
+    SCOPED_TRACE(resident);
+    SessionOptions o;
+    o.numBlocks = blocks;
+    o.residentKvCache = resident;
+    const long long before = residentBytes();
+    auto s = Session::create(*plan, *device, o);
+    ASSERT_TRUE(s) << s.status().message();
+    const long long grew = residentBytes() - before, kv = (long long)(*s)->kvBytes();
+    if (resident)
+      EXPECT_GE(grew, kv);
+    else
+      EXPECT_LT(grew, kv / 4);
   }
 }
 

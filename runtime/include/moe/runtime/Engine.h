@@ -44,6 +44,8 @@ struct EngineOptions {
   std::optional<uint64_t> hostPoolBytes;
   /// Device memory the engine may use (see SessionOptions); 0: the device's.
   uint64_t memoryLimit = 0;
+  /// Back the KV pool with memory at creation (see SessionOptions).
+  bool residentKvCache = true;
   /// The job's ranks, for a plan with collectives (see SessionOptions):
   /// every rank must submit the same requests at the same steps.
   Collective *ranks = nullptr;

@@ -29,6 +29,10 @@ struct SessionOptions {
   /// Bytes this session may use (weights + activations + KV cache); 0: what
   /// the device has. Checked before anything is allocated.
   uint64_t memoryLimit = 0;
+  /// Back the KV cache with memory when the session is created
+  /// (Device::makeResident): otherwise its first touches land inside decode
+  /// steps. False: each page at its first touch (`--prefault off`).
+  bool residentKvCache = true;
   /// The job's ranks, for the plan's collective instructions: its size must
   /// be the plan's rank count and its rank the one the plan was loaded for.
   /// Null: one rank, collectives local.
