@@ -72,21 +72,6 @@ template <int P, WeightType W> struct PairsInPlace {
   }
 };
 
-// The lane sums of 8 rows (two per register, rows 0-1 in p[0]) in row
-// order: laneSums4's additions, by gathering even and odd lanes (the lanes
-// paired, the pairs paired, the quads paired).
-MOE_TARGET_AVX512 __m256 laneSums8(const __m512 *p) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-  auto pairUp = [&](__m512 a, __m512 b) MOE_TARGET_AVX512 {
-    return _mm512_add_ps(_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b));
-  };
-  const __m512 quads = pairUp(pairUp(p[0], p[1]), pairUp(p[2], p[3])); // two per row
-  const __m512 split = _mm512_permutexvar_ps(
-      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15), quads);
-  return _mm256_add_ps(_mm512_castps512_ps256(split), _mm512_extractf32x8_ps(split, 1));
-}
-
 // Tokens [t, t + count) of the item over elements [k0, k0 + len) of its 2P
 // rows, as a tile of T >= count tokens (the missing ones copies of the last,
 // never stored). P = 4: the buffered item's rows row[0] .. row[0] + rows -
