@@ -3,6 +3,7 @@
 #include "kernels/cpu/Scratch.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/Vector.h"
+#include "kernels/cpu/WeightDetail.h"
 
 #include <algorithm>
 #include <cmath>
@@ -50,9 +51,22 @@ void applyRope(float *x, const float *cs, const Rope &rope) {
   }
 }
 
-/// Per-head RMSNorm over `dim` elements, in place.
-void normHead(float *x, int64_t dim, const Weight &w, float eps) {
-  rmsNorm(x, 1, dim, w, eps, x);
+/// A per-head RMSNorm's weight in f32 (dim floats), or none.
+std::vector<float> headNormScale(const Weight *w, int64_t dim) {
+  std::vector<float> scale(w ? size_t(dim) : 0);
+  if (w)
+    detail::toF32(*w, 0, size_t(dim), scale.data());
+  return scale;
+}
+
+/// One head's dim elements from src into dst, RMS-normalised by `scale`
+/// when there is one (else copied).
+void headRow(const float *src, int64_t dim, const std::vector<float> &scale, float eps,
+             float *dst) {
+  if (scale.empty())
+    std::copy(src, src + dim, dst);
+  else
+    rmsNormRow(src, dim, scale.data(), eps, dst);
 }
 
 /// This thread's buffer for one head of a block's rows widened from a
@@ -112,12 +126,12 @@ void gqaAttention(const float *q, const float *k, const float *v,
   // Keys and values of this batch into the cache (k normalised and
   // rotated); tokens write their own rows, so a prefill's share the threads.
   const std::vector<float> cs = ropeTable(positions, tokens, p.rope);
+  const std::vector<float> qScale = headNormScale(qNorm, hd), kScale = headNormScale(kNorm, hd);
   forRows(tokens, kvWidth, [&](int64_t t) {
     thread_local std::vector<float> kRow;
-    kRow.assign(k + t * kvWidth, k + (t + 1) * kvWidth);
+    kRow.resize(size_t(kvWidth));
     for (int64_t h = 0; h < p.numKvHeads; ++h) {
-      if (kNorm)
-        normHead(kRow.data() + h * hd, hd, *kNorm, p.qkNormEps);
+      headRow(k + t * kvWidth + h * hd, hd, kScale, p.qkNormEps, kRow.data() + h * hd);
       applyRope(kRow.data() + h * hd, cs.data() + t * p.rope.pairs * 2, p.rope);
     }
     cache.store(cache.k, t, positions[t], kRow.data());
@@ -142,26 +156,25 @@ void gqaAttention(const float *q, const float *k, const float *v,
       const int64_t lo = firstVisible(positions[t], p.slidingWindow);
       const int64_t n = positions[t] - lo + 1;
       scores.resize(size_t(heads * n));
+      // The next unit's queries (most often the next token's) are not in
+      // cache: a prefill's q is megabytes, read a row every few microseconds.
+      for (int64_t i = 0; t + 1 < tokens && i < heads * hd; i += 16)
+        __builtin_prefetch(q + (t + 1) * qWidth + h0 * hd + i);
       const float *query[kMaxGroup];
       float *s[kMaxGroup], *o[kMaxGroup];
       for (int64_t i = 0; i < heads; ++i) {
         const int64_t h = h0 + i;
         float *qi = queries.data() + i * hd;
-        std::copy(q + t * qWidth + h * hd, q + t * qWidth + (h + 1) * hd, qi);
-        if (qNorm)
-          normHead(qi, hd, *qNorm, p.qkNormEps);
+        headRow(q + t * qWidth + h * hd, hd, qScale, p.qkNormEps, qi);
         applyRope(qi, cs.data() + t * p.rope.pairs * 2, p.rope);
         query[i] = qi;
         s[i] = scores.data() + i * n;
         o[i] = out + t * qWidth + h * hd;
       }
       keyScores(cache, cache.k, t, lo, n, g, query, heads, hd, scratch, s);
-      for (int64_t i = 0; i < heads; ++i) {
-        for (int64_t j = 0; j < n; ++j)
-          s[i][j] *= p.scale;
-        softmax(s[i], n);
+      scaledSoftmaxRows(s, heads, n, p.scale);
+      for (int64_t i = 0; i < heads; ++i)
         std::fill(o[i], o[i] + hd, 0.0f);
-      }
       weightedValues(cache, cache.v, t, lo, n, g, s, heads, hd, scratch, o);
     });
   });

@@ -35,16 +35,14 @@ void embedding(const int32_t *ids, int64_t tokens, Weight table, int64_t hidden,
     detail::toF32(table, size_t(ids[t]) * hidden, hidden, out + t * hidden);
 }
 
-namespace {
-// One row: the sum of squares is complete before the row is written, so x
-// may alias out.
+// The sum of squares is complete before the row is written, so x may
+// alias out.
 void rmsNormRow(const float *x, int64_t cols, const float *scale, float eps, float *out) {
   const float inv = 1.0f / std::sqrt(dot(x, x, cols) / cols + eps);
 #pragma omp simd
   for (int64_t c = 0; c < cols; ++c)
     out[c] = x[c] * inv * scale[c];
 }
-} // namespace
 
 void rmsNorm(const float *x, int64_t rows, int64_t cols, Weight w, float eps,
              float *out) {

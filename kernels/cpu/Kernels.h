@@ -69,6 +69,10 @@ void embedding(const int32_t *ids, int64_t tokens, Weight table,
 void rmsNorm(const float *x, int64_t rows, int64_t cols, Weight w, float eps,
              float *out);
 
+/// One row of rmsNorm on the calling thread, the weight given in f32
+/// (`scale`, cols floats): per-head norms call it for many small rows.
+void rmsNormRow(const float *x, int64_t cols, const float *scale, float eps, float *out);
+
 /// sum = a + b, then out = rmsNorm(sum) row by row (the residual add fused
 /// with the next norm); results equal add() then rmsNorm(). sum may alias a
 /// or b.

@@ -183,46 +183,74 @@ __attribute__((target("avx2,fma"))) void axpyRowsHeadsAvx2(const float *const *s
 // multiply-adds, so they give the AVX2 builds' bits with half the
 // instructions.
 
+// The sums of H query heads with four rows over elements [0, end), end a
+// multiple of 16: head h, row u in s[4h + u] (dotAvx2's s0 and s1 as the
+// halves), each row's 16 elements loaded once for the H heads. Inlined:
+// called, the sums went through memory (1.5x the time).
+template <int H>
+MOE_TARGET_AVX512 __attribute__((always_inline)) inline void steps16(const float *const *q, const float *const *row, int64_t end,
+                               __m512 *s) {
+  for (int i = 0; i < 16; ++i)
+    s[i] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < end; i += 16) {
+    __m512 k[4];
+    for (int u = 0; u < 4; ++u)
+      k[u] = _mm512_loadu_ps(row[u] + i);
+    for (int h = 0; h < H; ++h) {
+      const __m512 qv = _mm512_loadu_ps(q[h] + i);
+      for (int u = 0; u < 4; ++u)
+        s[4 * h + u] = _mm512_fmadd_ps(qv, k[u], s[4 * h + u]);
+    }
+  }
+}
+
+// dotRowsAvx512 for n a multiple of 16: every element in the steps of 16,
+// then the 4H sums of four rows at once. A last group of fewer rows is
+// padded with copies of the last row (computed, not stored): a row's sums
+// do not depend on the others'.
+template <int H>
+MOE_TARGET_AVX512 void dotRowsWholeAvx512(const float *const *q, const float *rows,
+                                          int64_t stride, int64_t count, int64_t n,
+                                          float *const *out) {
+  for (int64_t r = 0; r < count; r += 4) {
+    const float *row[4];
+    for (int u = 0; u < 4; ++u)
+      row[u] = rows + std::min<int64_t>(r + u, count - 1) * stride;
+    __m512 s[16]; // heads from H on stay 0
+    steps16<H>(q, row, n, s);
+    // Stored from the register (through memory, a 16-float store read
+    // back in pieces stalled the store forwarding).
+    const __m512 sums = laneSums16(s);
+    const __mmask8 here = __mmask8((1u << std::min<int64_t>(4, count - r)) - 1);
+    for (int h = 0; h < H; ++h) {
+      const __m128 head = h == 0   ? _mm512_castps512_ps128(sums)
+                          : h == 1 ? _mm512_extractf32x4_ps(sums, 1)
+                          : h == 2 ? _mm512_extractf32x4_ps(sums, 2)
+                                   : _mm512_extractf32x4_ps(sums, 3);
+      _mm_mask_storeu_ps(out[h] + r, here, head);
+    }
+  }
+}
+
 // dotRowsAvx2's sums for H query heads: four rows at a time, each row's 16
 // elements loaded once for the H heads.
 template <int H>
 MOE_TARGET_AVX512 void dotRowsAvx512(const float *const *q, const float *rows, int64_t stride,
                                      int64_t count, int64_t n, float *const *out) {
+  if (n % 16 == 0)
+    return dotRowsWholeAvx512<H>(q, rows, stride, count, n, out);
   int64_t r = 0;
   for (; r + 4 <= count; r += 4) {
     const float *row[4] = {rows + r * stride, rows + (r + 1) * stride, rows + (r + 2) * stride,
                            rows + (r + 3) * stride};
-    __m512 s[H][4];
-    for (int h = 0; h < H; ++h)
-      for (int u = 0; u < 4; ++u)
-        s[h][u] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      __m512 k[4];
-      for (int u = 0; u < 4; ++u)
-        k[u] = _mm512_loadu_ps(row[u] + i);
-      for (int h = 0; h < H; ++h) {
-        const __m512 qv = _mm512_loadu_ps(q[h] + i);
-        for (int u = 0; u < 4; ++u)
-          s[h][u] = _mm512_fmadd_ps(qv, k[u], s[h][u]);
-      }
-    }
-    if (i == n) { // every element in the steps of 16: the 4H sums at once
-      __m512 all[16];
-      for (int h = 0; h < 4; ++h)
-        for (int u = 0; u < 4; ++u)
-          all[4 * h + u] = h < H ? s[h][u] : _mm512_setzero_ps();
-      alignas(64) float sums[16];
-      _mm512_store_ps(sums, laneSums16(all));
-      for (int h = 0; h < H; ++h)
-        std::copy_n(sums + 4 * h, 4, out[h] + r);
-      continue;
-    }
+    const int64_t i = n / 16 * 16;
+    __m512 s[16];
+    steps16<H>(q, row, i, s);
     for (int h = 0; h < H; ++h) {
       __m256 s0[4], s1[4];
       for (int u = 0; u < 4; ++u) {
-        s0[u] = _mm512_castps512_ps256(s[h][u]);
-        s1[u] = _mm512_extractf32x8_ps(s[h][u], 1);
+        s0[u] = _mm512_castps512_ps256(s[4 * h + u]);
+        s1[u] = _mm512_extractf32x8_ps(s[4 * h + u], 1);
       }
       dotTails4(s0, s1, q[h], row, i, n, out[h] + r);
     }
@@ -309,21 +337,23 @@ MOE_TARGET_AVX512 void axpyRowsHeadsAvx512(const float *const *s, const float *r
 // field. Below -87.3 (e^x under the smallest normal float) the input is
 // clamped there: the result is 1.2e-38 instead of 0 or a subnormal. A NaN
 // stays NaN (max_ps returns its second operand when either is NaN).
+// expAvx2's and expAvx512's constants: the clamp, log2(e), ln 2 in two
+// parts, and e^f's Taylor coefficients from degree 7 down to 0.
+constexpr float kExpFloor = -87.3f, kLog2e = 1.44269504f, kLn2Hi = 0.693359375f,
+                kLn2Lo = -2.12194440e-4f;
+constexpr float kExpTaylor[8] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24,
+                                 1.0f / 6,    0.5f,       1.0f,       1.0f};
+
 __attribute__((target("avx2,fma"))) __m256 expAvx2(__m256 x) {
-  x = _mm256_max_ps(_mm256_set1_ps(-87.3f), x);
-  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+  x = _mm256_max_ps(_mm256_set1_ps(kExpFloor), x);
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   // f = x - k ln 2, with ln 2 split so that k * hi is exact.
-  __m256 f = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
-  f = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), f);
-  __m256 p = _mm256_set1_ps(1.0f / 5040);
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 720));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 120));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 24));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 6));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+  __m256 f = _mm256_fnmadd_ps(k, _mm256_set1_ps(kLn2Hi), x);
+  f = _mm256_fnmadd_ps(k, _mm256_set1_ps(kLn2Lo), f);
+  __m256 p = _mm256_set1_ps(kExpTaylor[0]);
+  for (int i = 1; i < 8; ++i)
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(kExpTaylor[i]));
   const __m256i scale =
       _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(scale));
@@ -400,12 +430,11 @@ __attribute__((target("avx2"))) float maxAvx2(const float *x, int64_t n) {
   return anyNan ? *std::max_element(x, x + n) : best;
 }
 
-__attribute__((target("avx2,fma"))) void softmaxAvx2(float *x, int64_t n) {
-  const float m = maxAvx2(x, n);
-  const __m256 mv = _mm256_set1_ps(m);
-  // Sums in double, four lanes, combined in a fixed order.
-  __m256d sum = _mm256_setzero_pd();
-  int64_t j = 0;
+// softmaxAvx2 from element j on, given its sums of exp(x - max) so far
+// (four double lanes, element i in lane i % 4, in order): the steps of 8,
+// the lanes, the masked tail; returns the total.
+__attribute__((target("avx2,fma"))) double expSumTail(float *x, int64_t j, int64_t n,
+                                                      __m256 mv, __m256d sum) {
   for (; j + 8 <= n; j += 8) {
     const __m256 e = expAvx2(_mm256_sub_ps(_mm256_loadu_ps(x + j), mv));
     _mm256_storeu_ps(x + j, e);
@@ -425,12 +454,79 @@ __attribute__((target("avx2,fma"))) void softmaxAvx2(float *x, int64_t n) {
       total += x[i];
     }
   }
-  const float invTotal = static_cast<float>(1.0 / total);
+  return total;
+}
+
+__attribute__((target("avx2,fma"))) void softmaxAvx2(float *x, int64_t n) {
+  // Sums in double, four lanes, combined in a fixed order.
+  const float invTotal = static_cast<float>(
+      1.0 / expSumTail(x, 0, n, _mm256_set1_ps(maxAvx2(x, n)), _mm256_setzero_pd()));
   const __m256 inv = _mm256_set1_ps(invTotal);
-  for (j = 0; j + 8 <= n; j += 8)
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
     _mm256_storeu_ps(x + j, _mm256_mul_ps(_mm256_loadu_ps(x + j), inv));
   for (; j < n; ++j)
     x[j] *= invTotal;
+}
+
+// expAvx2's steps on 16 lanes (the same operations lane by lane).
+MOE_TARGET_AVX512 __m512 expAvx512(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(kExpFloor), x);
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 f = _mm512_fnmadd_ps(k, _mm512_set1_ps(kLn2Hi), x);
+  f = _mm512_fnmadd_ps(k, _mm512_set1_ps(kLn2Lo), f);
+  __m512 p = _mm512_set1_ps(kExpTaylor[0]);
+  for (int i = 1; i < 8; ++i)
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(kExpTaylor[i]));
+  const __m512i scale =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(scale));
+}
+
+// scaledSoftmaxRows for R rows at once: softmaxAvx2's operations on each
+// element (x * scale first), 16 at a time, the R rows' passes interleaved
+// so that their chains of double additions (four lanes, in softmaxAvx2's
+// order) overlap.
+template <int R>
+MOE_TARGET_AVX512 void scaledSoftmaxAvx512(float *const *x, int64_t n, float scale) {
+  const __m512 sv = _mm512_set1_ps(scale);
+  const int64_t whole = n / 16 * 16;
+  const __mmask16 rest = __mmask16((1u << (n - whole)) - 1);
+  __m512 mv[R];
+  for (int r = 0; r < R; ++r) { // scaled in place; the max
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    __mmask16 nan = 0;
+    for (int64_t j = 0; j <= whole; j += 16) {
+      const __mmask16 in = j < whole ? __mmask16(0xffff) : rest;
+      const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(in, x[r] + j), sv);
+      _mm512_mask_storeu_ps(x[r] + j, in, v);
+      m = _mm512_mask_max_ps(m, in, m, v);
+      nan |= _mm512_mask_cmp_ps_mask(in, v, v, _CMP_UNORD_Q);
+    }
+    // maxAvx2's value: exact without a NaN, else std::max_element's.
+    mv[r] = _mm512_set1_ps(nan ? *std::max_element(x[r], x[r] + n) : _mm512_reduce_max_ps(m));
+  }
+  __m256d sum[R];
+  for (int r = 0; r < R; ++r)
+    sum[r] = _mm256_setzero_pd();
+  for (int64_t j = 0; j < whole; j += 16)
+    for (int r = 0; r < R; ++r) { // softmaxAvx2's two steps of 8
+      const __m512 e = expAvx512(_mm512_sub_ps(_mm512_loadu_ps(x[r] + j), mv[r]));
+      _mm512_storeu_ps(x[r] + j, e);
+      sum[r] = _mm256_add_pd(sum[r], _mm256_cvtps_pd(_mm512_castps512_ps128(e)));
+      sum[r] = _mm256_add_pd(sum[r], _mm256_cvtps_pd(_mm512_extractf32x4_ps(e, 1)));
+      sum[r] = _mm256_add_pd(sum[r], _mm256_cvtps_pd(_mm512_extractf32x4_ps(e, 2)));
+      sum[r] = _mm256_add_pd(sum[r], _mm256_cvtps_pd(_mm512_extractf32x4_ps(e, 3)));
+    }
+  for (int r = 0; r < R; ++r) {
+    const __m512 inv = _mm512_set1_ps(static_cast<float>(
+        1.0 / expSumTail(x[r], whole, n, _mm512_castps512_ps256(mv[r]), sum[r])));
+    for (int64_t j = 0; j <= whole; j += 16) {
+      const __mmask16 in = j < whole ? __mmask16(0xffff) : rest;
+      _mm512_mask_storeu_ps(x[r] + j, in, _mm512_mul_ps(_mm512_maskz_loadu_ps(in, x[r] + j), inv));
+    }
+  }
 }
 
 // f(std::integral_constant<int, H>(), h) for heads [h, h + H): four at a
@@ -510,6 +606,16 @@ void siluMulRow(const float *gate, const float *up, int64_t n, float *out) {
 
 void softmax(float *x, int64_t n) {
   useAvx2() ? softmaxAvx2(x, n) : softmaxPortable(x, n);
+}
+
+void scaledSoftmaxRows(float *const *x, int64_t rows, int64_t n, float scale) {
+  if (isa() >= Isa::Avx512)
+    return byFour(rows, [&](auto r4, int64_t r) { scaledSoftmaxAvx512<r4.value>(x + r, n, scale); });
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < n; ++j)
+      x[r][j] *= scale;
+    softmax(x[r], n);
+  }
 }
 
 float dot(const float *a, const float *b, int64_t n) {

@@ -36,6 +36,10 @@ void siluMulRow(const float *gate, const float *up, int64_t n, float *out);
 /// their sum, accumulated in double. The AVX2 build uses its own vector
 /// exp (within 2 ulp of std::exp; below e^-87.3 it returns 1.2e-38).
 void softmax(float *x, int64_t n);
+/// softmax(x[r], n) for r < rows after each element is multiplied by
+/// `scale` (attention's scores): the same bits as that multiply and
+/// softmax() row by row; the AVX-512 build runs the rows together.
+void scaledSoftmaxRows(float *const *x, int64_t rows, int64_t n, float scale);
 /// y += s[r] * (rows + r * stride) for r = 0, 1, ... count - 1 in turn (as
 /// repeated axpy() computes it).
 void axpyRows(const float *s, const float *rows, int64_t stride, int64_t count, int64_t n,

@@ -155,6 +155,40 @@ TEST(Softmax, MaxAnywhereAndNaN) {
   }
 }
 
+// scaledSoftmaxRows gives, row by row, the bits of multiplying by the scale
+// and softmax() (on an AVX-512 CPU: its 16-lane build against the AVX2
+// one), for lengths around its steps of 16 and 8, 1 to 5 rows, rows whose
+// maximum sits anywhere, and a NaN in one row (that row all NaN, the
+// others untouched).
+TEST(Softmax, ScaledRowsAsScaleThenSoftmax) {
+  std::mt19937 rng(12);
+  const float scale = 0.125f;
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 100, 513})
+    for (int64_t rows : {1, 3, 4, 5}) {
+      SCOPED_TRACE(testing::Message() << "n " << n << ", rows " << rows);
+      std::vector<std::vector<float>> x, want;
+      std::vector<float *> at;
+      for (int64_t r = 0; r < rows; ++r) {
+        x.push_back(uniform(rng, size_t(n), -300.0f, 80.0f));
+        x.back()[size_t(rng() % uint32_t(n))] = 120.0f;
+        if (r == 2)
+          x.back()[size_t(n / 2)] = std::nanf("");
+        want.push_back(x.back());
+        for (float &v : want.back())
+          v *= scale;
+        softmax(want.back().data(), n);
+      }
+      for (auto &row : x)
+        at.push_back(row.data());
+      scaledSoftmaxRows(at.data(), rows, n, scale);
+      for (int64_t r = 0; r < rows; ++r) {
+        EXPECT_EQ(0, std::memcmp(x[size_t(r)].data(), want[size_t(r)].data(), size_t(n) * 4))
+            << "row " << r;
+        EXPECT_EQ(r == 2, std::isnan(x[size_t(r)][0])) << "row " << r;
+      }
+    }
+}
+
 // Rotates pairs (i, i + pairs) of x by position * invFreq[i], in double.
 void rope(std::vector<double> &x, size_t at, int32_t position, const std::vector<float> &invFreq) {
   const size_t pairs = invFreq.size();
