@@ -22,6 +22,9 @@ int64_t grainOf(int64_t units) {
 }
 // Query heads of a GQA group attended together (a larger group in turns).
 constexpr int64_t kMaxGroup = 8;
+// Query heads a unit scores and weighs at once: the heads of consecutive
+// tokens of a sequence (their shared key and value rows read once).
+constexpr int64_t kMaxUnitHeads = 16, kMaxSlot = 4;
 
 /// cos and sin (times attentionFactor) of every rotary pair at each token's
 /// position, [tokens][pairs][2]: computed once for all the heads.
@@ -88,7 +91,7 @@ int64_t firstVisible(int32_t position, int64_t window) {
 void keyScores(const KvCache &c, const KvPlane &plane, int64_t token, int64_t lo, int64_t n,
                int64_t head, const float *const *q, int64_t heads, int64_t dim, float *scratch,
                float *const *scores) {
-  float *to[kMaxGroup];
+  float *to[kMaxUnitHeads];
   for (int64_t j = 0; j < n;) {
     int64_t run = std::min(n - j, c.runLength(lo + j));
     for (int64_t h = 0; h < heads; ++h)
@@ -104,7 +107,7 @@ void keyScores(const KvCache &c, const KvPlane &plane, int64_t token, int64_t lo
 void weightedValues(const KvCache &c, const KvPlane &plane, int64_t token, int64_t lo,
                     int64_t n, int64_t head, const float *const *weights, int64_t heads,
                     int64_t dim, float *scratch, float *const *out) {
-  const float *from[kMaxGroup];
+  const float *from[kMaxUnitHeads];
   for (int64_t j = 0; j < n;) {
     int64_t run = std::min(n - j, c.runLength(lo + j));
     for (int64_t h = 0; h < heads; ++h)
@@ -137,45 +140,84 @@ void gqaAttention(const float *q, const float *k, const float *v,
     cache.store(cache.k, t, positions[t], kRow.data());
     cache.store(cache.v, t, positions[t], v + t * kvWidth);
   });
-  // A unit is a token and up to kMaxGroup query heads of one KV head: the
-  // heads read each key and value row once (each head's result is what it
-  // alone would give). Units go KV head by KV head, so that a thread's next
-  // token reads the rows of the same head again (from L2: a long prompt's
-  // rows of every head do not fit). Work per unit grows with the position:
-  // threads claim a few at a time, which balances a prefill's threads.
+  // A unit is a slot of tokens and up to kMaxGroup query heads of one KV
+  // head: the heads read each key and value row once (each head's result is
+  // what it alone would give). A slot is as many consecutive tokens (up to
+  // kMaxSlot) as have their heads fit a call: the tokens of a prefill then
+  // read the rows they share once. Units go KV head by KV head, so that a
+  // thread's next slot reads the rows of the same head again (from L2: a
+  // long prompt's rows of every head do not fit). Work per unit grows with
+  // the position: threads claim a few at a time, which balances a
+  // prefill's threads.
   const int64_t span = std::min(group, kMaxGroup), perKv = (group + span - 1) / span;
-  const int64_t units = tokens * p.numKvHeads * perKv;
+  const int64_t perSlot = std::clamp<int64_t>(kMaxUnitHeads / span, 1, kMaxSlot);
+  const int64_t slots = (tokens + perSlot - 1) / perSlot;
+  const int64_t units = slots * p.numKvHeads * perKv;
   const int64_t grain = grainOf(units);
+  // Whether token t + 1 sees the rows token t sees, in the same cache rows,
+  // and one more (its own): the next position of the same sequence.
+  auto continues = [&](int64_t t) {
+    const int64_t lo = firstVisible(positions[t], p.slidingWindow);
+    if (positions[t + 1] != positions[t] + 1 ||
+        firstVisible(positions[t + 1], p.slidingWindow) != lo)
+      return false;
+    const int32_t *a = cache.tables + t * cache.tableStride, *b = a + cache.tableStride;
+    return std::equal(a + lo / cache.blockSize, a + positions[t] / cache.blockSize + 1,
+                      b + lo / cache.blockSize);
+  };
   parallelChunks(chunksOf(units, grain), [&](Chunks &chunks) {
-    std::vector<float> queries(size_t(span * hd)), scores;
+    std::vector<float> queries(size_t(perSlot * span * hd)), scores;
     float *const scratch = widenedRows(cache, hd);
+    // Tokens t .. t + count - 1 (each continuing the one before), query
+    // heads h0 .. h0 + heads - 1 of KV head g: the rows token t sees scored
+    // and weighed for every token's heads at once, then each later token's
+    // rows after those (token t + j sees j more).
+    auto attend = [&](int64_t t, int64_t count, int64_t g, int64_t h0, int64_t heads) {
+      const int64_t lo = firstVisible(positions[t], p.slidingWindow);
+      const int64_t n = positions[t] - lo + 1, all = count * heads;
+      scores.resize(size_t(heads * count * (n + count)));
+      const float *query[kMaxUnitHeads];
+      float *s[kMaxUnitHeads], *o[kMaxUnitHeads], *later[kMaxUnitHeads];
+      for (int64_t i = 0; i < all; ++i) {
+        const int64_t tc = t + i / heads, h = h0 + i % heads;
+        float *qi = queries.data() + i * hd;
+        headRow(q + tc * qWidth + h * hd, hd, qScale, p.qkNormEps, qi);
+        applyRope(qi, cs.data() + tc * p.rope.pairs * 2, p.rope);
+        query[i] = qi;
+        s[i] = scores.data() + i * (n + count);
+        later[i] = s[i] + n;
+        o[i] = out + tc * qWidth + h * hd;
+        std::fill(o[i], o[i] + hd, 0.0f);
+      }
+      keyScores(cache, cache.k, t, lo, n, g, query, all, hd, scratch, s);
+      for (int64_t j = 1; j < count; ++j)
+        keyScores(cache, cache.k, t + j, lo + n, j, g, query + j * heads, heads, hd, scratch,
+                  later + j * heads);
+      for (int64_t j = 0; j < count; ++j)
+        scaledSoftmaxRows(s + j * heads, heads, n + j, p.scale);
+      weightedValues(cache, cache.v, t, lo, n, g, s, all, hd, scratch, o);
+      for (int64_t j = 1; j < count; ++j)
+        weightedValues(cache, cache.v, t + j, lo + n, j, g, later + j * heads, heads, hd,
+                       scratch, o + j * heads);
+    };
     forClaimed(chunks, units, grain, [&](int64_t unit) {
-      const int64_t g = unit / (tokens * perKv), t = unit / perKv % tokens;
+      const int64_t g = unit / (slots * perKv), slot = unit / perKv % slots;
       const int64_t h0 = g * group + unit % perKv * span;
       const int64_t heads = std::min(span, (g + 1) * group - h0);
-      const int64_t lo = firstVisible(positions[t], p.slidingWindow);
-      const int64_t n = positions[t] - lo + 1;
-      scores.resize(size_t(heads * n));
-      // The next unit's queries (most often the next token's) are not in
+      const int64_t t0 = slot * perSlot, t1 = std::min(tokens, t0 + perSlot);
+      // The next unit's queries (most often the next slot's) are not in
       // cache: a prefill's q is megabytes, read a row every few microseconds.
-      for (int64_t i = 0; t + 1 < tokens && i < heads * hd; i += 16)
-        __builtin_prefetch(q + (t + 1) * qWidth + h0 * hd + i);
-      const float *query[kMaxGroup];
-      float *s[kMaxGroup], *o[kMaxGroup];
-      for (int64_t i = 0; i < heads; ++i) {
-        const int64_t h = h0 + i;
-        float *qi = queries.data() + i * hd;
-        headRow(q + t * qWidth + h * hd, hd, qScale, p.qkNormEps, qi);
-        applyRope(qi, cs.data() + t * p.rope.pairs * 2, p.rope);
-        query[i] = qi;
-        s[i] = scores.data() + i * n;
-        o[i] = out + t * qWidth + h * hd;
+      for (int64_t t = t1; t < std::min(tokens, t1 + perSlot); ++t)
+        for (int64_t i = 0; i < heads * hd; i += 16)
+          __builtin_prefetch(q + t * qWidth + h0 * hd + i);
+      // Runs of tokens that continue each other, attended together.
+      for (int64_t t = t0; t < t1;) {
+        int64_t count = 1;
+        while (t + count < t1 && continues(t + count - 1))
+          ++count;
+        attend(t, count, g, h0, heads);
+        t += count;
       }
-      keyScores(cache, cache.k, t, lo, n, g, query, heads, hd, scratch, s);
-      scaledSoftmaxRows(s, heads, n, p.scale);
-      for (int64_t i = 0; i < heads; ++i)
-        std::fill(o[i], o[i] + hd, 0.0f);
-      weightedValues(cache, cache.v, t, lo, n, g, s, heads, hd, scratch, o);
     });
   });
 }

@@ -315,4 +315,70 @@ TEST(GqaAttention, TokenByTokenEqualsPrefill) {
   EXPECT_EQ(0, std::memcmp(prefill.data(), decode.data(), prefill.size() * sizeof(float)));
 }
 
+// Tokens of two sequences in one call, the second's positions continuing
+// the first's (5 then 6) but in other cache blocks: each token gets the
+// bits it gets alone. Consecutive tokens attend together only when they
+// are the same sequence's; had sequence B's first token been taken as the
+// continuation of A's last, it would have read A's rows.
+TEST(GqaAttention, TokensOfTwoSequencesInOneCall) {
+  constexpr int64_t kHeads = 4, kKvHeads = 1, kDim = 64, kBlock = 4, kRows = 8 * kBlock;
+  const int64_t width = kHeads * kDim, kvWidth = kKvHeads * kDim;
+  std::mt19937 rng(13);
+  std::vector<float> invFreq;
+  for (int64_t i = 0; i < kDim / 2; ++i)
+    invFreq.push_back(float(std::pow(10000.0, -2.0 * double(i) / double(kDim))));
+  GqaParams params;
+  params.numHeads = kHeads;
+  params.numKvHeads = kKvHeads;
+  params.headDim = kDim;
+  params.scale = 0.125f;
+  params.rope = {invFreq.data(), kDim / 2, 1.0f, false};
+  const std::vector<int32_t> tableA = {0, 1, 7}, tableB = {2, 3, 4};
+  // Sequence A: positions 0-5; B: 0-5 (a first call), then 6-9.
+  const std::vector<float> q = uniform(rng, size_t(16 * width), -1, 1),
+                           k = uniform(rng, size_t(16 * kvWidth), -1, 1),
+                           v = uniform(rng, size_t(16 * kvWidth), -1, 1);
+  struct Token {
+    int64_t row; // of q, k and v
+    int32_t position;
+    const std::vector<int32_t> *table;
+  };
+  std::vector<Token> prefixB, mixed;
+  for (int32_t i = 0; i < 6; ++i)
+    prefixB.push_back({6 + i, i, &tableB});
+  for (int32_t i = 0; i < 6; ++i)
+    mixed.push_back({i, i, &tableA});
+  for (int32_t i = 6; i < 10; ++i)
+    mixed.push_back({6 + i, i, &tableB});
+  std::vector<float> kData(size_t(kRows * kvWidth), NAN), vData(kData);
+  auto run = [&](const std::vector<Token> &tokens, std::vector<float> &out) {
+    std::vector<float> tq, tk, tv;
+    std::vector<int32_t> positions, tables;
+    for (const Token &t : tokens) {
+      tq.insert(tq.end(), q.begin() + t.row * width, q.begin() + (t.row + 1) * width);
+      tk.insert(tk.end(), k.begin() + t.row * kvWidth, k.begin() + (t.row + 1) * kvWidth);
+      tv.insert(tv.end(), v.begin() + t.row * kvWidth, v.begin() + (t.row + 1) * kvWidth);
+      positions.push_back(t.position);
+      tables.insert(tables.end(), t.table->begin(), t.table->end());
+    }
+    KvCache cache;
+    cache.k = {kData.data(), nullptr, kvWidth, kKvHeads};
+    cache.v = {vData.data(), nullptr, kvWidth, kKvHeads};
+    cache.blockSize = kBlock;
+    cache.tables = tables.data();
+    cache.tableStride = 3;
+    out.assign(tokens.size() * size_t(width), 0.0f);
+    gqaAttention(tq.data(), tk.data(), tv.data(), positions.data(), int64_t(tokens.size()),
+                 nullptr, nullptr, params, cache, out.data());
+  };
+  std::vector<float> out, together, alone;
+  run(prefixB, out);
+  run(mixed, together);
+  for (const Token &t : mixed) { // again one at a time (the rows are rewritten the same)
+    run({t}, out);
+    alone.insert(alone.end(), out.begin(), out.end());
+  }
+  EXPECT_EQ(0, std::memcmp(together.data(), alone.data(), alone.size() * sizeof(float)));
+}
+
 } // namespace
