@@ -210,11 +210,18 @@ void gqaAttention(const float *q, const float *k, const float *v,
       for (int64_t t = t1; t < std::min(tokens, t1 + perSlot); ++t)
         for (int64_t i = 0; i < heads * hd; i += 16)
           __builtin_prefetch(q + t * qWidth + h0 * hd + i);
-      // Runs of tokens that continue each other, attended together.
+      // Runs of tokens that continue each other, attended together. While
+      // one run is attended, the next token's rows are requested: a decode
+      // batch's sequences each read their own rows from memory, once.
       for (int64_t t = t0; t < t1;) {
         int64_t count = 1;
         while (t + count < t1 && continues(t + count - 1))
           ++count;
+        if (const int64_t next = t + count; next < tokens && !continues(next - 1)) {
+          const int64_t lo = firstVisible(positions[next], p.slidingWindow);
+          cache.prefetch(cache.k, next, lo, positions[next] + 1, g);
+          cache.prefetch(cache.v, next, lo, positions[next] + 1, g);
+        }
         attend(t, count, g, h0, heads);
         t += count;
       }

@@ -133,4 +133,17 @@ KvCache::Rows KvCache::rows(const KvPlane &p, int64_t token, int64_t position, i
   return {scratch, d};
 }
 
+void KvCache::prefetch(const KvPlane &p, int64_t token, int64_t first, int64_t end,
+                       int64_t head) const {
+  const int64_t bytes = kvElementBytes(type), d = p.width / p.heads;
+  for (int64_t position = first; position < end; ++position) {
+    const int64_t r = row(token, position);
+    const char *at = static_cast<const char *>(p.data) + (r * p.width + head * d) * bytes;
+    for (int64_t b = 0; b < d * bytes; b += 64)
+      __builtin_prefetch(at + b);
+    if (p.scales)
+      __builtin_prefetch(p.scales + r * p.heads + head);
+  }
+}
+
 } // namespace moe::cpu

@@ -56,6 +56,11 @@ struct KvCache {
   };
   Rows rows(const KvPlane &plane, int64_t token, int64_t position, int64_t head, int64_t count,
             float *scratch) const;
+  /// Requests into the cache head `head` of the rows of (token, position)
+  /// for positions [first, end), as stored (and their scales): for a
+  /// kernel to read them later without waiting on memory.
+  void prefetch(const KvPlane &plane, int64_t token, int64_t first, int64_t end,
+                int64_t head) const;
 };
 
 } // namespace moe::cpu
