@@ -188,8 +188,8 @@ __attribute__((target("avx2,fma"))) void axpyRowsHeadsAvx2(const float *const *s
 // halves), each row's 16 elements loaded once for the H heads. Inlined:
 // called, the sums went through memory (1.5x the time).
 template <int H>
-MOE_TARGET_AVX512 __attribute__((always_inline)) inline void steps16(const float *const *q, const float *const *row, int64_t end,
-                               __m512 *s) {
+MOE_TARGET_AVX512 __attribute__((always_inline)) inline void
+steps16(const float *const *q, const float *const *row, int64_t end, __m512 *s) {
   for (int i = 0; i < 16; ++i)
     s[i] = _mm512_setzero_ps();
   for (int64_t i = 0; i < end; i += 16) {
@@ -331,12 +331,6 @@ MOE_TARGET_AVX512 void axpyRowsHeadsAvx512(const float *const *s, const float *r
       _mm512_storeu_ps(y[h] + c + 16 * v, acc[h][v]);
 }
 
-// e^x for x <= 0 (larger x is not needed by softmax): x = k ln 2 + f with
-// |f| <= ln 2 / 2, e^f by its Taylor series to degree 7 (truncation below
-// 6e-9 relative, under a float's rounding), times 2^k built in the exponent
-// field. Below -87.3 (e^x under the smallest normal float) the input is
-// clamped there: the result is 1.2e-38 instead of 0 or a subnormal. A NaN
-// stays NaN (max_ps returns its second operand when either is NaN).
 // expAvx2's and expAvx512's constants: the clamp, log2(e), ln 2 in two
 // parts, and e^f's Taylor coefficients from degree 7 down to 0.
 constexpr float kExpFloor = -87.3f, kLog2e = 1.44269504f, kLn2Hi = 0.693359375f,
@@ -344,6 +338,12 @@ constexpr float kExpFloor = -87.3f, kLog2e = 1.44269504f, kLn2Hi = 0.693359375f,
 constexpr float kExpTaylor[8] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24,
                                  1.0f / 6,    0.5f,       1.0f,       1.0f};
 
+// e^x for x <= 0 (larger x is not needed by softmax): x = k ln 2 + f with
+// |f| <= ln 2 / 2, e^f by its Taylor series to degree 7 (truncation below
+// 6e-9 relative, under a float's rounding), times 2^k built in the exponent
+// field. Below -87.3 (e^x under the smallest normal float) the input is
+// clamped there: the result is 1.2e-38 instead of 0 or a subnormal. A NaN
+// stays NaN (max_ps returns its second operand when either is NaN).
 __attribute__((target("avx2,fma"))) __m256 expAvx2(__m256 x) {
   x = _mm256_max_ps(_mm256_set1_ps(kExpFloor), x);
   const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)),
@@ -610,7 +610,8 @@ void softmax(float *x, int64_t n) {
 
 void scaledSoftmaxRows(float *const *x, int64_t rows, int64_t n, float scale) {
   if (isa() >= Isa::Avx512)
-    return byFour(rows, [&](auto r4, int64_t r) { scaledSoftmaxAvx512<r4.value>(x + r, n, scale); });
+    return byFour(rows,
+                  [&](auto r4, int64_t r) { scaledSoftmaxAvx512<r4.value>(x + r, n, scale); });
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t j = 0; j < n; ++j)
       x[r][j] *= scale;
