@@ -18,6 +18,7 @@
 #include "kernels/cpu/Kernels.h"
 #include "kernels/cpu/Scratch.h"
 #include "kernels/cpu/ThreadPool.h"
+#include "kernels/cpu/Vector.h"
 
 #include <algorithm>
 #include <numeric>
@@ -182,9 +183,15 @@ void combine(const float *y, const int32_t *rowOf, const float *weights,
       const int64_t pick = j < topK ? order[size_t(j)] : j;
       const float weight = j < topK ? weights[t * topK + pick] : 1.0f;
       const float *yr = y + int64_t(rowOf[t * picks + pick]) * hidden;
-#pragma omp simd
-      for (int64_t c = 0; c < hidden; ++c)
-        o[c] += weight * yr[c];
+      // The next pick's row (rows lie anywhere in y, a page each for a
+      // hidden size of 1024: the prefetchers do not follow).
+      if (j + 1 < picks) {
+        const int64_t nextPick = j + 1 < topK ? order[size_t(j + 1)] : j + 1;
+        const float *next = y + int64_t(rowOf[t * picks + nextPick]) * hidden;
+        for (int64_t c = 0; c < hidden; c += 16)
+          __builtin_prefetch(next + c);
+      }
+      mulAddRow(weight, yr, o, hidden);
     }
   });
 }

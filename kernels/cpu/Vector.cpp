@@ -338,6 +338,45 @@ constexpr float kExpFloor = -87.3f, kLog2e = 1.44269504f, kLn2Hi = 0.693359375f,
 constexpr float kExpTaylor[8] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24,
                                  1.0f / 6,    0.5f,       1.0f,       1.0f};
 
+void mulAddRowPortable(float s, const float *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] += s * x[i]; // built without FMA: never contracted
+}
+
+// Built without FMA (target avx2 only), so that the compiler cannot fuse
+// the multiply and the add; the tail through a vector as well.
+__attribute__((target("avx2"))) __m256 mulAdd8(__m256 s, __m256 x, __m256 y) {
+  return _mm256_add_ps(y, _mm256_mul_ps(s, x));
+}
+
+__attribute__((target("avx2"))) void mulAddRowAvx2(float s, const float *x, float *y,
+                                                   int64_t n) {
+  const __m256 sv = _mm256_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, mulAdd8(sv, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  if (i < n) {
+    alignas(32) float xt[8] = {}, yt[8] = {};
+    std::copy(x + i, x + n, xt);
+    std::copy(y + i, y + n, yt);
+    _mm256_store_ps(yt, mulAdd8(sv, _mm256_load_ps(xt), _mm256_load_ps(yt)));
+    std::copy(yt, yt + (n - i), y + i);
+  }
+}
+
+// The masked forms are builtins the compiler does not see as a multiply
+// and an add, so it cannot fuse them (this target has FMA; the plain
+// _mm512_mul_ps and _mm512_add_ps became one vfmadd).
+MOE_TARGET_AVX512 void mulAddRowAvx512(float s, const float *x, float *y, int64_t n) {
+  const __m512 sv = _mm512_set1_ps(s);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 in = __mmask16((1u << std::min<int64_t>(16, n - i)) - 1);
+    const __m512 product = _mm512_maskz_mul_ps(in, sv, _mm512_maskz_loadu_ps(in, x + i));
+    _mm512_mask_storeu_ps(y + i, in,
+                          _mm512_maskz_add_ps(in, _mm512_maskz_loadu_ps(in, y + i), product));
+  }
+}
+
 // e^x for x <= 0 (larger x is not needed by softmax): x = k ln 2 + f with
 // |f| <= ln 2 / 2, e^f by its Taylor series to degree 7 (truncation below
 // 6e-9 relative, under a float's rounding), times 2^k built in the exponent
@@ -595,6 +634,12 @@ void axpyRowsHeads(const float *const *s, const float *rows, int64_t stride, int
     });
   for (int64_t h = 0; h < heads; ++h)
     axpyRows(s[h], rows, stride, count, n, y[h]);
+}
+
+void mulAddRow(float s, const float *x, float *y, int64_t n) {
+  if (isa() >= Isa::Avx512)
+    return mulAddRowAvx512(s, x, y, n);
+  useAvx2() ? mulAddRowAvx2(s, x, y, n) : mulAddRowPortable(s, x, y, n);
 }
 
 void siluMulRow(const float *gate, const float *up, int64_t n, float *out) {

@@ -27,6 +27,10 @@ void dotRows(const float *q, const float *rows, int64_t stride, int64_t count, i
 /// GQA group score the same key rows.
 void dotRowsHeads(const float *const *q, const float *rows, int64_t stride, int64_t count,
                   int64_t n, float *const *out, int64_t heads);
+/// y[i] += s * x[i] over n elements, the product rounded before the sum (no
+/// fused multiply-add, unlike axpy: the bits of a plain loop built for
+/// baseline x86-64), 16 or 8 at a time where the CPU allows.
+void mulAddRow(float s, const float *x, float *y, int64_t n);
 /// out[i] = g * sigmoid(g) * up[i], g = gate[i], over n elements: SwiGLU.
 /// sigmoid(g) is 1 / (1 + e) for g >= 0 and e / (1 + e) below, e =
 /// exp(-|g|); the AVX2 build uses its vector exp (as softmax), the portable

@@ -117,6 +117,26 @@ TEST(VectorRows, SameBitsAsRowByRow) {
     }
 }
 
+// mulAddRow rounds the product before the sum on every ISA (combine's bits
+// were those of a plain loop built without FMA): against that loop, for
+// lengths around its steps of 16 and 8, with products whose fused
+// multiply-add would round differently.
+TEST(VectorRows, MulAddRowIsTheUnfusedLoop) {
+  std::mt19937 rng(14);
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 100, 1024, 1031}) {
+    SCOPED_TRACE(n);
+    const std::vector<float> x = uniform(rng, size_t(n), -3, 3);
+    std::vector<float> y = uniform(rng, size_t(n), -3, 3), want = y;
+    const float s = 0.3f;
+    for (int64_t i = 0; i < n; ++i) {
+      volatile float product = s * x[size_t(i)]; // rounded, whatever the compiler may fuse
+      want[size_t(i)] += product;
+    }
+    mulAddRow(s, x.data(), y.data(), n);
+    EXPECT_EQ(0, std::memcmp(y.data(), want.data(), size_t(n) * 4));
+  }
+}
+
 TEST(Softmax, MatchesDoubleReference) {
   std::mt19937 rng(7);
   for (int64_t n : {1, 7, 8, 9, 100, 513}) {
