@@ -364,9 +364,10 @@ __attribute__((target("avx2"))) void mulAddRowAvx2(float s, const float *x, floa
   }
 }
 
-// The masked forms are builtins the compiler does not see as a multiply
-// and an add, so it cannot fuse them (this target has FMA; the plain
-// _mm512_mul_ps and _mm512_add_ps became one vfmadd).
+// Masked throughout (the tail too). This target has FMA: the library is
+// built with -ffp-contract=off, and the masked forms are builtins that
+// the compiler would not fuse either (a scalar tail inlined here had
+// become a vfmadd before that flag).
 MOE_TARGET_AVX512 void mulAddRowAvx512(float s, const float *x, float *y, int64_t n) {
   const __m512 sv = _mm512_set1_ps(s);
   for (int64_t i = 0; i < n; i += 16) {
