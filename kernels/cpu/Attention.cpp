@@ -1,5 +1,6 @@
 //===- Attention.cpp - CPU attention kernels over a KV cache -------------===//
 #include "kernels/cpu/Attention.h"
+#include "kernels/cpu/PrefetchLines.h"
 #include "kernels/cpu/Scratch.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/Vector.h"
@@ -208,8 +209,7 @@ void gqaAttention(const float *q, const float *k, const float *v,
       // The next unit's queries (most often the next slot's) are not in
       // cache: a prefill's q is megabytes, read a row every few microseconds.
       for (int64_t t = t1; t < std::min(tokens, t1 + perSlot); ++t)
-        for (int64_t i = 0; i < heads * hd; i += 16)
-          __builtin_prefetch(q + t * qWidth + h0 * hd + i);
+        prefetchLines(q + t * qWidth + h0 * hd, heads * hd * int64_t(sizeof(float)));
       // Runs of tokens that continue each other, attended together. While
       // one run is attended, the next token's rows are requested: a decode
       // batch's sequences each read their own rows from memory, once.

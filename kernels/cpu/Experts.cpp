@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/Kernels.h"
+#include "kernels/cpu/PrefetchLines.h"
 #include "kernels/cpu/Scratch.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/Vector.h"
@@ -187,9 +188,8 @@ void combine(const float *y, const int32_t *rowOf, const float *weights,
       // hidden size of 1024: the prefetchers do not follow).
       if (j + 1 < picks) {
         const int64_t nextPick = j + 1 < topK ? order[size_t(j + 1)] : j + 1;
-        const float *next = y + int64_t(rowOf[t * picks + nextPick]) * hidden;
-        for (int64_t c = 0; c < hidden; c += 16)
-          __builtin_prefetch(next + c);
+        prefetchLines(y + int64_t(rowOf[t * picks + nextPick]) * hidden,
+                      hidden * int64_t(sizeof(float)));
       }
       mulAddRow(weight, yr, o, hidden);
     }

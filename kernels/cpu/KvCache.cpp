@@ -2,6 +2,7 @@
 #include "kernels/cpu/KvCache.h"
 #include "kernels/cpu/LinearDetail.h"
 #include "kernels/cpu/Numeric.h"
+#include "kernels/cpu/PrefetchLines.h"
 
 #include <algorithm>
 #include <cmath>
@@ -138,9 +139,7 @@ void KvCache::prefetch(const KvPlane &p, int64_t token, int64_t first, int64_t e
   const int64_t bytes = kvElementBytes(type), d = p.width / p.heads;
   for (int64_t position = first; position < end; ++position) {
     const int64_t r = row(token, position);
-    const char *at = static_cast<const char *>(p.data) + (r * p.width + head * d) * bytes;
-    for (int64_t b = 0; b < d * bytes; b += 64)
-      __builtin_prefetch(at + b);
+    prefetchLines(static_cast<const char *>(p.data) + (r * p.width + head * d) * bytes, d * bytes);
     if (p.scales)
       __builtin_prefetch(p.scales + r * p.heads + head);
   }

@@ -37,6 +37,7 @@
 #include "kernels/cpu/LaneSums.h"
 #include "kernels/cpu/LinearDetail.h"
 #include "kernels/cpu/LinearInt8.h"
+#include "kernels/cpu/PrefetchLines.h"
 #include "kernels/cpu/Scratch.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/WeightDetail.h"
@@ -315,8 +316,7 @@ void convertAvx2(Weight w, int64_t first, int64_t count, float *dst) {
 // 1.4x faster on a 2-core VM.
 void prefetchNext(const Weight &w, int64_t first, int64_t k, int64_t k0) {
   const Lines next = nextLines(w, first, k, k0);
-  for (int64_t byte = 0; byte < next.bytes; byte += 64)
-    __builtin_prefetch(next.p + byte);
+  prefetchLines(next.p, next.bytes);
 }
 
 // Fixed-order sum of one accumulator's lanes.
