@@ -57,10 +57,9 @@ namespace {
 
 using namespace detail;
 
-// Rows and tokens of an AVX2 tile: 4 x kTileTokens accumulators and 4 weight
-// vectors in the 16 registers. f32 rows fold into the multiply-adds as
-// memory operands, so three tokens fit; rows converted from 16 bits take
-// registers, so two.
+// Rows and tokens of an AVX2 tile in the 16 registers (stepAvx2): 4 x 3
+// accumulators beside the 3 tokens' x and one weight vector for the
+// buffered path's f32 rows; 4 x 2 beside the 4 rows converted in registers.
 constexpr int64_t kAvx2Rows = 4, kTileTokens = 3, kTileTokens16 = 2;
 // Multiply-adds below which threads cost more than they save.
 constexpr int64_t kParallelWork = 1 << 16;
@@ -109,6 +108,51 @@ void convertPortable(Weight w, int64_t first, int64_t count, float *dst) {
 
 // --- AVX2 + FMA build ---
 
+// Keeps v in a register: the compiler would otherwise fold a load used
+// several times into each multiply-add as a memory operand, and the tiles
+// below are bound by loads (two 32-byte loads a cycle on Zen 3 against two
+// multiply-adds).
+template <class V> __attribute__((always_inline)) inline void inRegister(V &v) {
+  asm("" : "+x"(v));
+}
+
+// One step of a tile: a[t][i] += x(t) * w(i) for R rows and T tokens, with
+// each weight vector w(i) and each token's x(t) loaded once (R + T loads
+// for R x T multiply-adds). The R weight vectors stay in registers while
+// the tokens go by if they fit beside the sums and one x; otherwise the T
+// x vectors do, and the rows go by one at a time.
+template <int R, int T, class W, class X>
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline void stepAvx2(__m256 (&a)[T][R],
+                                                                              W &&w, X &&x) {
+  constexpr int kRegisters = 16;
+  if constexpr (R * T + R + 1 <= kRegisters) {
+    __m256 wv[R];
+    for (int i = 0; i < R; ++i) {
+      wv[i] = w(i);
+      inRegister(wv[i]);
+    }
+    for (int t = 0; t < T; ++t) {
+      __m256 xv = x(t);
+      inRegister(xv);
+      for (int i = 0; i < R; ++i)
+        a[t][i] = _mm256_fmadd_ps(xv, wv[i], a[t][i]);
+    }
+  } else {
+    static_assert(R * T + T + 1 <= kRegisters, "a tile's sums, x and one row fit the registers");
+    __m256 xv[T];
+    for (int t = 0; t < T; ++t) {
+      xv[t] = x(t);
+      inRegister(xv[t]);
+    }
+    for (int i = 0; i < R; ++i) {
+      __m256 wv = w(i);
+      inRegister(wv);
+      for (int t = 0; t < T; ++t)
+        a[t][i] = _mm256_fmadd_ps(xv[t], wv, a[t][i]);
+    }
+  }
+}
+
 // a[t][i] += x_t[p] * r_i[p] lane by lane (p = lane mod 8) over len
 // elements, for R rows r_i of type W and T tokens. The sequence of
 // operations for one (token, row) does not depend on R or T.
@@ -131,14 +175,11 @@ __attribute__((target("avx2,fma,f16c"))) inline void sumChunkAvx2(const float *x
       if (detail::bytesOf(W, size_t(p)) % 64 == 0)
         for (int i = 0; i < R; ++i)
           _mm_prefetch(rows[i] + detail::bytesOf(W, size_t(p)) + 1024, _MM_HINT_T0);
-    __m256 w[R];
-    for (int i = 0; i < R; ++i)
-      w[i] = load(i, p, kLanes);
-    for (int t = 0; t < T; ++t) {
-      const __m256 xv = _mm256_loadu_ps(x + t * ldx + p);
-      for (int i = 0; i < R; ++i)
-        a[t][i] = _mm256_fmadd_ps(xv, w[i], a[t][i]);
-    }
+    stepAvx2<R, T>(
+        a, [&](int i) __attribute__((target("avx2,fma,f16c"))) { return load(i, p, kLanes); },
+        [&](int t) __attribute__((target("avx2,fma,f16c"))) {
+          return _mm256_loadu_ps(x + t * ldx + p);
+        });
   }
   if (p < len) { // missing lanes are 0.0 in both operands
     __m256 w[R];
@@ -153,9 +194,7 @@ __attribute__((target("avx2,fma,f16c"))) inline void sumChunkAvx2(const float *x
 }
 
 // How many tokens a tile of R rows of type W holds in the 16 registers
-// (R x T accumulators and R weight vectors): four f32 rows fold into the
-// multiply-adds as memory operands, so three tokens fit; rows converted
-// from 16 bits or quantized take registers, so two; one or two rows, four.
+// (kTileTokens, kTileTokens16); one or two rows, four.
 template <int R, WeightType W> constexpr int tileTokensAvx2() {
   static_assert(R <= kAvx2Rows, "an AVX2 tile holds at most four rows");
   return R <= 2 ? 4 : W == WeightType::F32 ? kTileTokens : kTileTokens16;
@@ -247,16 +286,19 @@ __attribute__((target("avx2,fma,f16c"))) void directTokensAvx2(const Item &it, i
     const void *r[R];
     for (int i = 0; i < R; ++i)
       r[i] = data + detail::bytesOf(W, size_t(it.row[i] * it.k + k0));
-    if (!scale)
-      return sumChunkAvx2<R, T, W, true>(x + k0, it.k, r, len, total);
+    // The chunk's sums run in a local array: `total` outlives this call,
+    // and __m256 may alias the x loads, so summing into it directly stored
+    // every accumulator at every step (8 stores a step for 2 rows x 4
+    // tokens: the direct tile ran at a third of its speed on a Zen 3).
     __m256 a[T][R];
     for (int u = 0; u < T; ++u)
       for (int i = 0; i < R; ++i)
-        a[u][i] = _mm256_setzero_ps();
+        a[u][i] = scale ? _mm256_setzero_ps() : total[u][i];
     sumChunkAvx2<R, T, W, true>(x + k0, it.k, r, len, a);
     for (int u = 0; u < T; ++u)
       for (int i = 0; i < R; ++i)
-        total[u][i] = _mm256_fmadd_ps(a[u][i], _mm256_set1_ps(scale[i]), total[u][i]);
+        total[u][i] =
+            scale ? _mm256_fmadd_ps(a[u][i], _mm256_set1_ps(scale[i]), total[u][i]) : a[u][i];
   });
   for (int u = 0; u < T; ++u) {
     alignas(16) float sums[4];
