@@ -181,16 +181,12 @@ __attribute__((target("avx2,fma,f16c"))) inline void sumChunkAvx2(const float *x
           return _mm256_loadu_ps(x + t * ldx + p);
         });
   }
-  if (p < len) { // missing lanes are 0.0 in both operands
-    __m256 w[R];
-    for (int i = 0; i < R; ++i)
-      w[i] = load(i, p, len - p);
-    for (int t = 0; t < T; ++t) {
-      const __m256 xv = _mm256_maskload_ps(x + t * ldx + p, tailMask(len - p));
-      for (int i = 0; i < R; ++i)
-        a[t][i] = _mm256_fmadd_ps(xv, w[i], a[t][i]);
-    }
-  }
+  if (p < len) // missing lanes are 0.0 in both operands
+    stepAvx2<R, T>(
+        a, [&](int i) __attribute__((target("avx2,fma,f16c"))) { return load(i, p, len - p); },
+        [&](int t) __attribute__((target("avx2,fma,f16c"))) {
+          return _mm256_maskload_ps(x + t * ldx + p, tailMask(len - p));
+        });
 }
 
 // How many tokens a tile of R rows of type W holds in the 16 registers
@@ -289,7 +285,7 @@ __attribute__((target("avx2,fma,f16c"))) void directTokensAvx2(const Item &it, i
     // The chunk's sums run in a local array: `total` outlives this call,
     // and __m256 may alias the x loads, so summing into it directly stored
     // every accumulator at every step (8 stores a step for 2 rows x 4
-    // tokens: the direct tile ran at a third of its speed on a Zen 3).
+    // tokens).
     __m256 a[T][R];
     for (int u = 0; u < T; ++u)
       for (int i = 0; i < R; ++i)
