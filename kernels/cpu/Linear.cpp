@@ -4,9 +4,8 @@
 // rows), shared by the threads of one parallel region (linearGroup runs many
 // problems, e.g. every routed expert, in one region). An item walks k in
 // chunks of kChunk (cut at scale-group ends for int8/int4). Up to a few
-// tokens (LinearKernels::directTokens), a direct tile (on AVX2 two 16-bit
-// rows half a matrix apart or four quantized ones a quarter apart; on
-// AVX-512 four, a quarter apart) reads 16-bit or quantized weights
+// tokens (LinearKernels::directTokens), a direct tile (four rows a quarter
+// of a matrix apart on AVX2 and AVX-512) reads 16-bit or quantized weights
 // straight from memory and converts (and scales) them in registers, where
 // its sums stay until they are stored: the decode GEMV reads each weight
 // byte once, in sequential streams per thread, and dequantization costs no
@@ -108,12 +107,15 @@ void convertPortable(Weight w, int64_t first, int64_t count, float *dst) {
 
 // --- AVX2 + FMA build ---
 
-// Keeps v in a register: the compiler would otherwise fold a load used
+// v, kept in a register: the compiler would otherwise fold a load used
 // several times into each multiply-add as a memory operand, and the tiles
 // below are bound by loads (two 32-byte loads a cycle on Zen 3 against two
-// multiply-adds).
-template <class V> __attribute__((always_inline)) inline void inRegister(V &v) {
+// multiply-adds). The operand is a local copy, not an element of the
+// caller's array: an array element as an asm operand kept the array on the
+// stack, and GCC stored every converted weight vector there at every step.
+template <class V> __attribute__((target("avx2"), always_inline)) inline V inRegister(V v) {
   asm("" : "+x"(v));
+  return v;
 }
 
 // One step of a tile: a[t][i] += x(t) * w(i) for R rows and T tokens, with
@@ -128,12 +130,10 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline void stepAvx2(__m
   if constexpr (R * T + R + 1 <= kRegisters) {
     __m256 wv[R];
     for (int i = 0; i < R; ++i) {
-      wv[i] = w(i);
-      inRegister(wv[i]);
+      wv[i] = inRegister(w(i));
     }
     for (int t = 0; t < T; ++t) {
-      __m256 xv = x(t);
-      inRegister(xv);
+      const __m256 xv = inRegister(x(t));
       for (int i = 0; i < R; ++i)
         a[t][i] = _mm256_fmadd_ps(xv, wv[i], a[t][i]);
     }
@@ -141,12 +141,10 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline void stepAvx2(__m
     static_assert(R * T + T + 1 <= kRegisters, "a tile's sums, x and one row fit the registers");
     __m256 xv[T];
     for (int t = 0; t < T; ++t) {
-      xv[t] = x(t);
-      inRegister(xv[t]);
+      xv[t] = inRegister(x(t));
     }
     for (int i = 0; i < R; ++i) {
-      __m256 wv = w(i);
-      inRegister(wv);
+      const __m256 wv = inRegister(w(i));
       for (int t = 0; t < T; ++t)
         a[t][i] = _mm256_fmadd_ps(xv[t], wv, a[t][i]);
     }
@@ -306,21 +304,23 @@ __attribute__((target("avx2,fma,f16c"))) void directTokensAvx2(const Item &it, i
   }
 }
 
-// Rows of an AVX2 direct item: int8/int4/fp8 rows four a quarter of a
-// matrix apart, four independent multiply-add chains (two, each step
-// waiting for the last, kept the int8 GEMV at 11-14 GB/s, four 15-19 GB/s,
-// over a 64 MB matrix on a 2-core Zen 3 VM; int8 decode of the benchmark
-// model 1.2-1.3x). 16- and 32-bit rows stay two half a matrix apart: four
-// ran bf16 decodes no faster and often slower there (more streams).
-constexpr int64_t kDirectRowsAvx2 = 2, kDirectRowsScaledAvx2 = 4;
+// Rows of an AVX2 direct item, of every type: four a quarter of a matrix
+// apart, four independent multiply-add chains. For int8, two (each step
+// waiting for the last) had kept the GEMV at 11-14 GB/s, four 15-19 GB/s,
+// over a 64 MB matrix on a 2-core Zen 3 VM. 16-bit rows were read two at a
+// time, half a matrix apart, until the tile stopped storing its converted
+// weights at every step (inRegister): four then ran the bf16 decode of the
+// benchmark model 1.26x as fast on a 2-core Zen 3 VM (its expert down rows,
+// 256 elements, 1.3-1.6x), and batches of 4 and 8 tokens an expert as fast.
+constexpr int64_t kDirectRowsAvx2 = 4;
 
 // A direct item on AVX2, a tile's worth of tokens at a time.
 void directAvx2(const Item &it) {
   withType(it.w.type, [&](auto w) {
     constexpr WeightType W = w.value;
-    constexpr int R = quantizedType(W) ? int(kDirectRowsScaledAvx2) : int(kDirectRowsAvx2);
-    byTileTokens<R, W>(it.tokens,
-                       [&](int64_t t, auto T) { directTokensAvx2<R, T.value, W>(it, t); });
+    byTileTokens<kDirectRowsAvx2, W>(it.tokens, [&](int64_t t, auto T) {
+      directTokensAvx2<kDirectRowsAvx2, T.value, W>(it, t);
+    });
   });
 }
 
@@ -414,14 +414,10 @@ struct DirectTile {
 // runs `tile` (or the direct tile) over rows staged with `convert`.
 struct LinearKernels {
   TileFn tile;
-  DirectTile direct16, directScaled; ///< 32- and 16-bit rows; int8, int4, fp8
+  DirectTile directTile;
   int64_t directTokens;
   ConvertFn convert;
   ItemFn buffered, direct; ///< or null: itemByTiles
-
-  const DirectTile &directFor(const Weight &w) const {
-    return w.quantized() ? directScaled : direct16;
-  }
 };
 
 // An item through the kernels' tiles: acc holds every (token, row)'s lanes
@@ -429,7 +425,7 @@ struct LinearKernels {
 void itemByTiles(const LinearKernels &kernels, const Item &it, bool direct) {
   const Weight &w = it.w;
   std::memset(it.acc, 0, size_t(it.tokens * kRows * kLanes) * sizeof(float));
-  const DirectTile &d = kernels.directFor(w);
+  const DirectTile &d = kernels.directTile;
   forChunks(it, [&](int64_t k0, int64_t len, const float *scale) {
     const void *r[kRows];
     if (!direct)
@@ -465,16 +461,13 @@ LinearKernels kernelsFor(Isa level) {
     // on the same Xeon (the AVX2 tiles: within 6% either way). All of an
     // item's tokens in one pass rather than 6, 4, 2, 1 at a time: decode
     // batch 64 1.05x (the experts' items have 1-16 tokens).
-    return {nullptr, {nullptr, 4}, {nullptr, 4}, kDirectTokens512, nullptr, bufferedAvx512,
-            directAvx512};
+    return {nullptr, {nullptr, 4}, kDirectTokens512, nullptr, bufferedAvx512, directAvx512};
   case Isa::Avx2:
-    return {nullptr, {nullptr, kDirectRowsAvx2}, {nullptr, kDirectRowsScaledAvx2}, 8, nullptr,
-            bufferedAvx2, directAvx2};
+    return {nullptr, {nullptr, kDirectRowsAvx2}, 8, nullptr, bufferedAvx2, directAvx2};
   case Isa::Portable:
     break;
   }
-  return {tilePortable<kRows>, {tilePortable<2>, 2}, {tilePortable<2>, 2}, 8, convertPortable,
-          nullptr, nullptr};
+  return {tilePortable<kRows>, {tilePortable<2>, 2}, 8, convertPortable, nullptr, nullptr};
 }
 
 // The items [next, end) of one of linearGroup's runs, in one word: the
@@ -577,7 +570,7 @@ void linearGroup(const LinearProblem *problems, size_t count) {
       q.int8x = detail::quantizeRows(p.x, p.tokens, p.k);
     else
       anyBuffered |= !q.direct;
-    q.rowsPerItem = q.direct ? kernels.directFor(p.w).rows : kRows;
+    q.rowsPerItem = q.direct ? kernels.directTile.rows : kRows;
     q.rowBlocks = (p.n + q.rowsPerItem - 1) / q.rowsPerItem;
     q.firstItem = items;
     items += (p.tokens + kTokens - 1) / kTokens * q.rowBlocks;
