@@ -310,8 +310,9 @@ __attribute__((target("avx2,fma,f16c"))) void directTokensAvx2(const Item &it, i
 // over a 64 MB matrix on a 2-core Zen 3 VM. 16-bit rows were read two at a
 // time, half a matrix apart, until the tile stopped storing its converted
 // weights at every step (inRegister): four then ran the bf16 decode of the
-// benchmark model 1.26x as fast on a 2-core Zen 3 VM (its expert down rows,
-// 256 elements, 1.3-1.6x), and batches of 4 and 8 tokens an expert as fast.
+// benchmark model 1.24-1.26x as fast on a 2-core Zen 3 VM (its expert down
+// rows, 256 elements, 1.25-1.6x), and batches of 4 and 8 tokens an expert
+// as fast.
 constexpr int64_t kDirectRowsAvx2 = 4;
 
 // A direct item on AVX2, a tile's worth of tokens at a time.
