@@ -314,6 +314,15 @@ __attribute__((target("avx2,fma,f16c"))) void directTokensAvx2(const Item &it, i
 // rows, 256 elements, 1.25-1.6x), and batches of 4 and 8 tokens an expert
 // as fast.
 constexpr int64_t kDirectRowsAvx2 = 4;
+// Tokens up to which an AVX2 item reads its rows directly (tiles of 4 rows
+// x 2 tokens, each pass converting the rows again). 8 until 2026-12-03;
+// with the tile's stores gone, 16: a throwaway linearGroup benchmark of 64
+// experts x 16 layers (512 x 1024, bf16, 2 threads, from memory) on a
+// 2-core Zen 3 VM ran 12 tokens an expert at 117-123 GFLOP/s against 105
+// buffered, 16 at 127 against 113; at 24 and 32 tokens the buffered path
+// stays ahead (133-136 against 126-129 read directly). Decode batch 64 of
+// the benchmark model: 0.97x the inter-token time (6 rounds).
+constexpr int64_t kDirectTokensAvx2 = 16;
 
 // A direct item on AVX2, a tile's worth of tokens at a time.
 void directAvx2(const Item &it) {
@@ -464,7 +473,8 @@ LinearKernels kernelsFor(Isa level) {
     // batch 64 1.05x (the experts' items have 1-16 tokens).
     return {nullptr, {nullptr, 4}, kDirectTokens512, nullptr, bufferedAvx512, directAvx512};
   case Isa::Avx2:
-    return {nullptr, {nullptr, kDirectRowsAvx2}, 8, nullptr, bufferedAvx2, directAvx2};
+    return {nullptr, {nullptr, kDirectRowsAvx2}, kDirectTokensAvx2, nullptr, bufferedAvx2,
+            directAvx2};
   case Isa::Portable:
     break;
   }

@@ -491,7 +491,7 @@ TEST_P(Quantizable, LinearBatchInvariant) {
     linear(x.data() + t * k, 1, k, w.weight(), n, nullptr, alone.data() + t * n);
   const int threads = kernelThreads();
   for (int nthreads : {1, 2})
-    for (int64_t tokens : {2, 3, 4, 5, 8, 9, 33, 70, 140}) {
+    for (int64_t tokens : {2, 3, 4, 5, 8, 9, 16, 17, 33, 70, 140}) {
       SCOPED_TRACE(testing::Message() << tokens << " tokens, " << nthreads << " threads");
       setKernelThreads(nthreads);
       std::vector<float> out(tokens * n);
