@@ -188,10 +188,11 @@ __attribute__((target("avx2,fma,f16c"))) inline void sumChunkAvx2(const float *x
 }
 
 // How many tokens a tile of R rows of type W holds in the 16 registers
-// (kTileTokens, kTileTokens16); one or two rows, four.
+// (kTileTokens, kTileTokens16). Every AVX2 tile takes four rows (direct
+// items took two 16-bit rows, 4 tokens a tile, until 2026-12-03).
 template <int R, WeightType W> constexpr int tileTokensAvx2() {
-  static_assert(R <= kAvx2Rows, "an AVX2 tile holds at most four rows");
-  return R <= 2 ? 4 : W == WeightType::F32 ? kTileTokens : kTileTokens16;
+  static_assert(R == kAvx2Rows, "an AVX2 tile takes four rows");
+  return W == WeightType::F32 ? kTileTokens : kTileTokens16;
 }
 
 // f(t, T) for tokens [t, t + T): a tile's worth (tileTokensAvx2) at a time,
