@@ -187,23 +187,23 @@ __attribute__((target("avx2,fma,f16c"))) inline void sumChunkAvx2(const float *x
         });
 }
 
-// How many tokens a tile of R rows of type W holds in the 16 registers
-// (kTileTokens, kTileTokens16). Every AVX2 tile takes four rows (direct
-// items took two 16-bit rows, 4 tokens a tile, until 2026-12-03).
-template <int R, WeightType W> constexpr int tileTokensAvx2() {
-  static_assert(R == kAvx2Rows, "an AVX2 tile takes four rows");
+// How many tokens a tile of kAvx2Rows rows of type W holds in the 16
+// registers (kTileTokens, kTileTokens16). Every AVX2 tile, buffered or
+// direct, takes four rows (direct items took two 16-bit rows, 4 tokens a
+// tile, until 2026-12-03).
+template <WeightType W> constexpr int tileTokensAvx2() {
   return W == WeightType::F32 ? kTileTokens : kTileTokens16;
 }
 
 // f(t, T) for tokens [t, t + T): a tile's worth (tileTokensAvx2) at a time,
 // then the rest; T is a std::integral_constant.
-template <int R, WeightType W, class F> void byTileTokens(int64_t tokens, F &&f) {
-  constexpr int Step = tileTokensAvx2<R, W>();
+template <WeightType W, class F> void byTileTokens(int64_t tokens, F &&f) {
+  constexpr int Step = tileTokensAvx2<W>();
+  static_assert(Step <= 3, "the rest below takes at most two tokens");
   int64_t t = 0;
   for (; t + Step <= tokens; t += Step)
     f(t, std::integral_constant<int, Step>());
   switch (tokens - t) {
-  case 3: if constexpr (Step > 3) f(t, std::integral_constant<int, 3>()); break;
   case 2: if constexpr (Step > 2) f(t, std::integral_constant<int, 2>()); break;
   case 1: f(t, std::integral_constant<int, 1>()); break;
   default: break;
@@ -262,14 +262,15 @@ __attribute__((target("avx2,fma,f16c"))) void bufferedTileAvx2(const Item &it,
   }
 }
 
-// Tokens [t, t + T) of a direct item (rows row[0 .. R) read in place):
+// Tokens [t, t + T) of a direct item (rows row[0 .. 4) read in place):
 // their sums stay in registers over every chunk and go to the output, with
 // the bias, at the end. The operations of bufferedTileAvx2 chunk after
 // chunk, so the same bits, without its stores and reloads of the
 // accumulators between chunks and its calls per chunk: for a decode GEMV
 // over an expert's rows, a whole row is one chunk.
-template <int R, int T, WeightType W>
+template <int T, WeightType W>
 __attribute__((target("avx2,fma,f16c"))) void directTokensAvx2(const Item &it, int64_t t) {
+  constexpr int R = kAvx2Rows;
   __m256 total[T][R];
   for (int u = 0; u < T; ++u)
     for (int i = 0; i < R; ++i)
@@ -297,8 +298,7 @@ __attribute__((target("avx2,fma,f16c"))) void directTokensAvx2(const Item &it, i
   });
   for (int u = 0; u < T; ++u) {
     alignas(16) float sums[4];
-    _mm_store_ps(sums, laneSums4(total[u][0], total[u][std::min(1, R - 1)],
-                                 total[u][std::min(2, R - 1)], total[u][R - 1]));
+    _mm_store_ps(sums, laneSums4(total[u][0], total[u][1], total[u][2], total[u][3]));
     float *out = it.out + (t + u) * it.n;
     for (int64_t i = 0; i < it.rows; ++i)
       out[it.row[i]] = sums[i] + it.bias[it.row[i]];
@@ -314,7 +314,7 @@ __attribute__((target("avx2,fma,f16c"))) void directTokensAvx2(const Item &it, i
 // benchmark model 1.24-1.26x as fast on a 2-core Zen 3 VM (its expert down
 // rows, 256 elements, 1.25-1.6x), and batches of 4 and 8 tokens an expert
 // as fast.
-constexpr int64_t kDirectRowsAvx2 = 4;
+constexpr int64_t kDirectRowsAvx2 = kAvx2Rows; // one tile's rows
 // Tokens up to which an AVX2 item reads its rows directly (tiles of 4 rows
 // x 2 tokens, each pass converting the rows again). 8 until 2026-12-03;
 // with the tile's stores gone, 16: a throwaway linearGroup benchmark of 64
@@ -329,9 +329,8 @@ constexpr int64_t kDirectTokensAvx2 = 16;
 void directAvx2(const Item &it) {
   withType(it.w.type, [&](auto w) {
     constexpr WeightType W = w.value;
-    byTileTokens<kDirectRowsAvx2, W>(it.tokens, [&](int64_t t, auto T) {
-      directTokensAvx2<kDirectRowsAvx2, T.value, W>(it, t);
-    });
+    byTileTokens<W>(it.tokens,
+                    [&](int64_t t, auto T) { directTokensAvx2<T.value, W>(it, t); });
   });
 }
 
@@ -402,7 +401,7 @@ void bufferedAvx2(const Item &it) {
     const void *r[kRows];
     stageRows(convertAvx2, it.w, it.row, it.rows, it.k, k0, len, it.buf, r);
     for (int64_t q0 = 0; q0 < it.rows; q0 += kAvx2Rows)
-      byTileTokens<kAvx2Rows, WeightType::F32>(it.tokens, [&](int64_t t, auto T) {
+      byTileTokens<WeightType::F32>(it.tokens, [&](int64_t t, auto T) {
         bufferedTileAvx2<T.value>(it, r + q0, scale, t, q0, k0, len);
       });
   });
