@@ -57,9 +57,10 @@ namespace {
 using namespace detail;
 
 // Rows and tokens of an AVX2 tile in the 16 registers (stepAvx2): 4 x 3
-// accumulators beside the 3 tokens' x and one weight vector for the
-// buffered path's f32 rows; 4 x 2 beside the 4 rows converted in registers.
-constexpr int64_t kAvx2Rows = 4, kTileTokens = 3, kTileTokens16 = 2;
+// accumulators beside the 3 tokens' x and one weight vector at a time
+// (f32, bf16, f16 and int8 rows); 4 x 2 beside the 4 rows for the types
+// whose conversion needs constants in registers (fp8, int4).
+constexpr int64_t kAvx2Rows = 4, kTileTokens = 3, kTileTokensWithConstants = 2;
 // Multiply-adds below which threads cost more than they save.
 constexpr int64_t kParallelWork = 1 << 16;
 constexpr int64_t kRunsPerThread = 4;
@@ -118,6 +119,26 @@ template <class V> __attribute__((target("avx2"), always_inline)) inline V inReg
   return v;
 }
 
+// Whether the R weight vectors of an R x T tile stay in the 16 registers
+// beside its sums and one x (stepAvx2); if not, its T x vectors do.
+template <int R, int T> constexpr bool rowsStayAvx2() {
+  constexpr int kRegisters = 16;
+  return R * T + R + 1 <= kRegisters;
+}
+
+// load8 for a tile with no register left for a constant (its rows loaded
+// one at a time beside x, rowsStayAvx2): bf16 widened and shifted, two
+// operations where load8 takes one, but load8's byte shuffle needs its mask
+// in a register. As a memory operand the shuffle ran a 4 x 3 tile at half
+// the speed on a Zen 3 (an L1-resident throwaway benchmark).
+template <WeightType W> __attribute__((target("avx2,f16c"))) inline __m256 load8Lean(const void *p) {
+  if constexpr (W == WeightType::BF16)
+    return _mm256_castsi256_ps(_mm256_slli_epi32(
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(static_cast<const __m128i *>(p))), 16));
+  else
+    return load8<W>(p);
+}
+
 // One step of a tile: a[t][i] += x(t) * w(i) for R rows and T tokens, with
 // each weight vector w(i) and each token's x(t) loaded once (R + T loads
 // for R x T multiply-adds). The R weight vectors stay in registers while
@@ -126,8 +147,7 @@ template <class V> __attribute__((target("avx2"), always_inline)) inline V inReg
 template <int R, int T, class W, class X>
 __attribute__((target("avx2,fma,f16c"), always_inline)) inline void stepAvx2(__m256 (&a)[T][R],
                                                                               W &&w, X &&x) {
-  constexpr int kRegisters = 16;
-  if constexpr (R * T + R + 1 <= kRegisters) {
+  if constexpr (rowsStayAvx2<R, T>()) {
     __m256 wv[R];
     for (int i = 0; i < R; ++i) {
       wv[i] = inRegister(w(i));
@@ -138,7 +158,7 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline void stepAvx2(__m
         a[t][i] = _mm256_fmadd_ps(xv, wv[i], a[t][i]);
     }
   } else {
-    static_assert(R * T + T + 1 <= kRegisters, "a tile's sums, x and one row fit the registers");
+    static_assert(R * T + T + 1 <= 16, "a tile's sums, x and one row fit the registers");
     __m256 xv[T];
     for (int t = 0; t < T; ++t) {
       xv[t] = inRegister(x(t));
@@ -163,21 +183,42 @@ __attribute__((target("avx2,fma,f16c"))) inline void sumChunkAvx2(const float *x
     rows[i] = static_cast<const char *>(r[i]);
   auto load = [&](int i, int64_t p, int64_t n) __attribute__((target("avx2,fma,f16c"))) {
     const char *at = rows[i] + detail::bytesOf(W, size_t(p));
-    return n == kLanes ? load8<W>(at) : load8<W>(at, n);
+    if (n != kLanes)
+      return load8<W>(at, n);
+    // Rows loaded one at a time beside x: no register left for a constant.
+    return rowsStayAvx2<R, T>() ? load8<W>(at) : load8Lean<W>(at);
   };
-  int64_t p = 0;
-  for (; p + kLanes <= len; p += kLanes) {
-    // A direct tile streams its rows from memory: ask for the line 1 KB
-    // ahead of each, once per line.
-    if constexpr (Stream)
-      if (detail::bytesOf(W, size_t(p)) % 64 == 0)
-        for (int i = 0; i < R; ++i)
-          _mm_prefetch(rows[i] + detail::bytesOf(W, size_t(p)) + 1024, _MM_HINT_T0);
+  auto step = [&](int64_t p) __attribute__((target("avx2,fma,f16c"), always_inline)) {
     stepAvx2<R, T>(
         a, [&](int i) __attribute__((target("avx2,fma,f16c"))) { return load(i, p, kLanes); },
         [&](int t) __attribute__((target("avx2,fma,f16c"))) {
           return _mm256_loadu_ps(x + t * ldx + p);
         });
+  };
+  // A direct tile streams its rows from memory: it asks for the line 1 KB
+  // ahead of each row, once per line.
+  auto prefetch = [&](int64_t p) {
+    for (int i = 0; i < R; ++i)
+      _mm_prefetch(rows[i] + detail::bytesOf(W, size_t(p)) + 1024, _MM_HINT_T0);
+  };
+  int64_t p = 0;
+  if constexpr (Stream && !rowsStayAvx2<R, T>()) {
+    // A line's steps in a loop of their own: with every register taken, a
+    // branch to the prefetches in each step had GCC keep the sums on the
+    // stack (a store each a step).
+    constexpr int64_t kLine = 64, perLine = kLanes * kLine / int64_t(detail::bytesOf(W, kLanes));
+    for (; p + perLine <= len; p += perLine) {
+      prefetch(p);
+#pragma GCC unroll 1
+      for (int64_t s = 0; s < perLine; s += kLanes)
+        step(p + s);
+    }
+  }
+  for (; p + kLanes <= len; p += kLanes) {
+    if constexpr (Stream)
+      if (detail::bytesOf(W, size_t(p)) % 64 == 0)
+        prefetch(p);
+    step(p);
   }
   if (p < len) // missing lanes are 0.0 in both operands
     stepAvx2<R, T>(
@@ -188,26 +229,33 @@ __attribute__((target("avx2,fma,f16c"))) inline void sumChunkAvx2(const float *x
 }
 
 // How many tokens a tile of kAvx2Rows rows of type W holds in the 16
-// registers (kTileTokens, kTileTokens16). Every AVX2 tile, buffered or
-// direct, takes four rows (direct items took two 16-bit rows, 4 tokens a
-// tile, until 2026-12-03).
+// registers. Every AVX2 tile, buffered or direct, takes four rows (direct
+// items took two 16-bit rows, 4 tokens a tile, until 2026-12-03). Direct
+// bf16, f16 and int8 tiles took 2 tokens until 2026-12-03 (late): 3 ran the expert
+// GEMMs of a batch of 64 (1-16 tokens an expert) 1.14-1.17x as fast
+// (docs/performance.md).
 template <WeightType W> constexpr int tileTokensAvx2() {
-  return W == WeightType::F32 ? kTileTokens : kTileTokens16;
+  return W == WeightType::F8 || W == WeightType::I4 ? kTileTokensWithConstants : kTileTokens;
 }
 
 // f(t, T) for tokens [t, t + T): a tile's worth (tileTokensAvx2) at a time,
-// then the rest; T is a std::integral_constant.
+// then the rest in tiles of two and one; T is a std::integral_constant. A
+// rest of one after tiles of three takes the last of them along as two
+// tiles of two: a one-token tile has only four sums to hide the latency of
+// its multiply-adds with.
 template <WeightType W, class F> void byTileTokens(int64_t tokens, F &&f) {
   constexpr int Step = tileTokensAvx2<W>();
-  static_assert(Step <= 3, "the rest below takes at most two tokens");
+  static_assert(Step == 2 || Step == 3, "the rest below takes tiles of two and one");
+  int64_t full = tokens / Step;
+  if (Step == 3 && tokens % 3 == 1 && full > 0)
+    --full;
   int64_t t = 0;
-  for (; t + Step <= tokens; t += Step)
+  for (; t < Step * full; t += Step)
     f(t, std::integral_constant<int, Step>());
-  switch (tokens - t) {
-  case 2: if constexpr (Step > 2) f(t, std::integral_constant<int, 2>()); break;
-  case 1: f(t, std::integral_constant<int, 1>()); break;
-  default: break;
-  }
+  for (; t + 2 <= tokens; t += 2)
+    f(t, std::integral_constant<int, 2>());
+  if (t < tokens)
+    f(t, std::integral_constant<int, 1>());
 }
 
 // Tokens [t, t + T) of a buffered item over the chunk [k0, k0 + len) of
