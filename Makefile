@@ -5,7 +5,7 @@ JOBS ?= 2
 LIT ?= /usr/lib/llvm-19/build/utils/lit/lit.py
 PYTHON ?= python3
 
-.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-contention bench-placement bench-placement-runtime bench-overlap bench-routing bench-roofline bench-quantization bench-vs-llamacpp fuzz test-asan check-transformers clean
+.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-contention bench-placement bench-placement-runtime bench-overlap bench-routing bench-roofline bench-quantization bench-vs-llamacpp bench-ab-kernels fuzz test-asan check-transformers clean
 
 all: build
 
@@ -78,6 +78,15 @@ bench-routing: build
 
 bench-roofline: build
 	@tools/bench-roofline.sh $(BUILD)/bin
+
+# A kernel change measured in one process: the CPU kernels of git revision REF
+# (default HEAD) against the working tree's, interleaved on the routed experts'
+# GEMMs, and their outputs compared byte for byte (tools/ab-kernels.sh; about
+# a minute to build both, then AB_FLAGS, e.g. AB_FLAGS="--tokens 0,8 --threads 2").
+REF ?= HEAD
+AB_FLAGS ?=
+bench-ab-kernels: build
+	@tools/ab-kernels.sh $(BUILD)/bin $(REF) $(AB_FLAGS)
 
 # Precision policies: bytes, KL/top-1/bits per byte vs f32 and decode speed on
 # the trained example; int8/int4 vs bf16 decode on the medium model.

@@ -364,13 +364,16 @@ __attribute__((target("avx2,fma,f16c"))) void directTokensAvx2(const Item &it, i
 // as fast.
 constexpr int64_t kDirectRowsAvx2 = kAvx2Rows; // one tile's rows
 // Tokens up to which an AVX2 item reads its rows directly (tiles of 4 rows
-// x 2 tokens, each pass converting the rows again). 8 until 2026-12-03;
+// x 3 tokens, each pass converting the rows again). 8 until 2026-12-03;
 // with the tile's stores gone, 16: a throwaway linearGroup benchmark of 64
 // experts x 16 layers (512 x 1024, bf16, 2 threads, from memory) on a
 // 2-core Zen 3 VM ran 12 tokens an expert at 117-123 GFLOP/s against 105
 // buffered, 16 at 127 against 113; at 24 and 32 tokens the buffered path
 // stays ahead (133-136 against 126-129 read directly). Decode batch 64 of
-// the benchmark model: 0.97x the inter-token time (6 rounds).
+// the benchmark model: 0.97x the inter-token time (6 rounds). With tiles
+// of 3 tokens, 21 ran 17-21 tokens an expert 1.02-1.10x as fast from
+// memory but 20 tokens at 0.90x (bf16) and 0.94x (int8) with the weights
+// in cache, where converting a chunk once wins: kept at 16.
 constexpr int64_t kDirectTokensAvx2 = 16;
 
 // A direct item on AVX2, a tile's worth of tokens at a time.

@@ -1,0 +1,339 @@
+//===- ab-kernels.cpp - two builds of the CPU kernels, interleaved in one process -===//
+//
+// A shared VM's speed moves by 20-30% between runs of the same binary, more
+// than most kernel changes are worth (docs/performance.md). This tool loads
+// two builds of the kernels library (tools/ab-kernels.sh makes them) into
+// one process, each with its own thread pool, and runs the same expert
+// GEMMs through each in turn, alternating which goes first: every pair of
+// runs sees the same moment of the machine, and the median of the paired
+// ratios is stable to a few percent (an A/A run: 0.998, quartiles
+// 0.96-1.05). It also compares the two builds' outputs byte for byte:
+// a kernel change that should keep the bits is checked on the way.
+//
+// The workload is the routed experts' projections as Experts.cpp runs them:
+// per layer one linearGroup of every expert's gate/up product ([2I, H]),
+// then one of its down product ([H, I]), each expert with its own weights.
+// Both builds must share kernels/cpu/Kernels.h's LinearProblem and Weight.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/Kernels.h"
+#include "tools/common/Cli.h"
+#include "tools/common/Output.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace moe {
+namespace {
+
+namespace cpu = moe::cpu;
+
+struct Flags {
+  std::string a, b, type = "bf16", json;
+  std::vector<int64_t> tokens = {1, 3, 8, 16};
+  int64_t experts = 64, layers = 2, hidden = 1024, inter = 256, rounds = 40, batch = 64,
+          topK = 8;
+  int threads = 1;
+  bool allowDifferent = false;
+};
+
+/// One build of the kernels: its linearGroup, its own thread pool.
+struct Build {
+  std::string path;
+  void (*group)(const cpu::LinearProblem *, size_t) = nullptr;
+};
+
+rt::Expected<Build> openBuild(const std::string &path, int threads) {
+  // RTLD_LOCAL: the second build's symbols do not resolve to the first's
+  // (the libraries are linked -Bsymbolic, so not to this binary's either).
+  // A name without a slash is a file here, not one for dlopen to search for.
+  const std::string file = path.find('/') == std::string::npos ? "./" + path : path;
+  void *handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle)
+    return rt::Status::error("cannot load " + path + ": " + dlerror() +
+                             " (make it with tools/ab-kernels.sh)");
+  auto setThreads = reinterpret_cast<void (*)(int)>(dlsym(handle, "_ZN3moe3cpu16setKernelThreadsEi"));
+  auto group = reinterpret_cast<void (*)(const cpu::LinearProblem *, size_t)>(
+      dlsym(handle, "_ZN3moe3cpu11linearGroupEPKNS0_13LinearProblemEm"));
+  if (!setThreads || !group)
+    return rt::Status::error(path + " lacks moe::cpu::linearGroup or setKernelThreads: not a "
+                                    "kernels library of this layout");
+  setThreads(threads);
+  return Build{path, group};
+}
+
+/// Tokens each (layer, expert) gets: `tokens` each, or with tokens == 0 a
+/// decode batch of `batch` tokens routed to topK distinct experts at random.
+std::vector<int64_t> tokenCounts(const Flags &f, int64_t tokens, std::mt19937 &rng) {
+  std::vector<int64_t> count(size_t(f.layers * f.experts), tokens);
+  if (tokens > 0)
+    return count;
+  std::fill(count.begin(), count.end(), 0);
+  std::vector<int64_t> ids(size_t(f.experts));
+  for (int64_t l = 0; l < f.layers; ++l)
+    for (int64_t t = 0; t < f.batch; ++t) {
+      std::iota(ids.begin(), ids.end(), 0);
+      std::shuffle(ids.begin(), ids.end(), rng);
+      for (int64_t j = 0; j < f.topK; ++j)
+        ++count[size_t(l * f.experts + ids[size_t(j)])];
+    }
+  return count;
+}
+
+/// The weights of every (layer, expert): random values of the type, one
+/// scale per row for int8.
+struct Weights {
+  cpu::WeightType type;
+  size_t elementBytes;
+  std::vector<uint8_t> gateUp, down;
+  std::vector<float> gateUpScales, downScales;
+
+  Weights(const Flags &f, std::mt19937 &rng) {
+    type = f.type == "int8"  ? cpu::WeightType::I8
+           : f.type == "f32" ? cpu::WeightType::F32
+                             : cpu::WeightType::BF16;
+    elementBytes = type == cpu::WeightType::I8 ? 1 : type == cpu::WeightType::F32 ? 4 : 2;
+    const size_t stacks = size_t(f.layers * f.experts);
+    gateUp.resize(stacks * size_t(2 * f.inter * f.hidden) * elementBytes);
+    down.resize(stacks * size_t(f.hidden * f.inter) * elementBytes);
+    fill(gateUp, rng);
+    fill(down, rng);
+    gateUpScales.assign(stacks * size_t(2 * f.inter), 1.0f / 64);
+    downScales.assign(stacks * size_t(f.hidden), 1.0f / 64);
+  }
+  void fill(std::vector<uint8_t> &bytes, std::mt19937 &rng) const {
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    const size_t n = bytes.size() / elementBytes;
+    for (size_t i = 0; i < n; ++i) {
+      const float v = value(rng);
+      uint8_t *at = bytes.data() + i * elementBytes;
+      if (type == cpu::WeightType::I8) {
+        *at = uint8_t(int8_t(std::lround(v * 127)));
+      } else if (type == cpu::WeightType::F32) {
+        std::memcpy(at, &v, 4);
+      } else { // bf16: the f32's high half
+        uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        const uint16_t h = uint16_t(bits >> 16);
+        std::memcpy(at, &h, 2);
+      }
+    }
+  }
+  cpu::Weight weight(bool isGateUp, size_t stack, int64_t rows, int64_t cols) const {
+    cpu::Weight w;
+    w.type = type;
+    w.data = (isGateUp ? gateUp : down).data() + stack * size_t(rows * cols) * elementBytes;
+    if (type == cpu::WeightType::I8) {
+      w.scales = (isGateUp ? gateUpScales : downScales).data() + stack * size_t(rows);
+      w.cols = w.group = cols;
+    }
+    return w;
+  }
+};
+
+/// One workload: the problems of every layer, with each build's outputs.
+struct Workload {
+  std::vector<float> x, act;
+  std::vector<float> gateUpOut[2], downOut[2];
+  std::vector<std::vector<cpu::LinearProblem>> problems[2]; // per build: gate/up, down per layer
+  double flops = 0;
+};
+
+Workload makeWorkload(const Flags &f, const Weights &w, const std::vector<int64_t> &count) {
+  Workload wl;
+  int64_t rows = 0;
+  for (int64_t c : count)
+    rows += c;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  wl.x.resize(size_t(rows * f.hidden));
+  wl.act.resize(size_t(rows * f.inter));
+  for (float &v : wl.x)
+    v = value(rng);
+  for (float &v : wl.act)
+    v = value(rng);
+  for (int b = 0; b < 2; ++b) {
+    wl.gateUpOut[b].assign(size_t(rows * 2 * f.inter), 0.0f);
+    wl.downOut[b].assign(size_t(rows * f.hidden), 0.0f);
+    int64_t r0 = 0;
+    for (int64_t l = 0; l < f.layers; ++l) {
+      std::vector<cpu::LinearProblem> gateUp, down;
+      for (int64_t e = 0; e < f.experts; ++e) {
+        const size_t stack = size_t(l * f.experts + e);
+        const int64_t n = count[stack];
+        if (n == 0)
+          continue;
+        gateUp.push_back({wl.x.data() + r0 * f.hidden, n, f.hidden,
+                          w.weight(true, stack, 2 * f.inter, f.hidden), 2 * f.inter, nullptr,
+                          wl.gateUpOut[b].data() + r0 * 2 * f.inter});
+        down.push_back({wl.act.data() + r0 * f.inter, n, f.inter,
+                        w.weight(false, stack, f.hidden, f.inter), f.hidden, nullptr,
+                        wl.downOut[b].data() + r0 * f.hidden});
+        r0 += n;
+      }
+      wl.problems[b].push_back(std::move(gateUp));
+      wl.problems[b].push_back(std::move(down));
+    }
+  }
+  wl.flops = 2.0 * double(rows) * double(3 * f.inter * f.hidden);
+  return wl;
+}
+
+double runOnce(const Build &build, const std::vector<std::vector<cpu::LinearProblem>> &groups) {
+  // A build's helper threads spin for about a millisecond after its last
+  // region before they sleep (ThreadPool.cpp): the other build's run must
+  // not start beside them.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto &g : groups)
+    build.group(g.data(), g.size());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int abMain(const Flags &f, const tools::Cli &cli) {
+  tools::Output out(f.json);
+  if (rt::Status st = out.open(); !st)
+    return cli.fail(st.message());
+  auto a = openBuild(f.a, f.threads);
+  if (!a)
+    return cli.fail(a.status().message());
+  auto b = openBuild(f.b, f.threads);
+  if (!b)
+    return cli.fail(b.status().message());
+  std::mt19937 rng(1);
+  std::fprintf(stderr, "ab-kernels: making %s weights for %lld layers x %lld experts ...\n",
+               f.type.c_str(), (long long)f.layers, (long long)f.experts);
+  const Weights weights(f, rng);
+  std::fprintf(out.text(),
+               "A %s\nB %s\n%s weights, %lld layers x %lld experts, gate/up [%lld, %lld], down "
+               "[%lld, %lld], %d thread(s), %lld rounds; B speed / A: median of paired ratios "
+               "(quartiles)\n",
+               f.a.c_str(), f.b.c_str(), f.type.c_str(), (long long)f.layers,
+               (long long)f.experts, (long long)(2 * f.inter), (long long)f.hidden,
+               (long long)f.hidden, (long long)f.inter, f.threads, (long long)f.rounds);
+  nlohmann::json results = nlohmann::json::array();
+  bool allSame = true;
+  for (int64_t tokens : f.tokens) {
+    const std::vector<int64_t> count = tokenCounts(f, tokens, rng);
+    Workload wl = makeWorkload(f, weights, count);
+    const Build *builds[2] = {&*a, &*b};
+    for (int warm = 0; warm < 2; ++warm)
+      for (int i = 0; i < 2; ++i)
+        runOnce(*builds[i], wl.problems[i]);
+    std::vector<double> ratio, ta, tb;
+    for (int64_t r = 0; r < f.rounds; ++r) {
+      const int first = int(r % 2);
+      double t[2];
+      t[first] = runOnce(*builds[first], wl.problems[first]);
+      t[1 - first] = runOnce(*builds[1 - first], wl.problems[1 - first]);
+      ta.push_back(t[0]);
+      tb.push_back(t[1]);
+      ratio.push_back(t[0] / t[1]);
+    }
+    std::sort(ratio.begin(), ratio.end());
+    std::sort(ta.begin(), ta.end());
+    std::sort(tb.begin(), tb.end());
+    const bool same = std::memcmp(wl.gateUpOut[0].data(), wl.gateUpOut[1].data(),
+                                  wl.gateUpOut[0].size() * sizeof(float)) == 0 &&
+                      std::memcmp(wl.downOut[0].data(), wl.downOut[1].data(),
+                                  wl.downOut[0].size() * sizeof(float)) == 0;
+    allSame &= same;
+    const double median = tools::percentile(ratio, 50), q1 = tools::percentile(ratio, 25),
+                 q3 = tools::percentile(ratio, 75);
+    const double gA = wl.flops / tools::percentile(ta, 50) / 1e9,
+                 gB = wl.flops / tools::percentile(tb, 50) / 1e9;
+    const std::string what = tokens > 0 ? std::to_string(tokens) + " tokens an expert"
+                                        : "a batch of " + std::to_string(f.batch) + " top-" +
+                                              std::to_string(f.topK);
+    std::fprintf(out.text(), "  %-26s %.3f (%.3f-%.3f)  A %.1f GFLOP/s, B %.1f; outputs %s\n",
+                 what.c_str(), median, q1, q3, gA, gB, same ? "identical" : "DIFFERENT");
+    results.push_back({{"tokens", tokens},
+                       {"median_speed_ratio", median},
+                       {"q1", q1},
+                       {"q3", q3},
+                       {"a_gflops", gA},
+                       {"b_gflops", gB},
+                       {"identical_outputs", same}});
+  }
+  if (out.wantsJson())
+    if (rt::Status st = out.writeJson({{"a", f.a},
+                                       {"b", f.b},
+                                       {"type", f.type},
+                                       {"threads", f.threads},
+                                       {"rounds", f.rounds},
+                                       {"results", results}});
+        !st)
+      return cli.fail(st.message());
+  if (!allSame && !f.allowDifferent)
+    return cli.fail("the builds' outputs differ (pass --allow-different-bits if a change "
+                    "means to change them)");
+  return 0;
+}
+
+} // namespace
+} // namespace moe
+
+int main(int argc, char **argv) {
+  moe::tools::Cli cli("ab-kernels",
+                      "ab-kernels: two builds of the CPU kernels library, interleaved in one "
+                      "process on the routed experts' GEMMs; prints the median of paired speed "
+                      "ratios and whether their outputs are byte-identical");
+  moe::Flags f;
+  CLI::App &app = cli.app;
+  app.add_option("a", f.a, "build A (the baseline): a shared kernels library from "
+                           "tools/ab-kernels.sh")
+      ->required()
+      ->type_name("A.so");
+  app.add_option("b", f.b, "build B (the change)")->required()->type_name("B.so");
+  app.add_option("--tokens", f.tokens,
+                 "tokens an expert, a comma-separated list; 0: a decode batch (--batch) "
+                 "routed top-k at random (default 1,3,8,16)")
+      ->delimiter(',')
+      ->check(moe::tools::integerIn(0, 4096))
+      ->type_name("LIST");
+  app.add_option("--type", f.type, "weight type: bf16, int8 or f32 (default bf16)")
+      ->check(moe::tools::oneOf({"bf16", "int8", "f32"}))
+      ->type_name("T");
+  app.add_option("--experts", f.experts, "experts a layer (default 64)")
+      ->check(moe::tools::integerIn(1, 4096))
+      ->type_name("E");
+  app.add_option("--layers", f.layers,
+                 "layers, each with its own weights (default 2: 200 MB of bf16, from memory)")
+      ->check(moe::tools::integerIn(1, 1024))
+      ->type_name("L");
+  app.add_option("--hidden", f.hidden, "hidden size (default 1024)")
+      ->check(moe::tools::integerIn(8, 1 << 16))
+      ->type_name("H");
+  app.add_option("--inter", f.inter, "expert intermediate size (default 256)")
+      ->check(moe::tools::integerIn(8, 1 << 16))
+      ->type_name("I");
+  app.add_option("--batch", f.batch, "tokens of the routed batch of --tokens 0 (default 64)")
+      ->check(moe::tools::integerIn(1, 1 << 16))
+      ->type_name("B");
+  app.add_option("--top-k", f.topK, "experts a token of that batch picks (default 8)")
+      ->check(moe::tools::integerIn(1, 4096))
+      ->type_name("K");
+  app.add_option("--rounds", f.rounds, "timed pairs of runs per workload (default 40)")
+      ->check(moe::tools::integerIn(1, 1 << 20))
+      ->type_name("N");
+  app.add_option("--threads", f.threads, "kernel threads of each build (default 1)")
+      ->check(moe::tools::integerIn(1, 4096))
+      ->type_name("N");
+  app.add_flag("--allow-different-bits", f.allowDifferent,
+               "exit 0 even when the builds' outputs differ");
+  cli.addJson(f.json);
+  if (auto code = cli.parse(argc, argv))
+    return *code;
+  if (f.topK > f.experts && std::count(f.tokens.begin(), f.tokens.end(), 0) > 0)
+    return cli.fail("--top-k must not exceed --experts");
+  return moe::abMain(f, cli);
+}
