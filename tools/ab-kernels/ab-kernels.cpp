@@ -5,10 +5,11 @@
 // two builds of the kernels library (tools/ab-kernels.sh makes them) into
 // one process, each with its own thread pool, and runs the same expert
 // GEMMs through each in turn, alternating which goes first: every pair of
-// runs sees the same moment of the machine, and the median of the paired
-// ratios is stable to a few percent (an A/A run: 0.998, quartiles
-// 0.96-1.05). It also compares the two builds' outputs byte for byte:
-// a kernel change that should keep the bits is checked on the way.
+// runs sees the same moment of the machine. In a quiet phase the median of
+// the paired ratios is stable to a few percent (an A/A run: 0.998,
+// quartiles 0.96-1.05); wide quartiles say another tenant was busy. It
+// also compares the two builds' outputs byte for byte: a kernel change
+// that should keep the bits is checked on the way.
 //
 // The workload is the routed experts' projections as Experts.cpp runs them:
 // per layer one linearGroup of every expert's gate/up product ([2I, H]),
