@@ -121,17 +121,16 @@ template <class V> __attribute__((target("avx2"), always_inline)) inline V inReg
 
 // Whether the R weight vectors of an R x T tile stay in the 16 registers
 // beside its sums and one x (stepAvx2); if not, its T x vectors do.
-template <int R, int T> constexpr bool rowsStayAvx2() {
-  constexpr int kRegisters = 16;
-  return R * T + R + 1 <= kRegisters;
-}
+constexpr int kAvx2Registers = 16;
+template <int R, int T> constexpr bool rowsStayAvx2() { return R * T + R + 1 <= kAvx2Registers; }
 
 // load8 for a tile with no register left for a constant (its rows loaded
 // one at a time beside x, rowsStayAvx2): bf16 widened and shifted, two
 // operations where load8 takes one, but load8's byte shuffle needs its mask
 // in a register. As a memory operand the shuffle ran a 4 x 3 tile at half
 // the speed on a Zen 3 (an L1-resident throwaway benchmark).
-template <WeightType W> __attribute__((target("avx2,f16c"))) inline __m256 load8Lean(const void *p) {
+template <WeightType W>
+__attribute__((target("avx2,f16c"))) inline __m256 load8Lean(const void *p) {
   if constexpr (W == WeightType::BF16)
     return _mm256_castsi256_ps(_mm256_slli_epi32(
         _mm256_cvtepu16_epi32(_mm_loadu_si128(static_cast<const __m128i *>(p))), 16));
@@ -158,7 +157,8 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline void stepAvx2(__m
         a[t][i] = _mm256_fmadd_ps(xv, wv[i], a[t][i]);
     }
   } else {
-    static_assert(R * T + T + 1 <= 16, "a tile's sums, x and one row fit the registers");
+    static_assert(R * T + T + 1 <= kAvx2Registers,
+                  "a tile's sums, x and one row fit the registers");
     __m256 xv[T];
     for (int t = 0; t < T; ++t) {
       xv[t] = inRegister(x(t));
@@ -231,9 +231,10 @@ __attribute__((target("avx2,fma,f16c"))) inline void sumChunkAvx2(const float *x
 // How many tokens a tile of kAvx2Rows rows of type W holds in the 16
 // registers. Every AVX2 tile, buffered or direct, takes four rows (direct
 // items took two 16-bit rows, 4 tokens a tile, until 2026-12-03). Direct
-// bf16, f16 and int8 tiles took 2 tokens until 2026-12-03 (late): 3 ran the expert
-// GEMMs of a batch of 64 (1-16 tokens an expert) 1.14-1.17x as fast
-// (docs/performance.md).
+// bf16, f16 and int8 tiles took 2 tokens until 2026-12-03 (late): 3 ran
+// the expert GEMMs of a batch of 64 (1-16 tokens an expert) 1.11x (bf16)
+// and 1.15x (int8) as fast on a 2-core Zen 3 (make bench-ab-kernels;
+// docs/performance.md).
 template <WeightType W> constexpr int tileTokensAvx2() {
   return W == WeightType::F8 || W == WeightType::I4 ? kTileTokensWithConstants : kTileTokens;
 }

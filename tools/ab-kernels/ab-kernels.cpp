@@ -62,7 +62,8 @@ rt::Expected<Build> openBuild(const std::string &path, int threads) {
   if (!handle)
     return rt::Status::error("cannot load " + path + ": " + dlerror() +
                              " (make it with tools/ab-kernels.sh)");
-  auto setThreads = reinterpret_cast<void (*)(int)>(dlsym(handle, "_ZN3moe3cpu16setKernelThreadsEi"));
+  auto setThreads =
+      reinterpret_cast<void (*)(int)>(dlsym(handle, "_ZN3moe3cpu16setKernelThreadsEi"));
   auto group = reinterpret_cast<void (*)(const cpu::LinearProblem *, size_t)>(
       dlsym(handle, "_ZN3moe3cpu11linearGroupEPKNS0_13LinearProblemEm"));
   if (!setThreads || !group)
