@@ -202,10 +202,12 @@ __attribute__((target("avx2,fma,f16c"))) inline void sumChunkAvx2(const float *x
       _mm_prefetch(rows[i] + detail::bytesOf(W, size_t(p)) + 1024, _MM_HINT_T0);
   };
   int64_t p = 0;
-  if constexpr (Stream && !rowsStayAvx2<R, T>()) {
-    // A line's steps in a loop of their own: with every register taken, a
-    // branch to the prefetches in each step had GCC keep the sums on the
-    // stack (a store each a step).
+  if constexpr (Stream) {
+    // A line's steps in a loop of their own (not written out: four steps
+    // at a time GCC spilled one of a 4 x 3 tile's sums). A branch to the
+    // prefetches in every step had GCC keep that tile's 12 sums on the
+    // stack, a store each a step; the one-token int8 tile ran 0.87-0.94x as
+    // fast with it as in this form, from memory (make bench-ab-kernels).
     constexpr int64_t kLine = 64, perLine = kLanes * kLine / int64_t(detail::bytesOf(W, kLanes));
     for (; p + perLine <= len; p += perLine) {
       prefetch(p);
