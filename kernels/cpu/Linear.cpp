@@ -215,13 +215,11 @@ __attribute__((target("avx2,fma,f16c"))) inline void sumChunkAvx2(const float *x
       for (int64_t s = 0; s < perLine; s += kLanes)
         step(p + s);
     }
+    if (p + kLanes <= len) // the last, partial line
+      prefetch(p);
   }
-  for (; p + kLanes <= len; p += kLanes) {
-    if constexpr (Stream)
-      if (detail::bytesOf(W, size_t(p)) % 64 == 0)
-        prefetch(p);
+  for (; p + kLanes <= len; p += kLanes)
     step(p);
-  }
   if (p < len) // missing lanes are 0.0 in both operands
     stepAvx2<R, T>(
         a, [&](int i) __attribute__((target("avx2,fma,f16c"))) { return load(i, p, len - p); },
