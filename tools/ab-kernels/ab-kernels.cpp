@@ -92,15 +92,17 @@ std::vector<int64_t> tokenCounts(const Flags &f, int64_t tokens, std::mt19937 &r
 }
 
 /// The weights of every (layer, expert): random values of the type, one
-/// scale per row for int8.
+/// scale per row for int8 (and W8A8: int8 weights, x quantized per row).
 struct Weights {
   cpu::WeightType type;
+  bool int8Activations;
   size_t elementBytes;
   std::vector<uint8_t> gateUp, down;
   std::vector<float> gateUpScales, downScales;
 
   Weights(const Flags &f, std::mt19937 &rng) {
-    type = f.type == "int8"  ? cpu::WeightType::I8
+    int8Activations = f.type == "w8a8";
+    type = f.type == "int8" || int8Activations ? cpu::WeightType::I8
            : f.type == "f32" ? cpu::WeightType::F32
                              : cpu::WeightType::BF16;
     elementBytes = type == cpu::WeightType::I8 ? 1 : type == cpu::WeightType::F32 ? 4 : 2;
@@ -137,6 +139,7 @@ struct Weights {
     if (type == cpu::WeightType::I8) {
       w.scales = (isGateUp ? gateUpScales : downScales).data() + stack * size_t(rows);
       w.cols = w.group = cols;
+      w.int8Activations = int8Activations;
     }
     return w;
   }
@@ -302,8 +305,9 @@ int main(int argc, char **argv) {
       ->delimiter(',')
       ->check(moe::tools::integerIn(0, 4096))
       ->type_name("LIST");
-  app.add_option("--type", f.type, "weight type: bf16, int8 or f32 (default bf16)")
-      ->check(moe::tools::oneOf({"bf16", "int8", "f32"}))
+  app.add_option("--type", f.type, "weight type: bf16, int8, w8a8 (int8 weights and activations) or f32 "
+                 "(default bf16)")
+      ->check(moe::tools::oneOf({"bf16", "int8", "w8a8", "f32"}))
       ->type_name("T");
   app.add_option("--experts", f.experts, "experts a layer (default 64)")
       ->check(moe::tools::integerIn(1, 4096))
