@@ -64,16 +64,20 @@ Component componentOf(OpOperand &use) {
 // Whether the kernel behind `use` honours w8a8 (quantizes its activations
 // per token): the matrix products the runtime runs through linear(),
 // linearGroup() and experts() (moe.linear, the LM head, the router, dense
-// and shared MLPs, routed experts). The embedding table (row lookup) and
-// MLA's kv_b (mlaAttention) take int8 instead.
+// and shared MLPs, routed experts). MLA's kv_b (mlaAttention) takes int8
+// instead.
 bool honoursInt8Activations(OpOperand &use) {
-  Operation *user = use.getOwner();
-  Value v = use.get();
-  if (auto e = dyn_cast<mm::EmbeddingOp>(user))
-    return v != e.getTable();
-  if (auto m = dyn_cast<mm::MlaAttentionOp>(user))
-    return v != m.getKvB();
+  if (auto m = dyn_cast<mm::MlaAttentionOp>(use.getOwner()))
+    return use.get() != m.getKvB();
   return true;
+}
+
+// Whether `use` looks rows up in the weight (the embedding table), which
+// multiplies nothing: it reads the stored int8 rows times their scales
+// whether or not the products by the same table quantize their activations.
+bool isRowLookup(OpOperand &use) {
+  auto e = dyn_cast<mm::EmbeddingOp>(use.getOwner());
+  return e && use.get() == e.getTable();
 }
 
 using mm::Precision;
@@ -183,14 +187,25 @@ struct AssignPrecisionPass : ::moe::impl::AssignPrecisionPassBase<AssignPrecisio
     if (w.getScale() || w->use_empty()) // block-scaled fp8 stays as stored
       return;
     std::optional<Precision> chosen;
+    bool lookupInt8 = false; // an embedding lookup of int8 rows
     for (OpOperand &use : w->getUses()) {
       std::optional<Precision> p = table_[size_t(componentOf(use))];
       if (!p)
         return; // some use keeps the checkpoint's precision
       if (*p == Precision::w8a8 && !honoursInt8Activations(use))
         p = Precision::int8; // MLA's kv_b: its kernel takes plain int8
+      if (*p == Precision::int8 && isRowLookup(use)) {
+        lookupInt8 = true;
+        continue;
+      }
       chosen = chosen ? morePrecise(*chosen, *p) : *p;
     }
+    // A tied table whose LM head is w8a8 stays w8a8: its lookup reads the
+    // same int8 rows either way. (Taking int8, the more precise, for it had
+    // left the benchmark model's LM head, 18% of an int8 decode's bytes, on
+    // the slower path that converts every weight to f32.)
+    if (lookupInt8 && chosen != Precision::w8a8)
+      chosen = chosen ? morePrecise(*chosen, Precision::int8) : Precision::int8;
     auto type = cast<RankedTensorType>(w.getType());
     const int64_t cols = type.getShape().back();
     const int64_t rows = type.getNumElements() / cols;

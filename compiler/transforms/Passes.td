@@ -79,7 +79,8 @@ def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
     quantized; any other weight (norms, biases, the shared-expert gate
     vector) is a `vector` and stays float. A weight used by two components (tied
     embedding and LM head) gets the more precise of their choices, in the
-    order f32, bf16, int8, w8a8, fp8, int4.
+    order f32, bf16, int8, w8a8, fp8, int4, except that an int8 embedding
+    lookup goes with a w8a8 LM head as w8a8 (the lookup reads the same rows).
 
     Policies:
     - `keep` (default): the checkpoint's dtypes.
@@ -96,7 +97,8 @@ def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
       to save time; `overrides=router=w8a8` is accepted (the router kernel
       multiplies through linear()). MLA's `kv_b` (read by the MLA attention
       kernel, which does not quantize activations) and the embedding table
-      (a row lookup) get int8. A tied embedding/LM head is int8.
+      (a row lookup) get int8. A tied embedding/LM head is w8a8: its lookup
+      reads the same int8 rows and multiplies nothing.
     - `int4`: every matrix int4, symmetric, one f32 scale per `int4-group`
       elements of a row (the whole row when it is shorter); a matrix with an
       odd row length gets int8.

@@ -102,15 +102,16 @@ private:
   }
   /// A weight of f32, bf16 or f16 (or, for a matrix the kernels multiply or
   /// look rows up in, quantized I8/I4) with exactly `dims`; W8A8
-  /// (int8_activations) only where the kernel quantizes its activations
-  /// (`int8Activations`: linear, router, experts, expert_rows).
+  /// (int8_activations) only where the kernel quantizes its activations or
+  /// has none (`int8Activations`: linear, router, experts, expert_rows, and
+  /// the embedding lookup of a tied LM head's table).
   Status weight(uint32_t id, const std::string &role, const std::vector<int64_t> &dims,
                 bool quantizable = false, bool int8Activations = false) const {
     const plan::Tensor &t = tensor(id);
     if (t.int8_activations() && !int8Activations)
       return Status::error(where_ + ": its " + role + " '" + (t.name() ? t.name()->str() : "?") +
                            "' is W8A8 (int8_activations), which this kernel does not take "
-                           "(only linear, router, experts and expert_rows do)");
+                           "(only linear, router, experts, expert_rows and embedding do)");
     bool floating = t.dtype() == plan::DType::F32 || t.dtype() == plan::DType::BF16 ||
                     t.dtype() == plan::DType::F16;
     bool quantized = t.group() > 0; // I8, I4 or F8E4M3 with scales (checked by the loader)
@@ -125,8 +126,10 @@ private:
   Status matrix(uint32_t id, const std::string &role, const std::vector<int64_t> &dims) const {
     return weight(id, role, dims, true);
   }
-  /// A matrix of a kernel that multiplies through linear(), linearGroup()
-  /// or experts(), which honour int8_activations.
+  /// A matrix of a kernel that honours int8_activations: it multiplies
+  /// through linear(), linearGroup() or experts(), or looks rows up
+  /// (embedding: a row lookup multiplies nothing, and a W8A8 table, tied to
+  /// a W8A8 LM head, reads as its int8 rows times their scales).
   Status product(uint32_t id, const std::string &role, const std::vector<int64_t> &dims) const {
     return weight(id, role, dims, true, true);
   }
@@ -229,7 +232,7 @@ private:
     case plan::OpCode::Embedding:
       c = dim(in(1), -1);
       return all({need(whole(in(0)) == tokens_, "its ids must be the plan's tokens input"),
-                  matrix(in(1), "table", {p_.config()->vocab_size(), c}),
+                  product(in(1), "table", {p_.config()->vocab_size(), c}),
                   act(out(0), "output", {kTokens, c})});
     case plan::OpCode::RmsNorm:
       if (!(st = rows(in(0), "input", c)))

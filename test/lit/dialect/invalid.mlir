@@ -961,15 +961,6 @@ func.func @precision_w8a8_without_group() {
 
 // -----
 
-func.func @w8a8_embedding_table(%ids: tensor<?xi32>) {
-  %t = moe.weight "embed" precision w8a8 group 4 : tensor<8x4xbf16>
-  // expected-error @+1 {{'moe.embedding' op reads table 'embed' as w8a8, which this op's kernel does not take (it quantizes no activations); store it int8}}
-  %x = moe.embedding %ids, %t : (tensor<?xi32>, tensor<8x4xbf16>) -> tensor<?x4xf32>
-  return
-}
-
-// -----
-
 func.func @w8a8_mla_kv_b(%q: tensor<?x48xf32>, %kv: tensor<?x20xf32>, %p: tensor<?xi32>) {
   %n = moe.weight "kv_norm" : tensor<16xbf16>
   %b = moe.weight "kv_b" precision w8a8 group 16 : tensor<56x16xbf16>

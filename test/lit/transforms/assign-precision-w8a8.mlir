@@ -1,13 +1,14 @@
 // moe-assign-precision policy=w8a8: every matrix the runtime multiplies
 // through linear()/linearGroup()/experts() becomes w8a8 (int8 with one
 // scale per row, int8 activations); the router, the embedding table and
-// MLA's kv_b get plain int8; a tied embedding/LM head takes int8 (the more
-// precise); vectors stay as stored. Overrides accept w8a8 where it applies
+// MLA's kv_b get plain int8; a tied embedding/LM head takes w8a8 (its
+// lookup reads the same int8 rows); vectors stay as stored. Overrides accept w8a8 where it applies
 // and refuse it for the embedding table. moe-to-plan stores w8a8 as i8
 // with `int8_activations`.
 // RUN: moe-opt %s -split-input-file --moe-assign-precision=policy=w8a8 | FileCheck %s --check-prefix=W8A8
 // RUN: moe-opt %s -split-input-file --moe-assign-precision=policy=w8a8 --moe-fuse-experts --moe-to-plan | FileCheck %s --check-prefix=PLAN
 // RUN: moe-opt %s -split-input-file --moe-assign-precision="policy=int8 overrides=experts=w8a8,router=w8a8,attention=w8a8" | FileCheck %s --check-prefix=OVER
+// RUN: moe-opt %s -split-input-file --moe-assign-precision="policy=w8a8 overrides=lm_head=bf16" | FileCheck %s --check-prefix=HEADBF16
 // RUN: not moe-opt %s -split-input-file --moe-assign-precision="policy=w8a8 overrides=embedding=w8a8" 2>&1 | FileCheck %s --check-prefix=BADEMB
 // RUN: not moe-opt %s -split-input-file --moe-assign-precision="overrides=router=w8a4" 2>&1 | FileCheck %s --check-prefix=BADOVER
 
@@ -19,6 +20,7 @@
 // W8A8-LABEL: func.func @forward
 // PLAN-LABEL: func.func @main
 // OVER-LABEL: func.func @forward
+// HEADBF16-LABEL: func.func @forward
 func.func @forward(%ids: tensor<?xi32>, %pos: tensor<?xi32>) -> tensor<?x96xf32> {
   // W8A8: moe.weight "embed" precision int8 group 32 : tensor<96x32xbf16>
   // PLAN: plan.weight "embed" group 32 : memref<96x32xi8>
@@ -90,11 +92,18 @@ func.func @forward(%ids: tensor<?xi32>, %pos: tensor<?xi32>) -> tensor<?x96xf32>
 
 // -----
 
-// A tied embedding/LM head: the table's int8 is more precise than the LM
-// head's w8a8, and the embedding kernel does not take w8a8.
+// A tied embedding/LM head takes the LM head's w8a8: the lookup reads the
+// same int8 rows times their scales. With the LM head int8 (override), or
+// bf16 (more precise than the lookup's int8), the table takes that.
 // W8A8-LABEL: func.func @forward
+// PLAN-LABEL: func.func @main
+// OVER-LABEL: func.func @forward
+// HEADBF16-LABEL: func.func @forward
 func.func @forward(%ids: tensor<?xi32>) -> tensor<?x96xf32> {
-  // W8A8: moe.weight "embed" precision int8 group 32 : tensor<96x32xbf16>
+  // W8A8: moe.weight "embed" precision w8a8 group 32 : tensor<96x32xbf16>
+  // PLAN: plan.weight "embed" group 32 int8_activations : memref<96x32xi8>
+  // OVER: moe.weight "embed" precision int8 group 32 : tensor<96x32xbf16>
+  // HEADBF16: moe.weight "embed" precision bf16 : tensor<96x32xbf16>
   %emb = moe.weight "embed" : tensor<96x32xbf16>
   %x = moe.embedding %ids, %emb : (tensor<?xi32>, tensor<96x32xbf16>) -> tensor<?x32xf32>
   %logits = moe.lm_head %x, %emb : (tensor<?x32xf32>, tensor<96x32xbf16>) -> tensor<?x96xf32>

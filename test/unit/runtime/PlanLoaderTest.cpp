@@ -273,17 +273,25 @@ Spec int8Table() {
   return s;
 }
 
+// Rows of an int8 table are its values times their scales; a W8A8 table
+// (tied to a W8A8 LM head) looks up the same rows: a lookup multiplies
+// nothing.
 TEST_F(PlanLoaderTest, QuantizedTableRuns) {
-  write(int8Table());
-  auto loaded = LoadedPlan::open(dir_.string());
-  ASSERT_TRUE(loaded) << loaded.status().message();
-  float out[8];
-  ASSERT_NO_FATAL_FAILURE(runTokensThreeAndOne(**loaded, out));
-  const int32_t tokens[2] = {3, 1};
-  const auto *q = reinterpret_cast<const int8_t *>(kTable);
-  for (int t = 0; t < 2; ++t)
-    for (int c = 0; c < 4; ++c)
-      EXPECT_EQ(out[t * 4 + c], float(q[tokens[t] * 4 + c]) * kTable[tokens[t]]);
+  for (bool int8Activations : {false, true}) {
+    SCOPED_TRACE(int8Activations ? "W8A8 table" : "int8 table");
+    Spec s = int8Table();
+    s.int8Activations = int8Activations;
+    write(s);
+    auto loaded = LoadedPlan::open(dir_.string());
+    ASSERT_TRUE(loaded) << loaded.status().message();
+    float out[8];
+    ASSERT_NO_FATAL_FAILURE(runTokensThreeAndOne(**loaded, out));
+    const int32_t tokens[2] = {3, 1};
+    const auto *q = reinterpret_cast<const int8_t *>(kTable);
+    for (int t = 0; t < 2; ++t)
+      for (int c = 0; c < 4; ++c)
+        EXPECT_EQ(out[t * 4 + c], float(q[tokens[t] * 4 + c]) * kTable[tokens[t]]);
+  }
 }
 
 TEST_F(PlanLoaderTest, RejectsQuantizedWeightWithoutItsScales) {
@@ -314,7 +322,8 @@ TEST_F(PlanLoaderTest, RejectsQuantizedWeightWithoutItsScales) {
 }
 
 // W8A8 (int8_activations): only on I8 weights with one scale per row, and
-// only where every kernel that reads the weight quantizes its activations.
+// only where every kernel that reads the weight quantizes its activations
+// or has none (the embedding lookup).
 TEST_F(PlanLoaderTest, RejectsInt8ActivationsWhereTheyDoNotApply) {
   Spec s;
   s.int8Activations = true; // on an F32 table
@@ -335,11 +344,19 @@ TEST_F(PlanLoaderTest, RejectsInt8ActivationsWhereTheyDoNotApply) {
   EXPECT_ERROR(s, "tensor 2 ('table') has int8_activations (W8A8), which needs an I8 weight with "
                   "one scale per row (group = its row length, row_group 1); it is I4 with group "
                   "4 and row_group 1");
-  // A valid W8A8 weight, but the embedding kernel looks rows up: refused.
+  // A valid W8A8 weight as a shared expert's gate vector, which
+  // sigmoidGate multiplies without quantizing anything: refused.
   s = int8Table();
   s.int8Activations = true;
-  EXPECT_ERROR(s, "instruction 0 (embedding): its table 'table' is W8A8 (int8_activations), which "
-                  "this kernel does not take (only linear, router, experts and expert_rows do)");
+  s.op = fb::OpCode::SigmoidGate;
+  s.ins = {3, 2, 3};
+  s.tableShape = {1, 4};
+  s.tableSize = 4;
+  s.scalesShape = {1, 1};
+  s.weightBytes = 8; // the row and its scale
+  EXPECT_ERROR(s, "instruction 0 (sigmoid_gate): its gate 'table' is W8A8 (int8_activations), "
+                  "which this kernel does not take (only linear, router, experts, expert_rows "
+                  "and embedding do)");
 }
 
 TEST_F(PlanLoaderTest, Int8ActivationsOnALinearWeightLoad) {
