@@ -42,7 +42,8 @@ def Moe_RoutingPolicyAttr : I32EnumAttr<"RoutingPolicy", "how a step's picks are
 // How the plan stores a weight (moe-assign-precision). A weight two
 // components share takes the more precise of their choices, in the order
 // f32, bf16, int8, w8a8, fp8, int4 (AssignPrecision.cpp's precisionRank: the
-// values below are not that order). w8a8 stores the weight exactly as int8
+// values below are not that order), except that an int8 embedding lookup
+// goes with a w8a8 LM head as w8a8. w8a8 stores the weight exactly as int8
 // with one scale per row, and the kernels that multiply by it quantize
 // their activations to int8 per token (plan Tensor.int8_activations).
 def Moe_PrecisionF32 : I32EnumAttrCase<"f32", 0>;

@@ -20,7 +20,8 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
     `int8_activations` (W8A8: an i8 weight with one scale per row, `group`
     its row length) tells the kernels that multiply by it to quantize each
     activation row to int8 and sum in integers; only the linear, router,
-    experts and expert_rows kernels take it (checked by the plan loader).
+    experts and expert_rows kernels take it, and the embedding lookup of a
+    tied table, which multiplies nothing (checked by the plan loader).
     `experts [e0, e1, ...] of S` (expert parallelism): of the S experts
     the names stack, only e0, e1, ... in that order (dim 0 of the result).
     `rows [start, count]` and `cols [start, count]` (tensor parallelism):

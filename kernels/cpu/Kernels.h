@@ -44,7 +44,8 @@ struct Weight {
   /// experts() quantize each row of x to int8, symmetric with one f32 scale
   /// per row (s = max|x| / 127, q = clamp(rint(x * (127 / max|x|)), -127,
   /// 127); all zero for a zero row), sum q_x * q_w exactly in integers and
-  /// give float(sum) * s_x * s_w (+ bias). Other kernels do not take it.
+  /// give float(sum) * s_x * s_w (+ bias). Other kernels do not take it,
+  /// but embedding() (a tied LM head's table), which reads rows as int8.
   bool int8Activations = false;
   bool quantized() const { return quantizedType(type); }
   /// Index in `scales` of element (row, col).

@@ -168,8 +168,8 @@ void addFlags(moe::tools::Cli &cli, Flags &f) {
   app.add_option("--precision", f.precision,
                  "how the plan stores weights: keep (the checkpoint's dtypes, default), fp32, "
                  "bf16, int8 (per output row scales), w8a8 (int8 weights with row scales and "
-                 "int8 activations per token in the matrix products; router and embedding "
-                 "int8), int4 (scales per 128 elements of a row), "
+                 "int8 activations per token in the matrix products; router and an untied "
+                 "embedding int8), int4 (scales per 128 elements of a row), "
                  "fp8 (e4m3, 128x128 block scales), seed (router f32, shared experts int8, "
                  "routed experts fp8, embedding int8, LM head bf16), auto (the fewest bytes "
                  "within --max-kl and --min-top1, measured on calibration text)")

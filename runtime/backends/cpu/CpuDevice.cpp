@@ -4,7 +4,8 @@
 // others on worker threads); kernels share kernels/cpu's thread pool. Kernels come from
 // kernels/cpu; weights may be f32, bf16 or f16, and those of matrix
 // products and the embedding table also int8, int4 or fp8 with scales; int8
-// weights of linear, router and experts may be W8A8 (int8 activations).
+// weights of linear, router and experts may be W8A8 (int8 activations), and
+// an embedding table tied to a W8A8 LM head.
 //
 //===----------------------------------------------------------------------===//
 #include "CpuStreams.h"

@@ -9,6 +9,8 @@
 // RUN: moe-opt %s -split-input-file --moe-assign-precision=policy=w8a8 --moe-fuse-experts --moe-to-plan | FileCheck %s --check-prefix=PLAN
 // RUN: moe-opt %s -split-input-file --moe-assign-precision="policy=int8 overrides=experts=w8a8,router=w8a8,attention=w8a8" | FileCheck %s --check-prefix=OVER
 // RUN: moe-opt %s -split-input-file --moe-assign-precision="policy=w8a8 overrides=lm_head=bf16" | FileCheck %s --check-prefix=HEADBF16
+// RUN: moe-opt %s -split-input-file --moe-assign-precision="policy=w8a8 overrides=lm_head=fp8" | FileCheck %s --check-prefix=HEADFP8
+// RUN: moe-opt %s -split-input-file --moe-assign-precision="policy=int8 overrides=lm_head=w8a8" | FileCheck %s --check-prefix=INT8HEADW8A8
 // RUN: not moe-opt %s -split-input-file --moe-assign-precision="policy=w8a8 overrides=embedding=w8a8" 2>&1 | FileCheck %s --check-prefix=BADEMB
 // RUN: not moe-opt %s -split-input-file --moe-assign-precision="overrides=router=w8a4" 2>&1 | FileCheck %s --check-prefix=BADOVER
 
@@ -21,6 +23,8 @@
 // PLAN-LABEL: func.func @main
 // OVER-LABEL: func.func @forward
 // HEADBF16-LABEL: func.func @forward
+// HEADFP8-LABEL: func.func @forward
+// INT8HEADW8A8-LABEL: func.func @forward
 func.func @forward(%ids: tensor<?xi32>, %pos: tensor<?xi32>) -> tensor<?x96xf32> {
   // W8A8: moe.weight "embed" precision int8 group 32 : tensor<96x32xbf16>
   // PLAN: plan.weight "embed" group 32 : memref<96x32xi8>
@@ -93,8 +97,10 @@ func.func @forward(%ids: tensor<?xi32>, %pos: tensor<?xi32>) -> tensor<?x96xf32>
 // -----
 
 // A tied embedding/LM head takes the LM head's w8a8: the lookup reads the
-// same int8 rows times their scales. With the LM head int8 (override), or
-// bf16 (more precise than the lookup's int8), the table takes that.
+// same int8 rows times their scales, under the w8a8 policy or an lm_head
+// override of the int8 policy. With the LM head int8 (the int8 policy),
+// bf16 (more precise than the lookup's int8) or fp8 (less precise: the
+// lookup's int8 wins), the table takes the more precise.
 // W8A8-LABEL: func.func @forward
 // PLAN-LABEL: func.func @main
 // OVER-LABEL: func.func @forward
@@ -104,6 +110,8 @@ func.func @forward(%ids: tensor<?xi32>) -> tensor<?x96xf32> {
   // PLAN: plan.weight "embed" group 32 int8_activations : memref<96x32xi8>
   // OVER: moe.weight "embed" precision int8 group 32 : tensor<96x32xbf16>
   // HEADBF16: moe.weight "embed" precision bf16 : tensor<96x32xbf16>
+  // HEADFP8: moe.weight "embed" precision int8 group 32 : tensor<96x32xbf16>
+  // INT8HEADW8A8: moe.weight "embed" precision w8a8 group 32 : tensor<96x32xbf16>
   %emb = moe.weight "embed" : tensor<96x32xbf16>
   %x = moe.embedding %ids, %emb : (tensor<?xi32>, tensor<96x32xbf16>) -> tensor<?x32xf32>
   %logits = moe.lm_head %x, %emb : (tensor<?x32xf32>, tensor<96x32xbf16>) -> tensor<?x96xf32>

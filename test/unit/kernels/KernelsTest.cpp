@@ -568,8 +568,11 @@ TEST(LinearW8A8, EveryBuildMatchesTheDefinitionExactly) {
   const Isa saved = isa();
   // AMX takes blocks of 8 rows when k is a multiple of 64 and there are 9
   // tokens or more: {64, 8}, {1024, 19} (and its short last block not).
-  const std::pair<int64_t, int64_t> shapes[] = {{1, 3},    {31, 5},    {64, 8},
-                                                {100, 19}, {1030, 9},  {1024, 19}};
+  // The AVX2 tile's paths: a tail alone (1, 31), a whole step alone (32) or
+  // with a tail (48), lines (64), lines and a step (96), all three (100).
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 3},    {31, 5},   {32, 6},    {48, 7},
+                                                {64, 8},   {96, 4},   {100, 19},  {1030, 9},
+                                                {1024, 19}};
   for (auto [k, n] : shapes)
     for (int64_t tokens : {1, 3, 8, 9, 33, 140}) {
       SCOPED_TRACE(testing::Message() << tokens << " tokens, k " << k << ", n " << n);

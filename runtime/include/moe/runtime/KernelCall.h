@@ -135,7 +135,8 @@ struct TensorView {
   /// W8A8 (plan Tensor.int8_activations): an I8 weight with one scale per
   /// row whose matrix products (linear, router, experts, expert_rows)
   /// quantize each activation row to int8 per token and sum in integers.
-  /// The loader allows it on no other weight and for no other kernel.
+  /// The loader allows it on no other weight and for no other kernel but
+  /// the embedding lookup (a tied LM head's table), which ignores it.
   bool int8Activations = false;
   int64_t rows() const { return shape.empty() ? 1 : shape[0]; }
   int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
