@@ -195,11 +195,11 @@ __attribute__((target("avx2,fma,f16c"))) inline void sumChunkAvx2(const float *x
           return _mm256_loadu_ps(x + t * ldx + p);
         });
   };
-  // A direct tile streams its rows from memory: it asks for the line 1 KB
-  // ahead of each row, once per line.
+  // A direct tile streams its rows from memory: it asks for the line
+  // kStreamAhead bytes ahead of each row, once per line.
   auto prefetch = [&](int64_t p) {
     for (int i = 0; i < R; ++i)
-      _mm_prefetch(rows[i] + detail::bytesOf(W, size_t(p)) + 1024, _MM_HINT_T0);
+      _mm_prefetch(rows[i] + detail::bytesOf(W, size_t(p)) + kStreamAhead, _MM_HINT_T0);
   };
   int64_t p = 0;
   if constexpr (Stream) {

@@ -68,7 +68,7 @@ template <int P, WeightType W> struct PairsInPlace {
     const size_t at = bytesOf(W, size_t(p));
     if (at % 64 == 0)
       for (int i = 0; i < 2 * P; ++i)
-        _mm_prefetch(row[i] + at + 1024, _MM_HINT_T0);
+        _mm_prefetch(row[i] + at + kStreamAhead, _MM_HINT_T0);
   }
 };
 

@@ -54,13 +54,6 @@ __attribute__((target("avx2"))) int32_t sum8(__m256i v) {
   return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xb1)));
 }
 
-// The tiles stream their rows from memory (a decode item's rows are a
-// quarter of a matrix apart, each row a few hundred bytes to a few KB, too
-// short for the hardware prefetchers to ramp up): each line is asked for 1
-// KB ahead, as the f32 direct tiles do (Linear.cpp). Without it a W8A8
-// decode read its weights at half the rate of the int8 f32 path on a Zen 5.
-constexpr int64_t kPrefetchAhead = 1024;
-
 // One 32-byte column step of tileAvx2: acc[t][i] += the pair sums of x_t
 // and w_i widened to 32 bits. `load(i)` gives the step's 32 bytes of row i.
 template <int R, int T, class Load>
@@ -119,13 +112,13 @@ __attribute__((target("avx2"))) void tileAvx2(const int8_t *x, int64_t stride,
   int64_t c = 0;
   for (; c + kLine <= k; c += kLine) {
     for (int i = 0; i < R; ++i)
-      _mm_prefetch(reinterpret_cast<const char *>(w[i]) + c + kPrefetchAhead, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char *>(w[i]) + c + kStreamAhead, _MM_HINT_T0);
     stepAvx2<R, T>(acc, x + c, stride, at(c));
     stepAvx2<R, T>(acc, x + c + kStep, stride, at(c + kStep));
   }
   if (c < k) { // the last, partial line: a whole step, then the tail
     for (int i = 0; i < R; ++i)
-      _mm_prefetch(reinterpret_cast<const char *>(w[i]) + c + kPrefetchAhead, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char *>(w[i]) + c + kStreamAhead, _MM_HINT_T0);
     if (c + kStep <= k) {
       stepAvx2<R, T>(acc, x + c, stride, at(c));
       c += kStep;
@@ -164,7 +157,7 @@ MOE_VNNI void tileVnni(const int8_t *x, int64_t stride, const int8_t *const *w, 
     const __mmask64 live = k - c >= 64 ? ~__mmask64(0) : (__mmask64(1) << (k - c)) - 1;
     __m512i wv[R];
     for (int i = 0; i < R; ++i) {
-      _mm_prefetch(reinterpret_cast<const char *>(w[i]) + c + kPrefetchAhead, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char *>(w[i]) + c + kStreamAhead, _MM_HINT_T0);
       wv[i] = _mm512_maskz_loadu_epi8(live, w[i] + c);
       rowSum[i] = _mm512_dpbusd_epi32(rowSum[i], ones, wv[i]);
     }
