@@ -4,7 +4,8 @@
 // variants of their hot loops, picked here at run time. Every variant of a
 // kernel computes the same sequence of operations per output element, so a
 // plan gives the same bits on an AVX2 and an AVX-512 machine; only the
-// portable build (for CPUs without AVX2+FMA) rounds differently.
+// portable build (for CPUs without AVX2+FMA) rounds differently, except
+// over panel weights (Kernels.h), where it gives the same bits too.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_KERNELS_CPU_ISA_H

@@ -25,7 +25,7 @@ constexpr bool quantizedType(WeightType t) {
   return t == WeightType::I8 || t == WeightType::I4 || t == WeightType::F8;
 }
 
-/// A read-only weight buffer (row-major) and its element type.
+/// A read-only weight buffer (row-major, or in panels) and its element type.
 ///
 /// I8, I4 and F8 (e4m3) are scaled in blocks of `rowGroup` rows by `group`
 /// elements of rows of `cols`: element (r, c) is q(r, c) * scales[scaleIndex(r,
@@ -34,6 +34,17 @@ constexpr bool quantizedType(WeightType t) {
 /// byte, the lower index in the low nibble, each a two's complement value in
 /// [-8, 7]; cols and group are then even. `rowOffset` is where row 0 of this
 /// view falls in its block (a stacked expert may start mid-block).
+///
+/// `panelCols` > 0 stores the weight in panels of kPanelRows rows of
+/// panelCols elements instead of rows (docs/design-panel-gemm.md): element
+/// (r, c) sits at ((r / kPanelRows) * panelCols + c) * kPanelRows + r %
+/// kPanelRows, so that one vector holds element c of eight consecutive rows.
+/// Only F32, BF16 and F16 weights of a multiple of kPanelRows rows, and only
+/// linear() and linearGroup() (experts() through them) read it; each output
+/// is then summed in one fixed order, whatever the batch or the instruction
+/// set: acc = 0, acc = fma(x[c], w[r][c], acc) for c = 0 .. k - 1, then
+/// acc + bias[r] (0 without a bias).
+constexpr int64_t kPanelRows = 8;
 struct Weight {
   const void *data = nullptr;
   WeightType type = WeightType::F32;
@@ -47,12 +58,14 @@ struct Weight {
   /// give float(sum) * s_x * s_w (+ bias). Other kernels do not take it,
   /// but embedding() (a tied LM head's table), which reads rows as int8.
   bool int8Activations = false;
+  int64_t panelCols = 0; ///< 0: rows; else panels of kPanelRows rows of panelCols
   bool quantized() const { return quantizedType(type); }
+  bool panels() const { return panelCols > 0; }
   /// Index in `scales` of element (row, col).
   int64_t scaleIndex(int64_t row, int64_t col) const {
     return (rowOffset + row) / rowGroup * ((cols + group - 1) / group) + col / group;
   }
-  /// Element i as f32.
+  /// Element i (row i / cols, column i % cols, in either layout) as f32.
   float at(size_t i) const;
   /// The weight that starts `elements` elements further on (e.g. expert e of
   /// a stacked [E, N, K] tensor is offset(e * N * K)); for I8/I4 a whole

@@ -628,12 +628,13 @@ void linearGroup(const LinearProblem *problems, size_t count) {
       detail::toF32(*p.bias, 0, size_t(p.n), q.ownBias.data());
       q.bias = q.ownBias.data();
     }
-    q.direct = p.tokens <= kernels.directTokens && (avx2 || p.w.type == WeightType::F32);
+    q.direct = !p.w.panels() && p.tokens <= kernels.directTokens &&
+               (avx2 || p.w.type == WeightType::F32);
     if (p.w.int8Activations)
       q.int8x = detail::quantizeRows(p.x, p.tokens, p.k);
     else
       anyBuffered |= !q.direct;
-    q.rowsPerItem = q.direct ? kernels.directTile.rows : kRows;
+    q.rowsPerItem = p.w.panels() ? kPanelItemRows : q.direct ? kernels.directTile.rows : kRows;
     q.rowBlocks = (p.n + q.rowsPerItem - 1) / q.rowsPerItem;
     q.firstItem = items;
     items += (p.tokens + kTokens - 1) / kTokens * q.rowBlocks;
@@ -722,6 +723,13 @@ void linearGroup(const LinearProblem *problems, size_t count) {
       // first `rows` exist, the rest repeat the last of them (computed,
       // not stored).
       int64_t row[kRows], rows;
+      if (w.panels()) { // consecutive rows, whole panels
+        row[0] = block * kPanelItemRows;
+        rows = std::min(kPanelItemRows, n - row[0]);
+        detail::panelItem({p.x + t0 * k, blockTokens, k, n, w, row, rows, q.bias, p.out + t0 * n,
+                           buf, acc});
+        return;
+      }
       if (q.direct) {
         // Rows j, j + n / d, j + 2 n / d, ... (d = rowsPerItem), straight
         // from the weight: over its run of items a thread reads d

@@ -231,6 +231,12 @@ constexpr int64_t kDirectTokens512 = 16;
 void bufferedAvx512(const Item &it);
 void directAvx512(const Item &it);
 
+// A panel weight's item (LinearPanels.cpp): rows row[0] .. row[0] + rows,
+// consecutive, up to kPanelItemRows, whole panels, for its block's tokens;
+// row[1 ..] are not read.
+constexpr int64_t kPanelItemRows = 8 * kPanelRows;
+void panelItem(const Item &it);
+
 } // namespace moe::cpu::detail
 
 #endif

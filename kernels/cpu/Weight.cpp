@@ -28,6 +28,13 @@ float dequantize(const Weight &w, size_t i) {
 } // namespace
 
 float Weight::at(size_t i) const {
+  if (panels()) { // F32, BF16 or F16: where element (r, c) of a panel weight sits
+    const size_t cols = size_t(panelCols), r = i / cols, c = i % cols;
+    const size_t rows = size_t(kPanelRows);
+    Weight rowMajor = *this;
+    rowMajor.panelCols = 0;
+    return rowMajor.at((r / rows * cols + c) * rows + r % rows);
+  }
   switch (type) {
   case WeightType::F32:
     return static_cast<const float *>(data)[i];
@@ -63,6 +70,11 @@ void unscaledToF32(Weight w, size_t first, size_t count, float *dst) {
 
 // Kept in this file so the loops inline the converters.
 void toF32(Weight w, size_t first, size_t count, float *dst) {
+  if (w.panels()) {
+    for (size_t i = 0; i < count; ++i)
+      dst[i] = w.at(first + i);
+    return;
+  }
   const auto *src16 = static_cast<const uint16_t *>(w.data) + first;
   switch (w.type) {
   case WeightType::F32:

@@ -14,7 +14,10 @@
 // The workload is the routed experts' projections as Experts.cpp runs them:
 // per layer one linearGroup of every expert's gate/up product ([2I, H]),
 // then one of its down product ([H, I]), each expert with its own weights.
-// Both builds must share kernels/cpu/Kernels.h's LinearProblem and Weight.
+// Both builds must share kernels/cpu/Kernels.h's LinearProblem and Weight
+// (Weight took panelCols on 2026-12-03: older builds cannot be compared).
+// --b-panels hands B the same weights in panels (Kernels.h): with two
+// copies of one build, it measures the panel layout against rows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,7 +47,7 @@ struct Flags {
   int64_t experts = 64, layers = 2, hidden = 1024, inter = 256, rounds = 40, batch = 64,
           topK = 8;
   int threads = 1;
-  bool allowDifferent = false;
+  bool allowDifferent = false, bPanels = false;
 };
 
 /// One build of the kernels: its linearGroup, its own thread pool.
@@ -98,6 +101,7 @@ struct Weights {
   bool int8Activations;
   size_t elementBytes;
   std::vector<uint8_t> gateUp, down;
+  std::vector<uint8_t> gateUpPanels, downPanels; // --b-panels: the same weights in panels
   std::vector<float> gateUpScales, downScales;
 
   Weights(const Flags &f, std::mt19937 &rng) {
@@ -111,6 +115,10 @@ struct Weights {
     down.resize(stacks * size_t(f.hidden * f.inter) * elementBytes);
     fill(gateUp, rng);
     fill(down, rng);
+    if (f.bPanels) {
+      gateUpPanels = toPanels(gateUp, stacks, 2 * f.inter, f.hidden);
+      downPanels = toPanels(down, stacks, f.hidden, f.inter);
+    }
     gateUpScales.assign(stacks * size_t(2 * f.inter), 1.0f / 64);
     downScales.assign(stacks * size_t(f.hidden), 1.0f / 64);
   }
@@ -132,10 +140,32 @@ struct Weights {
       }
     }
   }
-  cpu::Weight weight(bool isGateUp, size_t stack, int64_t rows, int64_t cols) const {
+  /// Each of `stacks` [rows, cols] matrices in panels (Kernels.h): element
+  /// (r, c) at ((r / 8) * cols + c) * 8 + r % 8.
+  std::vector<uint8_t> toPanels(const std::vector<uint8_t> &rowMajor, size_t stacks, int64_t rows,
+                                int64_t cols) const {
+    std::vector<uint8_t> panels(rowMajor.size());
+    const size_t matrix = size_t(rows * cols);
+    for (size_t e = 0; e < stacks; ++e)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          std::memcpy(panels.data() + (e * matrix + size_t((r / cpu::kPanelRows * cols + c) *
+                                                                cpu::kPanelRows +
+                                                            r % cpu::kPanelRows)) *
+                                          elementBytes,
+                      rowMajor.data() + (e * matrix + size_t(r * cols + c)) * elementBytes,
+                      elementBytes);
+    return panels;
+  }
+  cpu::Weight weight(bool isGateUp, size_t stack, int64_t rows, int64_t cols,
+                     bool panels = false) const {
     cpu::Weight w;
     w.type = type;
-    w.data = (isGateUp ? gateUp : down).data() + stack * size_t(rows * cols) * elementBytes;
+    const std::vector<uint8_t> &data =
+        panels ? (isGateUp ? gateUpPanels : downPanels) : (isGateUp ? gateUp : down);
+    w.data = data.data() + stack * size_t(rows * cols) * elementBytes;
+    if (panels)
+      w.panelCols = cols;
     if (type == cpu::WeightType::I8) {
       w.scales = (isGateUp ? gateUpScales : downScales).data() + stack * size_t(rows);
       w.cols = w.group = cols;
@@ -177,11 +207,12 @@ Workload makeWorkload(const Flags &f, const Weights &w, const std::vector<int64_
         const int64_t n = count[stack];
         if (n == 0)
           continue;
+        const bool panels = b == 1 && f.bPanels;
         gateUp.push_back({wl.x.data() + r0 * f.hidden, n, f.hidden,
-                          w.weight(true, stack, 2 * f.inter, f.hidden), 2 * f.inter, nullptr,
-                          wl.gateUpOut[b].data() + r0 * 2 * f.inter});
+                          w.weight(true, stack, 2 * f.inter, f.hidden, panels), 2 * f.inter,
+                          nullptr, wl.gateUpOut[b].data() + r0 * 2 * f.inter});
         down.push_back({wl.act.data() + r0 * f.inter, n, f.inter,
-                        w.weight(false, stack, f.hidden, f.inter), f.hidden, nullptr,
+                        w.weight(false, stack, f.hidden, f.inter, panels), f.hidden, nullptr,
                         wl.downOut[b].data() + r0 * f.hidden});
         r0 += n;
       }
@@ -309,6 +340,10 @@ int main(int argc, char **argv) {
                  "(default bf16)")
       ->check(moe::tools::oneOf({"bf16", "int8", "w8a8", "f32"}))
       ->type_name("T");
+  app.add_flag("--b-panels", f.bPanels,
+               "B reads the weights in panels (Kernels.h, docs/design-panel-gemm.md), A in rows: "
+               "bf16 and f32 only, the same library for both (a copy of it as B); the sums' "
+               "order differs, so pass --allow-different-bits");
   app.add_option("--experts", f.experts, "experts a layer (default 64)")
       ->check(moe::tools::integerIn(1, 4096))
       ->type_name("E");
@@ -341,5 +376,10 @@ int main(int argc, char **argv) {
     return *code;
   if (f.topK > f.experts && std::count(f.tokens.begin(), f.tokens.end(), 0) > 0)
     return cli.fail("--top-k must not exceed --experts");
+  if (f.bPanels && f.type != "bf16" && f.type != "f32")
+    return cli.fail("--b-panels takes --type bf16 or f32 (panels hold f32, bf16 or f16 weights)");
+  if (f.bPanels && (f.hidden % moe::cpu::kPanelRows || f.inter % moe::cpu::kPanelRows))
+    return cli.fail("--b-panels needs --hidden and --inter multiples of " +
+                    std::to_string(moe::cpu::kPanelRows) + " (whole panels)");
   return moe::abMain(f, cli);
 }
