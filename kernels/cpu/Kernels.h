@@ -39,11 +39,13 @@ constexpr bool quantizedType(WeightType t) {
 /// panelCols elements instead of rows (docs/design-panel-gemm.md): element
 /// (r, c) sits at ((r / kPanelRows) * panelCols + c) * kPanelRows + r %
 /// kPanelRows, so that one vector holds element c of eight consecutive rows.
-/// Only F32, BF16 and F16 weights of a multiple of kPanelRows rows, and only
-/// linear() and linearGroup() (experts() through them) read it; each output
-/// is then summed in one fixed order, whatever the batch or the instruction
-/// set: acc = 0, acc = fma(x[c], w[r][c], acc) for c = 0 .. k - 1, then
-/// acc + bias[r] (0 without a bias).
+/// Only F32, BF16 and F16 weights of a multiple of kPanelRows rows, without
+/// int8Activations, with panelCols = k (the caller checks: a plan loader
+/// refuses others). linear() and linearGroup() (so experts() and router())
+/// read the panels; each output is then summed in one fixed order, whatever
+/// the batch or the instruction set: acc = 0, acc = fma(x[c], w[r][c], acc)
+/// for c = 0 .. k - 1, then acc + bias[r] (0 without a bias). Kernels that
+/// read elements (at(), embedding(), norms) take it too, slowly.
 constexpr int64_t kPanelRows = 8;
 struct Weight {
   const void *data = nullptr;
@@ -65,11 +67,11 @@ struct Weight {
   int64_t scaleIndex(int64_t row, int64_t col) const {
     return (rowOffset + row) / rowGroup * ((cols + group - 1) / group) + col / group;
   }
-  /// Element i (row i / cols, column i % cols, in either layout) as f32.
+  /// Element i (row i / k, column i % k, in either layout) as f32.
   float at(size_t i) const;
   /// The weight that starts `elements` elements further on (e.g. expert e of
   /// a stacked [E, N, K] tensor is offset(e * N * K)); for I8/I4 a whole
-  /// number of rows.
+  /// number of rows, for panels a whole number of panels.
   Weight offset(size_t elements) const;
 };
 
@@ -94,7 +96,7 @@ void addRmsNorm(const float *a, const float *b, int64_t rows, int64_t cols, Weig
                 float eps, float *sum, float *out);
 
 /// out[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]); w: [n, k] (nn.Linear
-/// layout). `bias` may be null. Multi-threaded.
+/// layout, or in panels). `bias` may be null. Multi-threaded.
 void linear(const float *x, int64_t tokens, int64_t k, Weight w, int64_t n,
             const Weight *bias, float *out);
 

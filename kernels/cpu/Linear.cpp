@@ -1,7 +1,8 @@
 //===- Linear.cpp - out = x w^T (+ bias), blocked and multi-threaded ------===//
 //
 // Work items are (problem, block of kTokens tokens, block of kRows output
-// rows), shared by the threads of one parallel region (linearGroup runs many
+// rows; kPanelItemRows for a weight in panels, LinearPanels.cpp), shared by
+// the threads of one parallel region (linearGroup runs many
 // problems, e.g. every routed expert, in one region). An item walks k in
 // chunks of kChunk (cut at scale-group ends for int8/int4). Up to a few
 // tokens (LinearKernels::directTokens), a direct tile (four rows a quarter
@@ -25,7 +26,8 @@
 // two rows' 8 lanes per register and gives the same bits) and a portable one
 // for any x86-64. Either way every output element is the same fixed
 // sequence of operations whatever the number of tokens, the thread count,
-// the ISA (AVX2 or AVX-512; the portable build rounds differently) or its position in a
+// the ISA (AVX2 or AVX-512; the portable build rounds differently, but over
+// panel weights) or its position in a
 // block: a token's result does not depend on what it is batched with (the
 // serving engine relies on this), and equal weight rows give equal outputs.
 //
@@ -633,7 +635,7 @@ void linearGroup(const LinearProblem *problems, size_t count) {
     if (p.w.int8Activations)
       q.int8x = detail::quantizeRows(p.x, p.tokens, p.k);
     else
-      anyBuffered |= !q.direct;
+      anyBuffered |= !q.direct && !p.w.panels();
     q.rowsPerItem = p.w.panels() ? kPanelItemRows : q.direct ? kernels.directTile.rows : kRows;
     q.rowBlocks = (p.n + q.rowsPerItem - 1) / q.rowsPerItem;
     q.firstItem = items;
@@ -653,7 +655,8 @@ void linearGroup(const LinearProblem *problems, size_t count) {
     const LinearProblem &p = problems[i];
     for (int64_t t0 = 0; t0 < p.tokens; t0 += kTokens) {
       const Span span{total, prep[i].firstItem + t0 / kTokens * prep[i].rowBlocks,
-                      std::min(kTokens, p.tokens - t0) * prep[i].rowsPerItem * p.k};
+                      std::min(kTokens, p.tokens - t0) * std::min(prep[i].rowsPerItem, p.n) *
+                          p.k};
       spans.push_back(span);
       total += span.itemWork * prep[i].rowBlocks;
     }

@@ -129,7 +129,8 @@ template <WeightType W> MOE_TARGET_AVX512 __m512 load8x2(const void *a, const vo
 }
 
 // One work item: output rows row[0 .. kRows) (the first `rows` distinct,
-// the rest repeating the last) of w for `tokens` tokens of x (row stride
+// the rest repeating the last; for a panel weight, rows row[0] .. row[0] +
+// rows, up to kPanelItemRows, and row[1 ..] unset) of w for `tokens` tokens of x (row stride
 // k); out is the block's first output row (stride n), bias the problem's
 // bias as f32. buf and acc are the thread's staging buffer (kBufFloats)
 // and accumulators (kTokens * kRows * kLanes).

@@ -20,7 +20,9 @@
 // Against the row layout's tiles (make bench-ab-kernels --b-panels, the
 // routed experts' GEMMs, 2 threads, 2-core Zen 3): 1.02-1.17x from 1 to 8
 // tokens an expert, 1.33x at 16, 1.16x for a batch of 64 routed top-8,
-// 1.17-1.20x at 128 (docs/performance.md).
+// 1.17-1.20x at 128 (bf16; f32 1.34x); whole bf16 models, repacked at load
+// by a throwaway patch, ran a 512-token prefill 1.13-1.16x and a batch of
+// 64 1.15-1.24x as fast (docs/design-panel-gemm.md).
 //
 //===----------------------------------------------------------------------===//
 

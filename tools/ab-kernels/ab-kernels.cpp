@@ -72,6 +72,12 @@ rt::Expected<Build> openBuild(const std::string &path, int threads) {
   if (!setThreads || !group)
     return rt::Status::error(path + " lacks moe::cpu::linearGroup or setKernelThreads: not a "
                                     "kernels library of this layout");
+  // Weight took panelCols (LinearProblem grew) with the panel kernels: a
+  // build without them would read this binary's problems at the wrong stride.
+  if (!dlsym(handle, "_ZN3moe3cpu6detail9panelItemERKNS1_4ItemE"))
+    return rt::Status::error(path + " predates the panel layout (no moe::cpu::detail::panelItem): "
+                                    "its Weight differs from this ab-kernels'; compare builds "
+                                    "from 2026-12-03 on");
   setThreads(threads);
   return Build{path, group};
 }

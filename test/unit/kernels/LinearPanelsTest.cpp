@@ -95,6 +95,21 @@ std::vector<float> sequentialFma(const std::vector<float> &x, int64_t tokens,
   return out;
 }
 
+/// An output buffer of `count` floats holding NaN (a kernel must write every
+/// element, not add to it), and kGuard NaN floats past its end that it must
+/// leave alone.
+constexpr size_t kGuard = 16;
+std::vector<float> nanBuffer(int64_t count) {
+  return std::vector<float>(static_cast<size_t>(count) + kGuard, std::nanf(""));
+}
+void expectGuardKept(const std::vector<float> &out) {
+  for (size_t i = out.size() - kGuard; i < out.size(); ++i)
+    ASSERT_TRUE(std::isnan(out[i])) << "wrote past the end at " << i;
+}
+bool sameBits(const std::vector<float> &a, const std::vector<float> &b, size_t count) {
+  return std::memcmp(a.data(), b.data(), count * sizeof(float)) == 0;
+}
+
 std::vector<float> randomX(int64_t count, std::mt19937 &rng) {
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(count));
@@ -118,13 +133,14 @@ INSTANTIATE_TEST_SUITE_P(Weights, LinearPanels,
                          typeName);
 
 // Every path: one token (8 panels at once, or a short last item), tiles of
-// 1-6 tokens, several token blocks (128), k within one chunk (256), over
-// several and with a tail; a last item of 1 to 7 panels.
+// 1-6 tokens, one token block (128) and more, k within one chunk (256),
+// exactly two, over several with a tail; a last item of 1 to 7 panels.
 TEST_P(LinearPanels, MatchesTheSequentialFmaDefinitionBitForBit) {
-  const std::pair<int64_t, int64_t> shapes[] = {{1, 8},    {5, 16},   {37, 24},  {256, 64},
-                                                {257, 72}, {600, 136}, {1030, 8}, {64, 520}};
+  const std::pair<int64_t, int64_t> shapes[] = {
+      {1, 8},    {5, 16},   {37, 24},  {256, 64}, {257, 72}, {600, 136}, {1030, 8},
+      {64, 520}, {512, 32}, {40, 96},  {40, 104}, {40, 112}, {40, 120}};
   for (auto [k, n] : shapes)
-    for (int64_t tokens : {1, 2, 5, 6, 7, 13, 131})
+    for (int64_t tokens : {1, 2, 5, 6, 7, 13, 128, 131})
       for (bool withBias : {false, true}) {
         SCOPED_TRACE(testing::Message() << tokens << " tokens, k " << k << ", n " << n
                                         << ", bias " << withBias << ", " << isaName(isa()));
@@ -132,10 +148,11 @@ TEST_P(LinearPanels, MatchesTheSequentialFmaDefinitionBitForBit) {
         const std::vector<float> x = randomX(tokens * k, rng), b = randomX(n, rng);
         Weight bias;
         bias.data = b.data();
-        std::vector<float> out(size_t(tokens * n));
+        std::vector<float> out = nanBuffer(tokens * n);
         linear(x.data(), tokens, k, w.weight(), n, withBias ? &bias : nullptr, out.data());
         const std::vector<float> want = sequentialFma(x, tokens, w, withBias ? &b : nullptr);
-        ASSERT_EQ(0, std::memcmp(out.data(), want.data(), out.size() * sizeof(float)));
+        ASSERT_TRUE(sameBits(out, want, want.size()));
+        expectGuardKept(out);
       }
 }
 
@@ -153,9 +170,10 @@ TEST_P(LinearPanels, BatchInvariant) {
     for (int64_t tokens : {2, 3, 7, 8, 16, 17, 129, 140}) {
       SCOPED_TRACE(testing::Message() << tokens << " tokens, " << nthreads << " threads");
       setKernelThreads(nthreads);
-      std::vector<float> out(size_t(tokens * n));
+      std::vector<float> out = nanBuffer(tokens * n);
       linear(x.data(), tokens, k, w.weight(), n, nullptr, out.data());
-      EXPECT_EQ(0, std::memcmp(out.data(), alone.data(), out.size() * sizeof(float)));
+      EXPECT_TRUE(sameBits(out, alone, size_t(tokens * n)));
+      expectGuardKept(out);
     }
   setKernelThreads(threads);
 }
@@ -170,8 +188,8 @@ TEST_P(LinearPanels, GroupOfStackedExpertsEqualsEachAlone) {
   std::vector<LinearProblem> problems;
   for (int64_t e = 0; e < experts; ++e) {
     x.push_back(randomX(tokens[e] * k, rng));
-    grouped.emplace_back(size_t(tokens[e] * n));
-    alone.emplace_back(size_t(tokens[e] * n));
+    grouped.push_back(nanBuffer(tokens[e] * n));
+    alone.push_back(nanBuffer(tokens[e] * n));
   }
   for (int64_t e = 0; e < experts; ++e) {
     const Weight w = stack.weight().offset(size_t(e * n * k));
@@ -180,8 +198,10 @@ TEST_P(LinearPanels, GroupOfStackedExpertsEqualsEachAlone) {
     linear(x[e].data(), tokens[e], k, w, n, nullptr, alone[e].data());
   }
   linearGroup(problems.data(), problems.size());
-  for (int64_t e = 0; e < experts; ++e)
-    EXPECT_EQ(grouped[e], alone[e]) << "expert " << e;
+  for (int64_t e = 0; e < experts; ++e) {
+    EXPECT_TRUE(sameBits(grouped[e], alone[e], size_t(tokens[e] * n))) << "expert " << e;
+    expectGuardKept(grouped[e]);
+  }
 }
 
 // The portable build gives the AVX2 build's bits (the tests above hold at
@@ -190,15 +210,19 @@ TEST_P(LinearPanels, SameBitsOnEveryInstructionSet) {
   if (cpuIsa() < Isa::Avx2)
     GTEST_SKIP() << "this CPU has no AVX2+FMA: only the portable build runs";
   const Isa saved = isa();
-  const PanelWeight w = randomPanels(GetParam(), 72, 257, rng);
-  const std::vector<float> x = randomX(9 * 257, rng);
-  auto run = [&](Isa level) {
-    setIsa(level);
-    std::vector<float> out(9 * 72);
-    linear(x.data(), 9, 257, w.weight(), 72, nullptr, out.data());
-    return out;
-  };
-  EXPECT_EQ(run(Isa::Portable), run(cpuIsa()));
+  const int64_t k = 257, n = 136; // items of 8, 8 and 1 panels
+  const PanelWeight w = randomPanels(GetParam(), n, k, rng);
+  const std::vector<float> x = randomX(9 * k, rng);
+  for (int64_t tokens : {1, 9}) {
+    SCOPED_TRACE(testing::Message() << tokens << " tokens");
+    auto run = [&](Isa level) {
+      setIsa(level);
+      std::vector<float> out = nanBuffer(tokens * n);
+      linear(x.data(), tokens, k, w.weight(), n, nullptr, out.data());
+      return out;
+    };
+    EXPECT_TRUE(sameBits(run(Isa::Portable), run(cpuIsa()), size_t(tokens * n)));
+  }
   setIsa(saved);
 }
 
