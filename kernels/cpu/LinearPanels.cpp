@@ -28,7 +28,6 @@
 
 #include "kernels/cpu/Isa.h"
 #include "kernels/cpu/LinearDetail.h"
-#include "kernels/cpu/Numeric.h"
 
 #include <immintrin.h>
 
@@ -42,32 +41,21 @@ namespace {
 constexpr int64_t kGroupTokens = 6;  // tokens of a tile at most (2 panels x 6 sums)
 constexpr int64_t kPanelChunk = 256; // elements of k a tile sweeps between its stores
 
-// Element c of panel row i (0 .. 7) as f32 (the portable build).
-template <WeightType W> float panelAt(const void *panel, int64_t c, int64_t i) {
-  const int64_t at = c * kPanelRows + i;
-  if constexpr (W == WeightType::F32)
-    return static_cast<const float *>(panel)[at];
-  else if constexpr (W == WeightType::BF16)
-    return bf16ToF32(static_cast<const uint16_t *>(panel)[at]);
-  else
-    return f16ToF32(static_cast<const uint16_t *>(panel)[at]);
-}
-
 // The panel that holds row `row` (a multiple of kPanelRows) of w.
 const char *panelOf(const Weight &w, int64_t row) {
   return static_cast<const char *>(w.data) + bytesOf(w.type, size_t(row * w.panelCols));
 }
 
-template <WeightType W> void itemPortable(const Item &it) {
-  const int64_t row0 = it.row[0];
+// The portable build: the definition, element by element (Weight::at
+// finds each in its panel).
+void itemPortable(const Item &it) {
   for (int64_t t = 0; t < it.tokens; ++t)
-    for (int64_t r = 0; r < it.rows; ++r) {
-      const void *panel = panelOf(it.w, row0 + r / kPanelRows * kPanelRows);
+    for (int64_t r = it.row[0]; r < it.row[0] + it.rows; ++r) {
       const float *x = it.x + t * it.k;
       float acc = 0.0f;
       for (int64_t c = 0; c < it.k; ++c)
-        acc = std::fma(x[c], panelAt<W>(panel, c, r % kPanelRows), acc);
-      it.out[t * it.n + row0 + r] = acc + it.bias[row0 + r];
+        acc = std::fma(x[c], it.w.at(size_t(r * it.k + c)), acc);
+      it.out[t * it.n + r] = acc + it.bias[r];
     }
 }
 
@@ -80,7 +68,9 @@ __attribute__((target("avx2,f16c"), always_inline)) inline __m256 panelStep(cons
   return load8<W>(panel + bytesOf(W, size_t(c * kPanelRows)));
 }
 
-// NP panels x T tokens over elements [0, len) of a chunk: x_t[c] at
+// NP panels x T tokens over elements [0, len) of a chunk (one token: up to
+// 8 panels, whose vectors are not held: 8 held beside 8 sums spilled two of
+// them): x_t[c] at
 // x[t * ldx + c]; the sums of token t, panel j are out[t * n + 8 j ..],
 // zero before the first chunk (`first`) and plus bias after the last (bias
 // not null).
@@ -92,57 +82,35 @@ __attribute__((target("avx2,fma,f16c"))) void tileAvx2(const float *x, int64_t l
   __m256 a[T][NP];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int j = 0; j < NP; ++j)
       a[t][j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + t * n + 8 * j);
   for (int64_t c = 0; c < len; ++c) {
+    if constexpr (T == 1) { // each panel's vector used once: converted as it is used
+      const __m256 b = _mm256_broadcast_ss(x + c);
+#pragma GCC unroll 8
+      for (int j = 0; j < NP; ++j)
+        a[0][j] = _mm256_fmadd_ps(b, panelStep<W>(panel[j], c), a[0][j]);
+      continue;
+    }
     __m256 w[NP];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int j = 0; j < NP; ++j)
       w[j] = panelStep<W>(panel[j], c);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const __m256 b = _mm256_broadcast_ss(x + t * ldx + c);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int j = 0; j < NP; ++j)
         a[t][j] = _mm256_fmadd_ps(b, w[j], a[t][j]);
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int j = 0; j < NP; ++j)
       _mm256_storeu_ps(out + t * n + 8 * j,
                        bias ? _mm256_add_ps(a[t][j], _mm256_loadu_ps(bias + 8 * j)) : a[t][j]);
-}
-
-// One token over 8 panels and all of k: eight independent chains, each
-// panel one sequential stream. No software prefetch: the hardware follows
-// contiguous panels, and asking for each line 256 B to 2 KB ahead ran the
-// experts' one-token GEMVs at 0.89-1.10x the speed without (make
-// bench-ab-kernels --b-panels, 2-core Zen 3).
-template <WeightType W>
-__attribute__((target("avx2,fma,f16c"))) void gemv8Avx2(const float *x, const char *const *panel,
-                                                        int64_t k, float *out,
-                                                        const float *bias) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-         a7 = a0;
-  const char *p0 = panel[0], *p1 = panel[1], *p2 = panel[2], *p3 = panel[3], *p4 = panel[4],
-             *p5 = panel[5], *p6 = panel[6], *p7 = panel[7];
-  for (int64_t c = 0; c < k; ++c) {
-    const __m256 b = _mm256_broadcast_ss(x + c);
-    a0 = _mm256_fmadd_ps(b, panelStep<W>(p0, c), a0);
-    a1 = _mm256_fmadd_ps(b, panelStep<W>(p1, c), a1);
-    a2 = _mm256_fmadd_ps(b, panelStep<W>(p2, c), a2);
-    a3 = _mm256_fmadd_ps(b, panelStep<W>(p3, c), a3);
-    a4 = _mm256_fmadd_ps(b, panelStep<W>(p4, c), a4);
-    a5 = _mm256_fmadd_ps(b, panelStep<W>(p5, c), a5);
-    a6 = _mm256_fmadd_ps(b, panelStep<W>(p6, c), a6);
-    a7 = _mm256_fmadd_ps(b, panelStep<W>(p7, c), a7);
-  }
-  const __m256 sums[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
-  for (int j = 0; j < 8; ++j)
-    _mm256_storeu_ps(out + 8 * j, _mm256_add_ps(sums[j], _mm256_loadu_ps(bias + 8 * j)));
 }
 
 // f(std::integral_constant<int, T>()) for T = count in 1 .. kGroupTokens.
@@ -190,8 +158,15 @@ template <WeightType W> void itemAvx2(const Item &it) {
   const char *panel[kPanelItemRows / kPanelRows];
   for (int64_t j = 0; j < panels; ++j)
     panel[j] = panelOf(it.w, row0 + j * kPanelRows);
-  if (it.tokens == 1 && panels == kPanelItemRows / kPanelRows)
-    return gemv8Avx2<W>(it.x, panel, it.k, it.out + row0, it.bias + row0);
+  // One token: all 8 panels at once, over all of k: eight independent
+  // chains, each panel one sequential stream. No software prefetch: the
+  // hardware follows contiguous panels, and asking for each line 256 B to
+  // 2 KB ahead ran the experts' one-token GEMVs at 0.89-1.10x the speed
+  // without (make bench-ab-kernels --b-panels, 2-core Zen 3).
+  constexpr int64_t kAll = kPanelItemRows / kPanelRows;
+  if (it.tokens == 1 && panels == kAll)
+    return tileAvx2<W, kAll, 1>(it.x, it.k, panel, it.k, it.out + row0, it.n, true,
+                                it.bias + row0);
   for (int64_t c0 = 0, len; c0 < it.k; c0 += len) {
     len = std::min(kPanelChunk, it.k - c0);
     const bool first = c0 == 0, last = c0 + len == it.k;
@@ -232,7 +207,7 @@ void panelItem(const Item &it) {
       if (useAvx2())
         itemAvx2<W>(it);
       else
-        itemPortable<W>(it);
+        itemPortable(it);
     }
   });
 }

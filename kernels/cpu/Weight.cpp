@@ -28,12 +28,10 @@ float dequantize(const Weight &w, size_t i) {
 } // namespace
 
 float Weight::at(size_t i) const {
-  if (panels()) { // F32, BF16 or F16: where element (r, c) of a panel weight sits
-    const size_t cols = size_t(panelCols), r = i / cols, c = i % cols;
-    const size_t rows = size_t(kPanelRows);
-    Weight rowMajor = *this;
-    rowMajor.panelCols = 0;
-    return rowMajor.at((r / rows * cols + c) * rows + r % rows);
+  if (panels()) { // F32, BF16 or F16, read where element (r, c) sits
+    Weight stored = *this;
+    stored.panelCols = 0;
+    return stored.at(panelIndex(int64_t(i) / panelCols, int64_t(i) % panelCols, panelCols));
   }
   switch (type) {
   case WeightType::F32:

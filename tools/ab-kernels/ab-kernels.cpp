@@ -146,8 +146,7 @@ struct Weights {
       }
     }
   }
-  /// Each of `stacks` [rows, cols] matrices in panels (Kernels.h): element
-  /// (r, c) at ((r / 8) * cols + c) * 8 + r % 8.
+  /// Each of `stacks` [rows, cols] matrices in panels (cpu::panelIndex).
   std::vector<uint8_t> toPanels(const std::vector<uint8_t> &rowMajor, size_t stacks, int64_t rows,
                                 int64_t cols) const {
     std::vector<uint8_t> panels(rowMajor.size());
@@ -155,10 +154,7 @@ struct Weights {
     for (size_t e = 0; e < stacks; ++e)
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c)
-          std::memcpy(panels.data() + (e * matrix + size_t((r / cpu::kPanelRows * cols + c) *
-                                                                cpu::kPanelRows +
-                                                            r % cpu::kPanelRows)) *
-                                          elementBytes,
+          std::memcpy(panels.data() + (e * matrix + cpu::panelIndex(r, c, cols)) * elementBytes,
                       rowMajor.data() + (e * matrix + size_t(r * cols + c)) * elementBytes,
                       elementBytes);
     return panels;
