@@ -46,11 +46,9 @@ constexpr bool quantizedType(WeightType t) {
 /// the batch or the instruction set: acc = 0, acc = fma(x[c], w[r][c], acc)
 /// for c = 0 .. k - 1, then acc + bias[r] (0 without a bias). Kernels that
 /// read elements (at(), embedding(), norms) take it too, slowly.
-constexpr int64_t kPanelRows = 8;
-/// Where element (r, c) of a [rows, cols] weight sits in the panel layout.
-constexpr size_t panelIndex(int64_t r, int64_t c, int64_t cols) {
-  return size_t((r / kPanelRows * cols + c) * kPanelRows + r % kPanelRows);
-}
+/// The layout is the plan's (moe/runtime/KernelCall.h).
+using rt::kPanelRows;
+using rt::panelIndex;
 struct Weight {
   const void *data = nullptr;
   WeightType type = WeightType::F32;

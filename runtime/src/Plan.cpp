@@ -2,6 +2,7 @@
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/File.h"
 #include "moe/runtime/Kernel.h"
+#include "moe/runtime/KernelCall.h"
 #include "moe/runtime/Checksum.h"
 #include "moe/runtime/PlanFormat.h"
 #include "PlanPrograms.h"
@@ -155,6 +156,32 @@ static Status checkQuantization(const plan::Plan &p, uint32_t id, const std::str
       s->shape()->Get(1) != groups)
     return Status::error(where + " needs F32 weight scales [" + str(blockRows) + ", " +
                          str(groups) + "]; tensor " + str(t->scales()) + " is not that");
+  return Status::ok();
+}
+
+// Panels8 (format 2.8): only on F32, BF16 or F16 weights whose matrices (the
+// last two dimensions) have whole panels of 8 rows; which kernels may read
+// them: checkShapes.
+static Status checkLayout(const plan::Tensor &t, const std::string &where) {
+  if (t.layout() == plan::Layout::Rows)
+    return Status::ok();
+  if (t.layout() != plan::Layout::Panels8)
+    return Status::error(where + " has unknown layout " + str(uint8_t(t.layout())) +
+                         " (this build reads Rows and Panels8)");
+  const auto &shape = *t.shape();
+  std::string dims = "[";
+  for (uint32_t d = 0; d < shape.size(); ++d)
+    dims += (d ? ", " : "") + std::to_string(shape.Get(d));
+  dims += "]";
+  const bool floating = t.dtype() == plan::DType::F32 || t.dtype() == plan::DType::BF16 ||
+                        t.dtype() == plan::DType::F16;
+  if (t.storage() != plan::Storage::Weight || !floating || shape.size() < 2 ||
+      shape.Get(shape.size() - 2) % kPanelRows != 0)
+    return Status::error(where + " is in panels (Panels8), which needs an F32, BF16 or F16 "
+                                 "weight of at least 2 dimensions whose matrices have a "
+                                 "multiple of " + str(kPanelRows) + " rows; it is " +
+                         std::string(dtypeName(t.dtype())) + " " + dims +
+                         (t.storage() == plan::Storage::Weight ? "" : ", not a weight"));
   return Status::ok();
 }
 
@@ -351,10 +378,13 @@ Status LoadedPlan::check() const {
                            ", which must be a whole arena tensor or input led by the tokens, "
                            "with the view's storage, dtype, shape, offset and size");
   }
-  for (uint32_t id = 0; id < numTensors; ++id)
-    if (Status s = checkQuantization(p, id, "tensor " + str(id) + " ('" + tensorName(id) + "')");
-        !s)
+  for (uint32_t id = 0; id < numTensors; ++id) {
+    const std::string where = "tensor " + str(id) + " ('" + tensorName(id) + "')";
+    if (Status s = checkQuantization(p, id, where); !s)
       return s;
+    if (Status s = checkLayout(*p.tensors()->Get(id), where); !s)
+      return s;
+  }
   for (const auto *file : *p.weight_files())
     if (!file->path() || file->path()->size() == 0 ||
         std::strchr(file->path()->c_str(), '/'))

@@ -100,38 +100,41 @@ private:
       return bad(id, role, std::string(dtypeName(dtype)) + " " + shapeText(dims) + " in Arena");
     return Status::ok();
   }
-  /// A weight of f32, bf16 or f16 (or, for a matrix the kernels multiply or
-  /// look rows up in, quantized I8/I4) with exactly `dims`; W8A8
-  /// (int8_activations) only where the kernel quantizes its activations or
-  /// has none (`int8Activations`: linear, router, experts, expert_rows, and
-  /// the embedding lookup of a tied LM head's table).
+  /// What a kernel takes of a weight beyond F32, BF16 and F16 rows.
+  enum Takes : unsigned {
+    kFloatRows = 0,
+    kQuantized = 1, ///< scaled I8, I4, F8E4M3: a matrix the kernel multiplies or looks rows up in
+    kW8A8 = 2,      ///< int8_activations: it quantizes its activations, or has none
+    kPanels = 4,    ///< Panels8: it multiplies through linear() or linearGroup()
+  };
+  /// A weight of f32, bf16 or f16 (or what `takes` adds) with exactly `dims`.
   Status weight(uint32_t id, const std::string &role, const std::vector<int64_t> &dims,
-                bool quantizable = false, bool int8Activations = false) const {
+                unsigned takes = kFloatRows) const {
     const plan::Tensor &t = tensor(id);
-    if (t.int8_activations() && !int8Activations)
-      return Status::error(where_ + ": its " + role + " '" + (t.name() ? t.name()->str() : "?") +
+    const std::string name = t.name() ? t.name()->str() : "?";
+    if (t.int8_activations() && !(takes & kW8A8))
+      return Status::error(where_ + ": its " + role + " '" + name +
                            "' is W8A8 (int8_activations), which this kernel does not take "
                            "(only linear, router, experts, expert_rows and embedding do)");
+    if (t.layout() != plan::Layout::Rows && !(takes & kPanels))
+      return Status::error(where_ + ": its " + role + " '" + name +
+                           "' is in panels (Panels8), which this kernel does not take (only "
+                           "linear, router, experts and expert_rows do)");
     bool floating = t.dtype() == plan::DType::F32 || t.dtype() == plan::DType::BF16 ||
                     t.dtype() == plan::DType::F16;
     bool quantized = t.group() > 0; // I8, I4 or F8E4M3 with scales (checked by the loader)
-    if (t.storage() != plan::Storage::Weight || !(floating || (quantizable && quantized)) ||
+    if (t.storage() != plan::Storage::Weight || !(floating || ((takes & kQuantized) && quantized)) ||
         shape(id) != dims)
       return bad(id, role,
-                 std::string(quantizable ? "an F32, BF16 or F16 (or scaled I8, I4, F8E4M3)"
-                                         : "an F32, BF16 or F16") +
+                 std::string((takes & kQuantized) ? "an F32, BF16 or F16 (or scaled I8, I4, F8E4M3)"
+                                                  : "an F32, BF16 or F16") +
                      " weight " + shapeText(dims));
     return Status::ok();
   }
-  Status matrix(uint32_t id, const std::string &role, const std::vector<int64_t> &dims) const {
-    return weight(id, role, dims, true);
-  }
-  /// A matrix of a kernel that honours int8_activations: it multiplies
-  /// through linear(), linearGroup() or experts(), or looks rows up
-  /// (embedding: a row lookup multiplies nothing, and a W8A8 table, tied to
-  /// a W8A8 LM head, reads as its int8 rows times their scales).
+  /// A matrix that a kernel multiplies through linear(), linearGroup() or
+  /// experts(): these honour int8_activations and panels.
   Status product(uint32_t id, const std::string &role, const std::vector<int64_t> &dims) const {
-    return weight(id, role, dims, true, true);
+    return weight(id, role, dims, kQuantized | kW8A8 | kPanels);
   }
   Status input(uint32_t id, const std::string &role) const {
     const plan::Tensor &t = tensor(id);
@@ -232,7 +235,9 @@ private:
     case plan::OpCode::Embedding:
       c = dim(in(1), -1);
       return all({need(whole(in(0)) == tokens_, "its ids must be the plan's tokens input"),
-                  product(in(1), "table", {p_.config()->vocab_size(), c}),
+                  // A W8A8 table is tied to a W8A8 LM head: a lookup multiplies
+                  // nothing and reads its int8 rows times their scales.
+                  weight(in(1), "table", {p_.config()->vocab_size(), c}, kQuantized | kW8A8),
                   act(out(0), "output", {kTokens, c})});
     case plan::OpCode::RmsNorm:
       if (!(st = rows(in(0), "input", c)))
@@ -279,7 +284,7 @@ private:
               rope = m->qk_rope_head_dim(), v = m->v_head_dim();
       return all({act(in(0), "query", {kTokens, h * (nope + rope)}),
                   act(in(1), "compressed kv", {kTokens, rank + rope}),
-                  weight(in(2), "kv norm", {rank}), matrix(in(3), "kv_b", {h * (nope + v), rank}),
+                  weight(in(2), "kv norm", {rank}), weight(in(3), "kv_b", {h * (nope + v), rank}, kQuantized),
                   need(whole(in(4)) == positions_, "its positions must be the plan's positions input"),
                   act(out(0), "output", {kTokens, h * v}), kvWidths(m->layer(), rank, rope)});
     }

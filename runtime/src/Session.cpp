@@ -662,6 +662,7 @@ const std::vector<KernelCall> &Session::bind(int64_t count) {
     switch (t->storage()) {
     case plan::Storage::Weight:
       v.data = weight(t);
+      v.panels = t->layout() == plan::Layout::Panels8;
       if (t->group() > 0) {
         v.scales = reinterpret_cast<const float *>(weight(p.tensors()->Get(t->scales())));
         v.group = t->group();

@@ -14,6 +14,8 @@
   corrupt-plan.py PLAN_DIR set-view FIELD V     the first tensor that is rows of part 1 of
                                                 another: its `base`, `part` or `parts` := V
                                                 (resealed)
+  corrupt-plan.py PLAN_DIR set-layout V         the first weight in panels: its `layout`
+                                                := V (resealed)
   corrupt-plan.py PLAN_DIR weights-flip OFFSET  flip one byte of weights-0.bin
   corrupt-plan.py PLAN_DIR weights-truncate N   cut weights-0.bin to N bytes
 
@@ -68,6 +70,7 @@ PLAN_PROGRAMS, PROGRAM_INSTRUCTIONS, INSTRUCTION_PARAMS, INSTRUCTION_WAITS = 5, 
 OPPARAMS_EXPERTS, EXPERTS_PARAMS_REPLICA = 5, 10  # the union's member; its field
 EXPERTS_PARAMS_FIELDS = {"stacked": 6, "layer": 7}
 PLAN_TENSORS, TENSOR_VIEW_FIELDS = 3, {"base": 11, "part": 12, "parts": 13}
+TENSOR_LAYOUT = 15
 
 
 def rank0_instructions(body):
@@ -114,6 +117,18 @@ def set_view(body, name, value):
             struct.pack_into(kind, body, field(body, tensor, TENSOR_VIEW_FIELDS[name]), value)
             return
     sys.exit("the plan has no tensor that is rows of part 1")
+
+
+def set_layout(body, value):
+    plan = deref(body, 0)
+    tensors = deref(body, field(body, plan, PLAN_TENSORS))
+    for i in range(struct.unpack_from("<I", body, tensors)[0]):
+        tensor = deref(body, tensors + 4 + 4 * i)
+        layout = field(body, tensor, TENSOR_LAYOUT)
+        if layout is not None and body[layout] != 0:
+            body[layout] = value
+            return
+    sys.exit("the plan has no weight in panels")
 
 
 def drop_waits(body, n):
@@ -163,6 +178,9 @@ def main():
         data = reseal(bytes(body))
     elif cmd == "set-view":
         set_view(body, args[0], int(args[1]))
+        data = reseal(bytes(body))
+    elif cmd == "set-layout":
+        set_layout(body, int(args[0]))
         data = reseal(bytes(body))
     elif cmd == "set-experts":
         set_experts(body, args[0], int(args[1]))

@@ -85,6 +85,8 @@ int weights(const LoadedPlan &loaded) {
     }
     if (t.int8_activations())
       stored += " w8a8"; // int8 activations (format 2.7)
+    if (t.layout() == fb::Layout::Panels8)
+      stored += " panels"; // format 2.8
     std::printf("%-60s %-14s %-20s %s\n", t.name()->c_str(), stored.c_str(), shapeText(t).c_str(),
                 moe::rt::formatBytes(bytes).c_str());
   }
@@ -129,10 +131,12 @@ int show(const LoadedPlan &loaded) {
   for (uint32_t id = 0; id < p.tensors()->size(); ++id) {
     const fb::Tensor *t = p.tensors()->Get(id);
     if (t->storage() == fb::Storage::Weight) {
-      // W8A8 weights are I8 with int8 activations: counted apart.
-      auto &w = weights[scales[id]               ? "scales"
-                        : t->int8_activations() ? "I8 (w8a8)"
-                                                : dtypeName(t->dtype())];
+      // W8A8 weights are I8 with int8 activations, and weights in panels
+      // their dtype in another layout: counted apart.
+      auto &w = weights[scales[id]                                ? "scales"
+                        : t->int8_activations()                  ? "I8 (w8a8)"
+                        : t->layout() == fb::Layout::Panels8 ? std::string(dtypeName(t->dtype())) + " (panels)"
+                                                                 : dtypeName(t->dtype())];
       ++w.first;
       w.second += t->size();
     }

@@ -49,6 +49,8 @@ k::Weight weightOf(const TensorView &v) {
     w.rowGroup = v.rowGroup;
     w.int8Activations = v.int8Activations; // W8A8: the loader allows it on I8 row scales only
   }
+  if (v.panels) // the loader allows it on F32, BF16, F16 matrices of whole panels only
+    w.panelCols = v.cols();
   return w;
 }
 

@@ -35,6 +35,7 @@ struct Spec {
   std::vector<uint32_t> planOutputs = {3};
   std::string weightFile = "weights-0.bin";
   int64_t outCols = 4;
+  int32_t vocab = 4; // the logits' width
   bool attentionParams = false;
   bool dispatchParams = false; // of 4 routed experts
   // A quantized table: `group` > 0 adds tensor 4, f32 scales of `scalesShape`
@@ -42,6 +43,7 @@ struct Spec {
   int32_t group = 0, rowGroup = 1;
   uint32_t scales = 4;
   bool int8Activations = false; // the table is W8A8 (format 2.7)
+  fb::Layout layout = fb::Layout::Rows; // the table's (format 2.8)
   std::vector<int64_t> scalesShape = {4, 1};
   // Events of the first instruction; `second` adds another embedding into
   // a tensor "out2" at `offset` of the arena, on `stream`.
@@ -102,7 +104,7 @@ protected:
                                fb::Storage::Input),
         fb::CreateTensorDirect(b, "table", s.tableType, &s.tableShape, fb::Storage::Weight,
                                s.tableFile, s.tableOffset, s.tableSize, checksum64(kTable, 64), s.scales,
-                               s.group, s.rowGroup, 0, 0, 1, s.int8Activations),
+                               s.group, s.rowGroup, 0, 0, 1, s.int8Activations, s.layout),
         fb::CreateTensorDirect(b, "out", fb::DType::F32, &outShape, fb::Storage::Arena, 0,
                                s.outOffset, uint64_t(s.maxTokens * s.outCols) * 4)};
     if (s.group) {
@@ -182,7 +184,7 @@ protected:
       placement.push_back(fb::CreateLayerPlacementDirect(b, l, &experts));
     }
     std::vector<flatbuffers::Offset<fb::KvLayer>> layers;
-    auto config = fb::CreateModelConfigDirect(b, "mixtral", 4, 4, 1, 1, 1, 8);
+    auto config = fb::CreateModelConfigDirect(b, "mixtral", s.vocab, 4, 1, 1, 1, 8);
     auto kv = fb::CreateKvCacheSpecDirect(b, fb::DType::F32, 8, &layers);
     auto plan = fb::CreatePlanDirect(b, kFormatMajor, kFormatMinor, config, &tensors, &files,
                                      &programs, s.maxTokens, kv, 0, &placement);
@@ -370,6 +372,55 @@ TEST_F(PlanLoaderTest, Int8ActivationsOnALinearWeightLoad) {
   ASSERT_TRUE(loaded) << loaded.status().message();
   EXPECT_TRUE((*loaded)->plan().tensors()->Get(2)->int8_activations());
   EXPECT_FALSE((*loaded)->plan().tensors()->Get(4)->int8_activations()); // its scales
+}
+
+// Panels8: only on F32, BF16 or F16 weights of whole panels of 8 rows, and
+// only where every kernel that reads the weight multiplies through
+// linear() or linearGroup().
+TEST_F(PlanLoaderTest, RejectsPanelsWhereTheyDoNotApply) {
+  Spec s;
+  s.layout = fb::Layout(9);
+  EXPECT_ERROR(s, "tensor 2 ('table') has unknown layout 9 (this build reads Rows and Panels8)");
+  s.layout = fb::Layout::Panels8; // 4 rows
+  EXPECT_ERROR(s, "tensor 2 ('table') is in panels (Panels8), which needs an F32, BF16 or F16 "
+                  "weight of at least 2 dimensions whose matrices have a multiple of 8 rows; it "
+                  "is F32 [4, 4]");
+  s = int8Table();
+  s.tableShape = {8, 2};
+  s.scalesShape = {8, 1};
+  s.group = 2;
+  s.layout = fb::Layout::Panels8;
+  EXPECT_ERROR(s, "which needs an F32, BF16 or F16 weight of at least 2 dimensions whose "
+                  "matrices have a multiple of 8 rows; it is I8 [8, 2]");
+  s = Spec();
+  s.tableShape = {16};
+  s.layout = fb::Layout::Panels8;
+  EXPECT_ERROR(s, "it is F32 [16]");
+  // Whole panels, but the embedding looks rows up: refused.
+  s = Spec();
+  s.tableShape = {8, 2};
+  s.layout = fb::Layout::Panels8;
+  EXPECT_ERROR(s, "instruction 0 (embedding): its table 'table' is in panels (Panels8), which "
+                  "this kernel does not take (only linear, router, experts and expert_rows do)");
+}
+
+TEST_F(PlanLoaderTest, PanelsOnALinearWeightLoad) {
+  // out = out x table^T: a linear that reads an [8, 8] BF16 table in panels.
+  Spec s;
+  s.tableType = fb::DType::BF16;
+  s.tableShape = {8, 8};
+  s.tableSize = 128;
+  s.weightFileBytes = 128;
+  s.outCols = 8;
+  s.vocab = 8;
+  s.arenaBytes = 64;
+  s.layout = fb::Layout::Panels8;
+  s.op = fb::OpCode::Linear;
+  s.ins = {3, 2};
+  write(s);
+  auto loaded = LoadedPlan::open(dir_.string());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  EXPECT_EQ((*loaded)->plan().tensors()->Get(2)->layout(), fb::Layout::Panels8);
 }
 
 TEST_F(PlanLoaderTest, RejectsTensorIndexOutOfRange) {

@@ -122,6 +122,15 @@ struct DispatchParams {
 using KernelParams = std::variant<std::monostate, RmsNormParams, RouterParams, AttentionParams,
                                   MlaParams, ExpertsParams, DispatchParams>;
 
+/// A weight in panels (plan Layout Panels8, docs/design-panel-gemm.md)
+/// stores each [rows, cols] matrix, rows a multiple of kPanelRows, so that
+/// element c of kPanelRows consecutive rows is contiguous: one vector.
+inline constexpr int64_t kPanelRows = 8;
+/// Where element (r, c) of a [rows, cols] matrix in panels sits.
+constexpr size_t panelIndex(int64_t r, int64_t c, int64_t cols) {
+  return size_t((r / kPanelRows * cols + c) * kPanelRows + r % kPanelRows);
+}
+
 /// A tensor as a kernel sees it: device memory, dtype and concrete shape
 /// (the token dimension resolved for this call).
 struct TensorView {
@@ -138,6 +147,10 @@ struct TensorView {
   /// The loader allows it on no other weight and for no other kernel but
   /// the embedding lookup (a tied LM head's table), which ignores it.
   bool int8Activations = false;
+  /// Panels8 (plan Tensor.layout): an F32, BF16 or F16 weight whose
+  /// matrices are stored in panels (panelIndex). The loader allows it only
+  /// on weights that linear, router, experts and expert_rows alone read.
+  bool panels = false;
   int64_t rows() const { return shape.empty() ? 1 : shape[0]; }
   int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
 };
