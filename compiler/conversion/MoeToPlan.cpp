@@ -82,7 +82,8 @@ private:
                                              DenseI64ArrayAttr(), DenseI64ArrayAttr(),
                                              w.getPrecision() == mm::Precision::w8a8
                                                  ? b_.getUnitAttr()
-                                                 : UnitAttr()));
+                                                 : UnitAttr(),
+                                             w.getPanelsAttr()));
           return success();
         })
         .Case([&](mm::EmbeddingOp e) {

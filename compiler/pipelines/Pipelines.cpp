@@ -45,6 +45,10 @@ struct DefaultPipelineOptions
   Option<std::string> precision{*this, "precision",
                                 llvm::cl::desc("moe-assign-precision policy"),
                                 llvm::cl::init("keep")};
+  Option<std::string> weightLayout{*this, "weight-layout",
+                                   llvm::cl::desc("moe-assign-precision weight layout (as "
+                                                  "moe-compile --weight-layout)"),
+                                   llvm::cl::init("rows")};
   Option<std::string> placementProfile{
       *this, "placement-profile",
       llvm::cl::desc("with ep: place experts from this routing profile (moe-place-experts)")};
@@ -65,13 +69,15 @@ struct DefaultPipelineOptions
 
 namespace {
 bool assignsPrecision(const PipelineOptions &o) {
-  return o.precision != "keep" || !o.precisionOverrides.empty();
+  return o.precision != "keep" || !o.precisionOverrides.empty() || o.weightLayout != "rows";
 }
 
 std::string assignPrecisionText(const PipelineOptions &o) {
   std::string text = "moe-assign-precision{policy=" + o.precision;
   for (size_t i = 0; i < o.precisionOverrides.size(); ++i)
     text += (i ? "," : " overrides=") + o.precisionOverrides[i];
+  if (o.weightLayout != "rows")
+    text += " weight-layout=" + o.weightLayout;
   return text + "}, ";
 }
 /// `v` in as many digits as it takes to read back the same double.
@@ -103,6 +109,7 @@ void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     AssignPrecisionPassOptions precision;
     precision.policy = options.precision;
     precision.overrides = options.precisionOverrides;
+    precision.weightLayout = options.weightLayout;
     pm.addPass(createAssignPrecisionPass(precision));
   }
   if (options.fusion)
@@ -173,6 +180,7 @@ void registerPipelines() {
         options.dpAttention = o.dpAttention;
         options.overlap = o.overlap;
         options.microBatches = o.microBatches;
+        options.weightLayout = o.weightLayout;
         buildDefaultPipeline(pm, options);
       });
 }

@@ -34,13 +34,15 @@ struct PipelineOptions {
   /// moe-schedule-overlap's policy (none: the pass does not run) and parts.
   std::string overlap = "none";
   int64_t microBatches = 2;
+  /// moe-assign-precision's weight-layout (rows or panels).
+  std::string weightLayout = "rows";
   /// The rank programs the plan has.
   int64_t ranks() const { return ep > tp ? ep : tp; }
 };
 
 /// moe module -> planned plan module: moe-set-routing (unless token
-/// choice), moe-assign-precision (unless the
-/// policy is keep without overrides), moe-fuse-experts (unless off),
+/// choice), moe-assign-precision (unless the policy is keep without
+/// overrides and the weight layout rows), moe-fuse-experts (unless off),
 /// moe-split-experts (if on, or ep > 1), moe-to-plan, with ep or tp > 1
 /// moe-replicate-ranks, then moe-shard-experts (or, with a placement
 /// profile, moe-place-experts) if ep > 1 and moe-shard-tensors if tp > 1,

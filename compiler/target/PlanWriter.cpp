@@ -246,6 +246,7 @@ private:
     e.dtype = dtype;
     e.cols = type.getShape().back();
     e.group = w.getGroup() ? int64_t(*w.getGroup()) : 0;
+    e.panels = w.getPanels(); // the verifier allows them on f32, bf16, f16 only
     if (dtype == fb::DType::F8E4M3 && !w.getScale())
       e.rowGroup = e.group; // encoded fp8: square blocks
     const uint64_t rows = uint64_t(type.getNumElements() / e.cols);
@@ -306,6 +307,7 @@ private:
     const uint64_t bytes = e.bytes(rows);
     pending.tensor = addTensor(w, w, name, fb::Storage::Weight, 0, bytes);
     tensors_[pending.tensor].weightFile = rankOf(cur_);
+    tensors_[pending.tensor].layout = e.panels ? fb::Layout::Panels8 : fb::Layout::Rows;
     cur_->weightBytes += bytes;
     if (e.quantized()) {
       // The scales: a second weight tensor the quantized one names.
@@ -505,7 +507,7 @@ private:
       std::vector<float> scales;
       const bool encode = w.checkpointScales.empty() && (w.convert || w.encoding.quantized());
       place(w.tensor, encode ? packer.appendEncoded(w.parts, w.encoding, scales)
-                             : packer.append(w.parts));
+                             : packer.append(w.parts, w.encoding.panels ? w.encoding.cols : 0));
       for (const TensorInfo *s : w.checkpointScales)
         packer.decode(*s, scales);
       if (w.encoding.quantized())
@@ -539,7 +541,8 @@ private:
       tensors.push_back(fb::CreateTensorDirect(b_, t.name.c_str(), t.dtype, &t.shape,
                                                t.storage, t.weightFile, t.offset, t.size,
                                                t.checksum, t.scales, t.group, t.rowGroup,
-                                               t.base, t.part, t.parts, t.int8Activations));
+                                               t.base, t.part, t.parts, t.int8Activations,
+                                               t.layout));
     std::vector<flatbuffers::Offset<fb::KvLayer>> layers;
     for (auto &[layer, spec] : kvLayers_) {
       if (layer != int64_t(layers.size()))
@@ -636,6 +639,7 @@ private:
     uint32_t base = 0; ///< a micro-batch: the tensor it is rows of
     int32_t part = 0, parts = 1;
     bool int8Activations = false; ///< w8a8 (format 2.7): an I8 weight with row scales
+    fb::Layout layout = fb::Layout::Rows; ///< format 2.8
   };
   /// A weight to pack: its checkpoint parts in order, and how to store them.
   struct Pending {

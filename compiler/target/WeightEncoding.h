@@ -24,6 +24,9 @@ struct Encoding {
   int64_t cols = 0;                     ///< row length (the last dimension)
   int64_t group = 0;                    ///< scaled: elements per scale along a row
   int64_t rowGroup = 1;                 ///< scaled: rows per scale (F8E4M3: = group)
+  /// F32/BF16/F16 only: rows written in panels of rt::kPanelRows rows,
+  /// element c of each row side by side (rt::panelIndex; plan Layout.Panels8).
+  bool panels = false;
   bool quantized() const {
     return dtype == plan::DType::I8 || dtype == plan::DType::I4 || dtype == plan::DType::F8E4M3;
   }

@@ -1,6 +1,7 @@
 //===- WeightPacker.cpp - stream checkpoint tensors into a weight file ----===//
 #include "compiler/target/WeightPacker.h"
 #include "moe/runtime/File.h"
+#include "moe/runtime/KernelCall.h"
 #include "moe/runtime/Checksum.h"
 #include "moe/runtime/PlanFormat.h"
 
@@ -99,12 +100,62 @@ void WeightPacker::read(const TensorInfo &part, size_t unit, Consume consume) {
   }
 }
 
-WeightPacker::Packed WeightPacker::append(const std::vector<const TensorInfo *> &parts) {
+namespace {
+// Rows r = 0 .. kPanelRows - 1 of `src` (rows of `cols` elements) as one
+// panel at dst.
+template <typename T> void interleave(const char *src, int64_t cols, char *dst) {
+  const T *from = reinterpret_cast<const T *>(src);
+  T *to = reinterpret_cast<T *>(dst);
+  for (int64_t r = 0; r < rt::kPanelRows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      to[rt::panelIndex(r, c, cols)] = from[r * cols + c];
+}
+} // namespace
+
+void WeightPacker::writePanels(PanelRows &rows, const char *data, size_t bytes,
+                               rt::Checksum64 &sum) {
+  rows.held.insert(rows.held.end(), data, data + bytes);
+  const size_t panelBytes = size_t(rt::kPanelRows) * rows.rowBytes;
+  const int64_t cols = int64_t(rows.rowBytes / rows.elementBytes);
+  rows.panel.resize(panelBytes);
+  size_t done = 0;
+  for (; done + panelBytes <= rows.held.size(); done += panelBytes) {
+    const char *src = rows.held.data() + done;
+    if (rows.elementBytes == 4)
+      interleave<uint32_t>(src, cols, rows.panel.data());
+    else
+      interleave<uint16_t>(src, cols, rows.panel.data());
+    write(rows.panel.data(), panelBytes, sum);
+  }
+  rows.held.erase(rows.held.begin(), rows.held.begin() + std::ptrdiff_t(done));
+}
+
+void WeightPacker::endPanels(const PanelRows &rows) {
+  if (!rows.held.empty())
+    throw InputError(path_ + ": a weight in panels of " + std::to_string(rt::kPanelRows) +
+                     " rows ends " + std::to_string(rows.held.size() / rows.rowBytes) +
+                     " rows into a panel");
+}
+
+WeightPacker::Packed WeightPacker::append(const std::vector<const TensorInfo *> &parts,
+                                          int64_t panelCols) {
   Packed packed;
   begin(packed);
   rt::Checksum64 sum;
-  for (const TensorInfo *part : parts)
-    read(*part, 1, [&](const char *data, size_t bytes) { write(data, bytes, sum); });
+  PanelRows panels;
+  for (const TensorInfo *part : parts) {
+    if (!panelCols) {
+      read(*part, 1, [&](const char *data, size_t bytes) { write(data, bytes, sum); });
+      continue;
+    }
+    panels.elementBytes = dtypeSize(part->dtype);
+    if (panels.elementBytes != 2 && panels.elementBytes != 4)
+      throw InputError(part->file + ": a " + part->dtype + " tensor cannot be stored in panels");
+    panels.rowBytes = size_t(panelCols) * panels.elementBytes;
+    read(*part, panels.rowBytes,
+         [&](const char *data, size_t bytes) { writePanels(panels, data, bytes, sum); });
+  }
+  endPanels(panels);
   end(packed, sum);
   return packed;
 }
@@ -118,10 +169,20 @@ WeightPacker::Packed WeightPacker::appendEncoded(const std::vector<const TensorI
   // may span parts, e.g. two experts).
   std::vector<float> rows;
   std::vector<char> encoded;
+  PanelRows panels;
+  if (e.panels) {
+    if (e.dtype != plan::DType::F32 && e.dtype != plan::DType::BF16)
+      throw InputError(path_ + ": only F32, BF16 and F16 weights can be stored in panels");
+    panels.elementBytes = e.dtype == plan::DType::F32 ? 4 : 2;
+    panels.rowBytes = size_t(e.cols) * panels.elementBytes;
+  }
   auto flush = [&](int64_t count) {
     encoded.clear();
     encodeRows(e, rows.data(), count, encoded, scales);
-    write(encoded.data(), encoded.size(), sum);
+    if (e.panels)
+      writePanels(panels, encoded.data(), encoded.size(), sum);
+    else
+      write(encoded.data(), encoded.size(), sum);
     rows.erase(rows.begin(), rows.begin() + count * e.cols);
   };
   for (const TensorInfo *part : parts) {
@@ -137,6 +198,7 @@ WeightPacker::Packed WeightPacker::appendEncoded(const std::vector<const TensorI
   }
   if (!rows.empty())
     flush(int64_t(rows.size()) / e.cols);
+  endPanels(panels);
   end(packed, sum);
   return packed;
 }

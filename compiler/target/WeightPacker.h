@@ -33,10 +33,14 @@ public:
     uint64_t offset = 0, size = 0, checksum = 0;
   };
   /// Appends the concatenation of `parts` (e.g. the per-expert tensors of
-  /// one stacked weight) as one tensor. Throws InputError on I/O failure.
-  Packed append(const std::vector<const TensorInfo *> &parts);
+  /// one stacked weight) as one tensor; with `panelCols` > 0, their rows of
+  /// that many elements in panels (rt::panelIndex over the concatenated
+  /// rows: a panel may span pieces and parts). Throws InputError on I/O
+  /// failure, or when the rows do not fill whole panels.
+  Packed append(const std::vector<const TensorInfo *> &parts, int64_t panelCols = 0);
   /// As append, converting rows of `e.cols` elements to `e` (parts of a
-  /// dtype canDecode accepts); I8/I4 scales are appended to `scales`.
+  /// dtype canDecode accepts), in panels when `e.panels` (F32, BF16); I8/I4
+  /// scales are appended to `scales`.
   Packed appendEncoded(const std::vector<const TensorInfo *> &parts, const Encoding &e,
                        std::vector<float> &scales);
   /// Appends the elements of `part` (a dtype canDecode accepts) as f32 to
@@ -51,6 +55,14 @@ private:
   void begin(Packed &packed); // pads to the alignment; the tensor starts here
   void write(const char *data, size_t bytes, rt::Checksum64 &sum);
   void end(Packed &packed, const rt::Checksum64 &sum);
+  /// Rows on their way into panels: those of an unfinished panel wait in
+  /// `held`.
+  struct PanelRows {
+    size_t rowBytes = 0, elementBytes = 0;
+    std::vector<char> held, panel;
+  };
+  void writePanels(PanelRows &rows, const char *data, size_t bytes, rt::Checksum64 &sum);
+  void endPanels(const PanelRows &rows);
   template <typename Consume> void read(const TensorInfo &part, size_t unit, Consume consume);
   void progress(bool last);
 

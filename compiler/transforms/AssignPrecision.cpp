@@ -3,11 +3,13 @@
 // A weight's component comes from how it is used (see Passes.td); a policy
 // maps components to precisions. Precisions are ordered by how much they
 // keep (precisionRank), so a weight shared by two components takes the more
-// precise choice.
+// precise choice. The weight layout (rows or panels) is chosen after the
+// precision, from the stored type and the kernels that read the weight.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/transforms/Passes.h"
 #include "dialects/moe/MoeOps.h"
+#include "moe/runtime/KernelCall.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
@@ -61,12 +63,16 @@ Component componentOf(OpOperand &use) {
       .Default([](Operation *) { return Component::Vector; });
 }
 
-// Whether the kernel behind `use` honours w8a8 (quantizes its activations
-// per token): the matrix products the runtime runs through linear(),
-// linearGroup() and experts() (moe.linear, the LM head, the router, dense
-// and shared MLPs, routed experts). MLA's kv_b (mlaAttention) takes int8
-// instead.
-bool honoursInt8Activations(OpOperand &use) {
+// Whether the kernel behind `use` multiplies by the weight through
+// linear(), linearGroup() or experts() (moe.linear, the LM head, the
+// router, dense and shared MLPs, routed experts), which honour w8a8 (they
+// quantize their activations per token) and read panels. Not MLA's kv_b
+// (the MLA attention kernel reads it by rows, with f32 activations), the
+// embedding lookup or vectors.
+bool multipliesThroughLinear(OpOperand &use) {
+  const Component c = componentOf(use);
+  if (c == Component::Embedding || c == Component::Vector)
+    return false;
   if (auto m = dyn_cast<mm::MlaAttentionOp>(use.getOwner()))
     return use.get() != m.getKvB();
   return true;
@@ -174,13 +180,37 @@ struct AssignPrecisionPass : ::moe::impl::AssignPrecisionPassBase<AssignPrecisio
       }
       table_[size_t(c - std::begin(kComponents))] = p;
     }
+    if (weightLayout != "rows" && weightLayout != "panels") {
+      getOperation().emitError() << "unknown weight layout '" << weightLayout
+                                 << "'; expected rows or panels";
+      return signalPassFailure();
+    }
     if (int4Group < 2 || int4Group % 2 || fp8Block < 1) {
       getOperation().emitError() << "int4-group must be even and at least 2 (got "
                                  << int64_t(int4Group) << ") and fp8-block positive (got "
                                  << int64_t(fp8Block) << ")";
       return signalPassFailure();
     }
-    getOperation().walk([&](mm::WeightOp w) { assign(w); });
+    getOperation().walk([&](mm::WeightOp w) {
+      assign(w);
+      if (weightLayout == "panels")
+        assignPanels(w);
+    });
+  }
+
+  // Panels where the CPU kernels read them: an f32, bf16 or f16 matrix as
+  // stored (after assign()), of whole panels, that only linear(),
+  // linearGroup() and experts() multiply by. A table tied to the LM head
+  // stays rows: the embedding lookup reads rows.
+  static void assignPanels(mm::WeightOp w) {
+    auto type = cast<RankedTensorType>(w.getType());
+    std::optional<Precision> p = w.getPrecision();
+    const bool floating = p ? (*p == Precision::f32 || *p == Precision::bf16) : !w.getScale();
+    if (!floating || w->use_empty() || type.getRank() < 2 ||
+        type.getDimSize(type.getRank() - 2) % ::moe::rt::kPanelRows ||
+        !llvm::all_of(w->getUses(), multipliesThroughLinear))
+      return;
+    w.setPanels(true);
   }
 
   void assign(mm::WeightOp w) {
@@ -192,7 +222,7 @@ struct AssignPrecisionPass : ::moe::impl::AssignPrecisionPassBase<AssignPrecisio
       std::optional<Precision> p = table_[size_t(componentOf(use))];
       if (!p)
         return; // some use keeps the checkpoint's precision
-      if (*p == Precision::w8a8 && !honoursInt8Activations(use))
+      if (*p == Precision::w8a8 && !multipliesThroughLinear(use))
         p = Precision::int8; // MLA's kv_b: its kernel takes plain int8
       if (*p == Precision::int8 && isRowLookup(use)) {
         lookupInt8 = true;

@@ -36,8 +36,8 @@ struct ConcatGateUp : OpRewritePattern<mm::ExpertsOp> {
       return rewriter.notifyMatchFailure(op, "gate/up are not plain per-expert weights");
     auto type = cast<RankedTensorType>(gate.getType());
     if (type != up.getType() || gate.getPrecisionAttr() != up.getPrecisionAttr() ||
-        gate.getGroupAttr() != up.getGroupAttr())
-      return rewriter.notifyMatchFailure(op, "gate and up differ in type or precision");
+        gate.getGroupAttr() != up.getGroupAttr() || gate.getPanels() != up.getPanels())
+      return rewriter.notifyMatchFailure(op, "gate and up differ in type, precision or layout");
     SmallVector<int64_t> shape(type.getShape());
     shape[1] *= 2;
     rewriter.setInsertionPoint(op);
@@ -55,7 +55,8 @@ struct ConcatGateUp : OpRewritePattern<mm::ExpertsOp> {
     auto gateUp = rewriter.create<mm::WeightOp>(
         gate.getLoc(), RankedTensorType::get(shape, type.getElementType()),
         gate.getNameAttr(), rewriter.getStrArrayAttr({up.getName()}), StringAttr(),
-        DenseI64ArrayAttr(), gate.getPrecisionAttr(), gate.getGroupAttr(), append);
+        DenseI64ArrayAttr(), gate.getPrecisionAttr(), gate.getGroupAttr(), append,
+        gate.getPanelsAttr());
     rewriter.replaceOpWithNewOp<mm::ExpertsOp>(
         op, op.getType(), op.getInput(), op.getRoutingWeights(), op.getRoutingIndices(),
         ValueRange{gateUp, op.getDown()}, op.getSharedAttr(), op.getGroupedAttr());
@@ -107,9 +108,10 @@ struct FoldSharedExpert : OpRewritePattern<mm::AddOp> {
       if (partType.getShape() != ArrayRef<int64_t>(want) ||
           partType.getElementType() != stackType.getElementType() ||
           w.getPrecisionAttr() != stacks[stack].getPrecisionAttr() ||
-          w.getGroupAttr() != stacks[stack].getGroupAttr())
-        return rewriter.notifyMatchFailure(add, "the shared expert's size, type or precision "
-                                                "differs");
+          w.getGroupAttr() != stacks[stack].getGroupAttr() ||
+          w.getPanels() != stacks[stack].getPanels())
+        return rewriter.notifyMatchFailure(add, "the shared expert's size, type, precision or "
+                                                "layout differs");
       appended[stack].push_back(w.getName());
     }
     rewriter.setInsertionPoint(op);
@@ -121,7 +123,7 @@ struct FoldSharedExpert : OpRewritePattern<mm::AddOp> {
       weights.push_back(rewriter.create<mm::WeightOp>(
           w.getLoc(), RankedTensorType::get(shape, type.getElementType()), w.getNameAttr(),
           w.getConcatAttr(), StringAttr(), DenseI64ArrayAttr(), w.getPrecisionAttr(),
-          w.getGroupAttr(), rewriter.getStrArrayAttr(names)));
+          w.getGroupAttr(), rewriter.getStrArrayAttr(names), w.getPanelsAttr()));
     }
     rewriter.replaceOpWithNewOp<mm::ExpertsOp>(add, op.getType(), op.getInput(),
                                                op.getRoutingWeights(), op.getRoutingIndices(),

@@ -68,7 +68,7 @@ def SplitExpertsPass : Pass<"moe-split-experts", "mlir::ModuleOp"> {
 }
 
 def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
-  let summary = "Choose how the plan stores each weight (f32, bf16, int8, w8a8, fp8, int4)";
+  let summary = "Choose how the plan stores each weight (f32, bf16, int8, w8a8, fp8, int4; rows or panels)";
   let description = [{
     Sets `precision` (and for int8/w8a8/int4/fp8 `group`) on every
     `moe.weight` the policy changes; the plan writer converts while packing.
@@ -113,6 +113,15 @@ def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
     `attention=w8a8` MLA's `kv_b` gets int8, as under the policy.
     Block-scaled fp8 checkpoint weights keep their precision.
 
+    `weight-layout=panels` then sets `panels` on every weight stored as f32,
+    bf16 or f16 whose matrices have a multiple of 8 rows and that only the
+    kernels multiplying through linear()/linearGroup()/experts() read
+    (attention projections, dense and shared MLPs, routed experts, the
+    router, the LM head): the CPU kernels read 8 rows' element c as one
+    vector (docs/design-panel-gemm.md). The embedding table (a tied LM
+    head's too), MLA's `kv_b` and vectors stay rows. `rows` (default) sets
+    none.
+
     ```mlir
     %w = moe.weight "model.layers.0.self_attn.q_proj.weight" : tensor<64x64xbf16>
     ```
@@ -135,7 +144,9 @@ def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
     Option<"int4Group", "int4-group", "int64_t", "128",
            "int4: elements per scale along a row">,
     Option<"fp8Block", "fp8-block", "int64_t", "128",
-           "fp8: rows and columns per scale block">
+           "fp8: rows and columns per scale block">,
+    Option<"weightLayout", "weight-layout", "std::string", "\"rows\"",
+           "rows or panels (matrices the CPU kernels multiply, in panels of 8 rows)">
   ];
 }
 

@@ -10,6 +10,7 @@
 #include "compiler/transforms/Passes.h"
 #include "compiler/transforms/RankPrograms.h"
 #include "dialects/plan/PlanOps.h"
+#include "moe/runtime/KernelCall.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -96,6 +97,10 @@ LogicalResult sliceWeight(plan::LaunchOp l, unsigned i, std::optional<Span> rows
   }
   if (slice.getGroup())
     slice.setGroupAttr(b.getI64IntegerAttr(group));
+  // Panels of 8 rows need whole panels in each sliced matrix (a slice may
+  // start mid-panel: the plan writer forms them from the slice's rows).
+  if (slice.getPanels() && (shape.size() < 2 || shape[shape.size() - 2] % ::moe::rt::kPanelRows))
+    slice.removePanelsAttr();
   operand.set(slice.getResult());
   if (w.use_empty())
     w.erase();

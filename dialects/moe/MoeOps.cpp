@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/moe/MoeOps.h"
+#include "moe/runtime/KernelCall.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -237,6 +238,25 @@ LogicalResult WeightOp::verifyPrecision() {
   return success();
 }
 
+LogicalResult WeightOp::verifyPanels() {
+  if (!getPanels())
+    return success();
+  auto type = cast<RankedTensorType>(getResult().getType());
+  // Stored as the checkpoint's float type, or converted to f32 or bf16.
+  const bool floating =
+      getPrecision() ? (*getPrecision() == Precision::f32 || *getPrecision() == Precision::bf16)
+                     : !type.getElementType().isFloat8E4M3FN();
+  if (!floating || type.getRank() < 2 ||
+      type.getDimSize(type.getRank() - 2) % ::moe::rt::kPanelRows != 0)
+    return emitOpError() << "weight '" << getName() << "' of " << type
+                         << (getPrecision() ? " stored as " + stringifyPrecision(*getPrecision()).str()
+                                            : std::string())
+                         << " is in panels, which needs an f32, bf16 or f16 matrix whose rows "
+                            "are a multiple of "
+                         << ::moe::rt::kPanelRows;
+  return success();
+}
+
 LogicalResult WeightOp::verify() {
   StringRef name = getName();
   auto type = cast<RankedTensorType>(getResult().getType());
@@ -294,7 +314,7 @@ LogicalResult WeightOp::verify() {
   if (isFp8 && !getScale())
     return emitOpError() << "f8E4M3FN weight '" << name
                          << "' needs a block scale ('scale' and 'block')";
-  if (failed(verifyPrecision()))
+  if (failed(verifyPrecision()) || failed(verifyPanels()))
     return failure();
   if (!getScale())
     return success();

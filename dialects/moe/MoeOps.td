@@ -46,6 +46,12 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
     with one scale per row (`group` is the row length) and tells the kernels
     that multiply by it to quantize their activations to int8 per token.
 
+    `panels` (set by `moe-assign-precision{weight-layout=panels}`) stores
+    each matrix (the last two dimensions, a multiple of 8 rows) in panels of
+    8 rows, element c of the 8 rows side by side, for the CPU kernels'
+    vectors (docs/design-panel-gemm.md). Only an f32, bf16 or f16 weight as
+    stored.
+
     ```mlir
     %0 = moe.weight "model.embed_tokens.weight" : tensor<32000x4096xbf16>
     %1 = moe.weight "model.layers.0.block_sparse_moe.experts.{e}.w1.weight"
@@ -65,11 +71,13 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
                        OptionalAttr<DenseI64ArrayAttr>:$block,
                        OptionalAttr<Moe_PrecisionAttr>:$precision,
                        OptionalAttr<I64Attr>:$group,
-                       OptionalAttr<StrArrayAttr>:$append);
+                       OptionalAttr<StrArrayAttr>:$append,
+                       UnitAttr:$panels);
   let results = (outs Moe_Tensor:$result);
   let assemblyFormat = [{
     $name (`concat` $concat^)? (`append` $append^)? (`scale` $scale^ `block` $block)?
-    (`precision` $precision^)? (`group` $group^)? attr-dict `:` type($result)
+    (`precision` $precision^)? (`group` $group^)? (`panels` $panels^)? attr-dict `:`
+    type($result)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -79,6 +87,8 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
     bool isQuantized();
     /// The checks of `precision` and `group`.
     ::mlir::LogicalResult verifyPrecision();
+    /// The checks of `panels`.
+    ::mlir::LogicalResult verifyPanels();
     /// Checkpoint name of expert `e`'s tensor (or the name itself when the
     /// weight is not per expert); `pattern` is the name or the scale name.
     static std::string expand(llvm::StringRef pattern, int64_t e);

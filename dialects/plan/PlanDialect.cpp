@@ -1,6 +1,7 @@
 //===- PlanDialect.cpp - plan dialect, ops and verifiers -----------------===//
 #include "dialects/plan/PlanDialect.h"
 #include "dialects/plan/PlanOps.h"
+#include "moe/runtime/KernelCall.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -152,6 +153,12 @@ LogicalResult WeightOp::verify() {
     return emitOpError() << "weight '" << getName() << "' of " << type
                          << " has int8_activations (w8a8), which needs i8 with one scale per "
                             "row (group = its row length)";
+  if (getPanels() && (!(elem.isF32() || elem.isBF16() || elem.isF16()) || type.getRank() < 2 ||
+                      type.getDimSize(type.getRank() - 2) % ::moe::rt::kPanelRows != 0))
+    return emitOpError() << "weight '" << getName() << "' of " << type
+                         << " is in panels, which needs an f32, bf16 or f16 matrix whose rows "
+                            "are a multiple of "
+                         << ::moe::rt::kPanelRows;
   return success();
 }
 

@@ -22,6 +22,9 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
     activation row to int8 and sum in integers; only the linear, router,
     experts and expert_rows kernels take it, and the embedding lookup of a
     tied table, which multiplies nothing (checked by the plan loader).
+    `panels` stores each matrix (the last two dimensions: f32, bf16 or f16,
+    a multiple of 8 rows) in panels of 8 rows (plan `Layout.Panels8`); only
+    the linear, router, experts and expert_rows kernels take it.
     `experts [e0, e1, ...] of S` (expert parallelism): of the S experts
     the names stack, only e0, e1, ... in that order (dim 0 of the result).
     `rows [start, count]` and `cols [start, count]` (tensor parallelism):
@@ -46,12 +49,13 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
                        OptionalAttr<I64Attr>:$stacked,
                        OptionalAttr<DenseI64ArrayAttr>:$rows,
                        OptionalAttr<DenseI64ArrayAttr>:$cols,
-                       UnitAttr:$int8_activations);
+                       UnitAttr:$int8_activations,
+                       UnitAttr:$panels);
   let results = (outs AnyStaticShapeMemRef:$result);
   let assemblyFormat = [{
     $name (`concat` $concat^)? (`append` $append^)? (`scale` $scale^ `block` $block)?
     (`group` $group^)? (`experts` $experts^ `of` $stacked)? (`rows` $rows^)? (`cols` $cols^)?
-    (`int8_activations` $int8_activations^)? attr-dict `:` type($result)
+    (`int8_activations` $int8_activations^)? (`panels` $panels^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }

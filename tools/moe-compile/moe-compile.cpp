@@ -53,7 +53,7 @@ void catchInterrupts() {
 }
 
 struct Flags {
-  std::string input, output, pipeline, kvDtype = "f32", precision = "keep", calibration,
+  std::string input, output, pipeline, kvDtype = "f32", precision = "keep", weightLayout = "rows", calibration,
                                        emit = "plan";
   int64_t maxBatchTokens = 256, maxContext = 4096, calibrationTokens = 1024;
   bool fusion = true, splitExperts = false, dpAttention = false, shapeOnly = false;
@@ -175,6 +175,13 @@ void addFlags(moe::tools::Cli &cli, Flags &f) {
                  "within --max-kl and --min-top1, measured on calibration text)")
       ->check(moe::tools::oneOf(kPolicies))
       ->type_name("POLICY");
+  app.add_option("--weight-layout", f.weightLayout,
+                 "how the plan lays out the matrices the CPU kernels multiply (attention, "
+                 "MLPs, experts, router, LM head) when stored as f32, bf16 or f16: rows "
+                 "(default) or panels (8 rows side by side; docs/design-panel-gemm.md). "
+                 "The embedding table stays rows; the CUDA backend takes rows only")
+      ->check(moe::tools::oneOf({"rows", "panels"}))
+      ->type_name("LAYOUT");
   app.add_option("--max-kl", f.maxKl,
                  "auto: largest mean KL(fp32 || plan) per calibration token, in nats "
                  "(default 0.001)")
@@ -247,6 +254,10 @@ int main(int argc, char **argv) {
     return fail("--placement-profile: a path with '\"' cannot go into the pass pipeline");
   const moe::plan::DType kvType = *moe::rt::parseKvDtype(f.kvDtype);
   const bool autoPrecision = f.precision == "auto";
+  if (!f.pipeline.empty() && cli.app.count("--weight-layout"))
+    return fail("--weight-layout sets moe-assign-precision's weight-layout in the default "
+                "pipeline; with --pass-pipeline, write it there "
+                "(moe-assign-precision{weight-layout=panels})");
   if (autoPrecision && (f.emit != "plan" || !f.pipeline.empty()))
     return fail("--precision=auto writes a plan: it cannot be combined with --emit=mlir or "
                 "--pass-pipeline");
@@ -281,6 +292,7 @@ int main(int argc, char **argv) {
                                  f.ranksPerNode,   f.routing,          f.capacityFactor,
                                  f.tp,             f.dpAttention,
                                  f.overlap,        f.microBatches};
+    options.weightLayout = f.weightLayout;
     std::string text = f.pipeline.empty() ? moe::defaultPipelineText(options) : f.pipeline;
     auto parsed = mlir::parsePassPipeline(text, llvm::errs());
     if (mlir::failed(parsed)) {

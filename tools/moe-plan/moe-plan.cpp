@@ -131,12 +131,14 @@ int show(const LoadedPlan &loaded) {
   for (uint32_t id = 0; id < p.tensors()->size(); ++id) {
     const fb::Tensor *t = p.tensors()->Get(id);
     if (t->storage() == fb::Storage::Weight) {
-      // W8A8 weights are I8 with int8 activations, and weights in panels
-      // their dtype in another layout: counted apart.
-      auto &w = weights[scales[id]                                ? "scales"
-                        : t->int8_activations()                  ? "I8 (w8a8)"
-                        : t->layout() == fb::Layout::Panels8 ? std::string(dtypeName(t->dtype())) + " (panels)"
-                                                                 : dtypeName(t->dtype())];
+      // W8A8 weights (I8 with int8 activations) and weights in panels
+      // (their dtype in another layout) are counted apart.
+      std::string kind = scales[id] ? "scales" : dtypeName(t->dtype());
+      if (t->int8_activations())
+        kind += " (w8a8)";
+      if (t->layout() == fb::Layout::Panels8)
+        kind += " (panels)";
+      auto &w = weights[kind];
       ++w.first;
       w.second += t->size();
     }
@@ -147,7 +149,7 @@ int show(const LoadedPlan &loaded) {
   std::printf("weights    %s in %u file(s)\n", moe::rt::formatBytes(weightBytes).c_str(),
               p.weight_files()->size());
   for (auto &[dtype, w] : weights)
-    std::printf("  %-9s %d tensors, %s\n", dtype.c_str(), w.first, moe::rt::formatBytes(w.second).c_str());
+    std::printf("  %-13s %d tensors, %s\n", dtype.c_str(), w.first, moe::rt::formatBytes(w.second).c_str());
   const fb::KvCacheSpec &kv = *p.kv_cache();
   for (uint32_t r = 0; r < p.programs()->size(); ++r) {
     auto perTokenNeeds = moe::rt::memoryNeeds(p, int(r), 1, kv.dtype());

@@ -1179,3 +1179,35 @@ func.func @c_result(%y: tensor<?x3x8xf32>, %m: tensor<?x3xi32>, %w: tensor<?x2xf
   %o = moe.combine %y map(%m) routed(%w, %i) : (tensor<?x3x8xf32>, tensor<?x3xi32>, tensor<?x2xf32>, tensor<?x2xi32>) -> tensor<?x9xf32>
   return
 }
+
+// -----
+
+func.func @panels_quantized() {
+  // expected-error @+1 {{weight 'w' of 'tensor<8x8xbf16>' stored as int8 is in panels, which needs an f32, bf16 or f16 matrix whose rows are a multiple of 8}}
+  %0 = moe.weight "w" precision int8 group 8 panels : tensor<8x8xbf16>
+  return
+}
+
+// -----
+
+func.func @panels_partial() {
+  // expected-error @+1 {{weight 'w.{e}' of 'tensor<2x12x8xbf16>' is in panels, which needs an f32, bf16 or f16 matrix whose rows are a multiple of 8}}
+  %0 = moe.weight "w.{e}" panels : tensor<2x12x8xbf16>
+  return
+}
+
+// -----
+
+func.func @panels_vector() {
+  // expected-error @+1 {{weight 'w' of 'tensor<16xf32>' is in panels, which needs an f32, bf16 or f16 matrix whose rows are a multiple of 8}}
+  %0 = moe.weight "w" panels : tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @panels_block_scaled_fp8() {
+  // expected-error @+1 {{weight 'w' of 'tensor<8x8xf8E4M3FN>' is in panels, which needs an f32, bf16 or f16 matrix whose rows are a multiple of 8}}
+  %0 = moe.weight "w" scale "s" block [8, 8] panels : tensor<8x8xf8E4M3FN>
+  return
+}

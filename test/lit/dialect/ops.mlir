@@ -14,6 +14,8 @@ func.func @gqa_layer(%tokens: tensor<?xi32>, %pos: tensor<?xi32>) -> tensor<?x96
   %x = moe.rms_norm %h, %nw eps 1.0e-6 : (tensor<?x32xf32>, tensor<32xbf16>) -> tensor<?x32xf32>
   %qw = moe.weight "q.weight" : tensor<32x32xbf16>
   %qb = moe.weight "q.bias" : tensor<32xbf16>
+  // CHECK: moe.weight "k.weight" precision bf16 panels : tensor<16x32xf32>
+  %pw = moe.weight "k.weight" precision bf16 panels : tensor<16x32xf32>
   // CHECK: moe.linear %{{.*}}, %{{.*}} bias %{{.*}} : (tensor<?x32xf32>, tensor<32x32xbf16>, tensor<32xbf16>) -> tensor<?x32xf32>
   %q = moe.linear %x, %qw bias %qb : (tensor<?x32xf32>, tensor<32x32xbf16>, tensor<32xbf16>) -> tensor<?x32xf32>
   %kw = moe.weight "k.weight" : tensor<16x32xbf16>

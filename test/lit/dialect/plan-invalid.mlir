@@ -409,3 +409,27 @@ func.func @weight_slice_with_checkpoint_scales() {
   %w = plan.weight "w" scale "w_scale" block [16, 16] cols [0, 16] : memref<32x16xf8E4M3FN>
   return
 }
+
+// -----
+
+func.func @weight_panels_i8() {
+  // expected-error @+1 {{'plan.weight' op weight 'w' of 'memref<8x8xi8>' is in panels, which needs an f32, bf16 or f16 matrix whose rows are a multiple of 8}}
+  %w = plan.weight "w" group 8 panels : memref<8x8xi8>
+  return
+}
+
+// -----
+
+func.func @weight_panels_partial() {
+  // expected-error @+1 {{'plan.weight' op weight 'w' of 'memref<12x8xbf16>' is in panels, which needs an f32, bf16 or f16 matrix whose rows are a multiple of 8}}
+  %w = plan.weight "w" panels : memref<12x8xbf16>
+  return
+}
+
+// -----
+
+func.func @weight_panels_vector() {
+  // expected-error @+1 {{'plan.weight' op weight 'w' of 'memref<16xf32>' is in panels, which needs an f32, bf16 or f16 matrix whose rows are a multiple of 8}}
+  %w = plan.weight "w" panels : memref<16xf32>
+  return
+}

@@ -1,5 +1,5 @@
 // Every plan op parses, verifies and prints back to a form that parses again:
-// plan.weight (plain and block-scaled), plan.input, plan.alloc (with and
+// plan.weight (plain, block-scaled and in panels), plan.input, plan.alloc (with and
 // without the planner's offset/size), plan.kv_cache (gqa and mla),
 // plan.launch (with and without a KV-cache layer, typed kernel parameters,
 // the default stream elided and a non-default one kept) and plan.output.
@@ -19,6 +19,8 @@ func.func @main() {
   %emb = plan.weight "model.embed_tokens.weight" : memref<96x32xbf16>
   // CHECK: %[[QW:.*]] = plan.weight "q_b.weight" scale "q_b.weight_scale_inv" block [16, 16] : memref<32x32xf8E4M3FN>
   %qw = plan.weight "q_b.weight" scale "q_b.weight_scale_inv" block [16, 16] : memref<32x32xf8E4M3FN>
+  // CHECK: plan.weight "k.weight" panels : memref<16x32xbf16>
+  %kw = plan.weight "k.weight" panels : memref<16x32xbf16>
   // CHECK: %[[QB:.*]] = plan.weight "q.bias" : memref<32xbf16>
   %qb = plan.weight "q.bias" : memref<32xbf16>
   // CHECK: %[[NW:.*]] = plan.weight "norm.weight" : memref<32xbf16>

@@ -143,3 +143,39 @@ func.func @unchanged(%n: tensor<?x32xf32>, %rw: tensor<?x2xf32>, %ri: tensor<?x2
   %t = moe.add %s, %c : (tensor<?x32xf32>, tensor<?x32xf32>) -> tensor<?x32xf32>
   return %t : tensor<?x32xf32>
 }
+
+// -----
+
+// Layouts (moe-assign-precision{weight-layout}): gate and up in panels fuse
+// into a gate_up in panels, and an ungated shared expert in panels folds
+// into the panel stacks; a gate in panels and an up in rows stay apart, as
+// does a shared expert whose layout differs from the stacks'.
+// CHECK-LABEL: func.func @layouts
+func.func @layouts(%n: tensor<?x32xf32>, %rw: tensor<?x2xf32>, %ri: tensor<?x2xi32>) -> (tensor<?x32xf32>, tensor<?x32xf32>) {
+  // CHECK-DAG: %[[GU:.*]] = moe.weight "a.experts.{e}.gate_proj.weight" concat ["a.experts.{e}.up_proj.weight"] append ["a.shared_experts.gate_proj.weight", "a.shared_experts.up_proj.weight"] panels : tensor<9x32x32xbf16>
+  // CHECK-DAG: %[[DOWN:.*]] = moe.weight "a.experts.{e}.down_proj.weight" append ["a.shared_experts.down_proj.weight"] panels : tensor<9x32x16xbf16>
+  // CHECK: moe.experts %arg0 routed(%arg1, %arg2) weights(%[[GU]], %[[DOWN]]) {grouped, shared = 1 : i64}
+  %eg = moe.weight "a.experts.{e}.gate_proj.weight" panels : tensor<8x16x32xbf16>
+  %eu = moe.weight "a.experts.{e}.up_proj.weight" panels : tensor<8x16x32xbf16>
+  %ed = moe.weight "a.experts.{e}.down_proj.weight" panels : tensor<8x32x16xbf16>
+  %r = moe.experts %n routed(%rw, %ri) weights(%eg, %eu, %ed) : (tensor<?x32xf32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<8x16x32xbf16>, tensor<8x16x32xbf16>, tensor<8x32x16xbf16>) -> tensor<?x32xf32>
+  %sg = moe.weight "a.shared_experts.gate_proj.weight" panels : tensor<16x32xbf16>
+  %su = moe.weight "a.shared_experts.up_proj.weight" panels : tensor<16x32xbf16>
+  %sd = moe.weight "a.shared_experts.down_proj.weight" panels : tensor<32x16xbf16>
+  %s = moe.shared_expert %n, %sg, %su, %sd : (tensor<?x32xf32>, tensor<16x32xbf16>, tensor<16x32xbf16>, tensor<32x16xbf16>) -> tensor<?x32xf32>
+  %m = moe.add %r, %s : (tensor<?x32xf32>, tensor<?x32xf32>) -> tensor<?x32xf32>
+  // CHECK: %[[G:.*]] = moe.weight "b.experts.{e}.gate_proj.weight" panels : tensor<8x16x32xbf16>
+  // CHECK: %[[U:.*]] = moe.weight "b.experts.{e}.up_proj.weight" : tensor<8x16x32xbf16>
+  // CHECK: moe.experts %arg0 routed(%arg1, %arg2) weights(%[[G]], %[[U]], %{{.*}}) {grouped}
+  // CHECK: moe.shared_expert
+  %bg = moe.weight "b.experts.{e}.gate_proj.weight" panels : tensor<8x16x32xbf16>
+  %bu = moe.weight "b.experts.{e}.up_proj.weight" : tensor<8x16x32xbf16>
+  %bd = moe.weight "b.experts.{e}.down_proj.weight" panels : tensor<8x32x16xbf16>
+  %b = moe.experts %n routed(%rw, %ri) weights(%bg, %bu, %bd) : (tensor<?x32xf32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<8x16x32xbf16>, tensor<8x16x32xbf16>, tensor<8x32x16xbf16>) -> tensor<?x32xf32>
+  %cg = moe.weight "b.shared_experts.gate_proj.weight" : tensor<16x32xbf16>
+  %cu = moe.weight "b.shared_experts.up_proj.weight" : tensor<16x32xbf16>
+  %cd = moe.weight "b.shared_experts.down_proj.weight" : tensor<32x16xbf16>
+  %c = moe.shared_expert %n, %cg, %cu, %cd : (tensor<?x32xf32>, tensor<16x32xbf16>, tensor<16x32xbf16>, tensor<32x16xbf16>) -> tensor<?x32xf32>
+  %bm = moe.add %b, %c : (tensor<?x32xf32>, tensor<?x32xf32>) -> tensor<?x32xf32>
+  return %m, %bm : tensor<?x32xf32>, tensor<?x32xf32>
+}

@@ -1,6 +1,8 @@
 // The packer reads a tensor-parallel slice (some columns of each row, a
 // strided view of a checkpoint tensor) as the naive copy of those columns,
-// both as stored and encoded, in pieces smaller and larger than its buffer.
+// both as stored and encoded, in pieces smaller and larger than its buffer;
+// in panels, it writes the naive interleave of those rows, 8 at a time,
+// whether a panel spans read pieces or parts.
 #include "compiler/target/WeightPacker.h"
 
 #include <array>
@@ -46,14 +48,34 @@ protected:
     return out;
   }
   std::vector<char> packed(const std::vector<const moe::TensorInfo *> &parts,
-                           const moe::Encoding *e, std::vector<float> &scales) {
+                           const moe::Encoding *e, std::vector<float> &scales,
+                           int64_t panelCols = 0) {
     const std::string path = (dir / "w.bin").string();
     moe::WeightPacker p(path, 0);
-    moe::WeightPacker::Packed placed = e ? p.appendEncoded(parts, *e, scales) : p.append(parts);
+    moe::WeightPacker::Packed placed =
+        e ? p.appendEncoded(parts, *e, scales) : p.append(parts, panelCols);
     p.finish();
     std::vector<char> all(fs::file_size(path));
     std::ifstream(path, std::ios::binary).read(all.data(), std::streamsize(all.size()));
     return {all.begin() + long(placed.offset), all.begin() + long(placed.offset + placed.size)};
+  }
+
+  /// Rows of `cols` elements of `size` bytes, 8 at a time: each group's
+  /// first elements, then its second elements, and so on.
+  static std::vector<char> interleaved(const std::vector<char> &rows, size_t cols, size_t size) {
+    const size_t rowBytes = cols * size, count = rows.size() / rowBytes;
+    std::vector<char> out;
+    for (size_t panel = 0; panel < count / 8; ++panel)
+      for (size_t c = 0; c < cols; ++c)
+        for (size_t r = 0; r < 8; ++r) {
+          const char *element = rows.data() + (panel * 8 + r) * rowBytes + c * size;
+          out.insert(out.end(), element, element + size);
+        }
+    return out;
+  }
+  static std::vector<char> bytesOf(const std::vector<float> &v) {
+    const char *p = reinterpret_cast<const char *>(v.data());
+    return {p, p + v.size() * 4};
   }
 
   static constexpr int kRows = 3000, kCols = 1500; // 18 MB: more than one buffer
@@ -86,6 +108,55 @@ TEST_F(WeightPackerSlice, ColumnsEncodedAreTheNaiveCopyEncoded) {
   std::vector<char> want;
   moe::encodeRows(e, rows.data(), 8, want, scales);
   EXPECT_EQ(got, want);
+}
+
+TEST_F(WeightPackerSlice, PanelsAsStoredAreTheNaiveInterleave) {
+  // Whole rows (a 16 MB read piece ends 4 rows into a panel), columns of
+  // every row, and one panel.
+  for (auto [r0, m, c0, n] : {std::array{0, kRows, 0, kCols}, std::array{0, kRows, 700, 800},
+                              std::array{16, 8, 5, 3}}) {
+    moe::TensorInfo t = view(r0, m, c0, n);
+    std::vector<float> scales;
+    std::vector<char> got = packed({&t}, nullptr, scales, n);
+    std::vector<char> want = interleaved(bytesOf(naive(r0, m, c0, n)), size_t(n), 4);
+    ASSERT_EQ(got.size(), size_t(m) * size_t(n) * 4);
+    EXPECT_TRUE(got == want) << r0 << " " << c0;
+  }
+}
+
+TEST_F(WeightPackerSlice, PanelsSpanParts) {
+  // Two sliced parts of 4 rows (rank 1's gate and up rows of a fused
+  // gate_up): one panel, as stored and encoded as bf16.
+  moe::TensorInfo a = view(10, 4, 100, 6), b = view(20, 4, 100, 6);
+  std::vector<float> rows = naive(10, 4, 100, 6), more = naive(20, 4, 100, 6);
+  rows.insert(rows.end(), more.begin(), more.end());
+  std::vector<float> scales;
+  EXPECT_TRUE(packed({&a, &b}, nullptr, scales, 6) == interleaved(bytesOf(rows), 6, 4));
+  moe::Encoding e;
+  e.dtype = moe::plan::DType::BF16;
+  e.cols = 6;
+  e.panels = true;
+  std::vector<char> encoded;
+  moe::encodeRows(e, rows.data(), 8, encoded, scales);
+  EXPECT_TRUE(packed({&a, &b}, &e, scales) == interleaved(encoded, 6, 2));
+}
+
+TEST_F(WeightPackerSlice, PanelsRefuseAPartialPanel) {
+  moe::TensorInfo t = view(0, 12, 0, 6);
+  std::vector<float> scales;
+  try {
+    packed({&t}, nullptr, scales, 6);
+    FAIL() << "12 rows packed into panels of 8";
+  } catch (const moe::InputError &e) {
+    EXPECT_NE(std::string(e.what()).find("ends 4 rows into a panel"), std::string::npos)
+        << e.what();
+  }
+  moe::Encoding e;
+  e.dtype = moe::plan::DType::I8;
+  e.cols = 6;
+  e.group = 6;
+  e.panels = true;
+  EXPECT_THROW(packed({&t}, &e, scales), moe::InputError);
 }
 
 } // namespace
