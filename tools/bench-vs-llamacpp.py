@@ -22,8 +22,9 @@ Stages (each skipped when its result is already there, except our plans):
   4. Our plans: moe-compile as is (bf16), --precision int8 (every matrix
      int8, one scale per row: q8_0's weights) and --precision w8a8 (the same
      weights, activations quantized per token to int8 as q8_0's dot products
-     quantize theirs), --max-batch-tokens 512 --max-context 1024, compiled
-     every run.
+     quantize theirs), --max-batch-tokens 512 --max-context 1024
+     --weight-layout panels (the CPU layout: the bf16 plan's matrices in
+     panels of 8 rows; quantized weights stay rows), compiled every run.
   5. ROUNDS rounds; in each, every figure is measured by llama.cpp and by us
      one after the other, the order alternating between rounds, so that the
      drift of a shared machine hits both alike. Per figure: the median of the
@@ -533,7 +534,8 @@ def main():
             log(f"ours: moe-compile {' '.join(precision) or '(as stored: bf16)'} -> {plans[name]}")
             shutil.rmtree(plans[name], ignore_errors=True)
             run([os.path.join(a.bin, "moe-compile"), a.checkpoint, "-o", plans[name],
-                 "--max-batch-tokens", str(PREFILL), "--max-context", "1024"] + precision,
+                 "--max-batch-tokens", str(PREFILL), "--max-context", "1024",
+                 "--weight-layout", "panels"] + precision,
                 "moe-compile")
     stage("moe-compile", compile_plans)
     inventory = {k: gguf_bytes(p, config) for k, p in ggufs.items()}

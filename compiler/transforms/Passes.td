@@ -68,7 +68,8 @@ def SplitExpertsPass : Pass<"moe-split-experts", "mlir::ModuleOp"> {
 }
 
 def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
-  let summary = "Choose how the plan stores each weight (f32, bf16, int8, w8a8, fp8, int4; rows or panels)";
+  let summary =
+      "Choose how the plan stores each weight (f32, bf16, int8, w8a8, fp8, int4; rows or panels)";
   let description = [{
     Sets `precision` (and for int8/w8a8/int4/fp8 `group`) on every
     `moe.weight` the policy changes; the plan writer converts while packing.

@@ -249,8 +249,9 @@ LogicalResult WeightOp::verifyPanels() {
   if (!floating || type.getRank() < 2 ||
       type.getDimSize(type.getRank() - 2) % ::moe::rt::kPanelRows != 0)
     return emitOpError() << "weight '" << getName() << "' of " << type
-                         << (getPrecision() ? " stored as " + stringifyPrecision(*getPrecision()).str()
-                                            : std::string())
+                         << (getPrecision()
+                                 ? " stored as " + stringifyPrecision(*getPrecision()).str()
+                                 : std::string())
                          << " is in panels, which needs an f32, bf16 or f16 matrix whose rows "
                             "are a multiple of "
                          << ::moe::rt::kPanelRows;

@@ -123,8 +123,8 @@ private:
     bool floating = t.dtype() == plan::DType::F32 || t.dtype() == plan::DType::BF16 ||
                     t.dtype() == plan::DType::F16;
     bool quantized = t.group() > 0; // I8, I4 or F8E4M3 with scales (checked by the loader)
-    if (t.storage() != plan::Storage::Weight || !(floating || ((takes & kQuantized) && quantized)) ||
-        shape(id) != dims)
+    const bool stored = floating || ((takes & kQuantized) && quantized);
+    if (t.storage() != plan::Storage::Weight || !stored || shape(id) != dims)
       return bad(id, role,
                  std::string((takes & kQuantized) ? "an F32, BF16 or F16 (or scaled I8, I4, F8E4M3)"
                                                   : "an F32, BF16 or F16") +
@@ -284,7 +284,8 @@ private:
               rope = m->qk_rope_head_dim(), v = m->v_head_dim();
       return all({act(in(0), "query", {kTokens, h * (nope + rope)}),
                   act(in(1), "compressed kv", {kTokens, rank + rope}),
-                  weight(in(2), "kv norm", {rank}), weight(in(3), "kv_b", {h * (nope + v), rank}, kQuantized),
+                  weight(in(2), "kv norm", {rank}),
+                  weight(in(3), "kv_b", {h * (nope + v), rank}, kQuantized),
                   need(whole(in(4)) == positions_, "its positions must be the plan's positions input"),
                   act(out(0), "output", {kTokens, h * v}), kvWidths(m->layer(), rank, rope)});
     }

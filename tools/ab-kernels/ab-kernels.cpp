@@ -17,7 +17,8 @@
 // Both builds must share kernels/cpu/Kernels.h's LinearProblem and Weight
 // (Weight took panelCols on 2026-12-03: older builds cannot be compared).
 // --b-panels hands B the same weights in panels (Kernels.h): with two
-// copies of one build, it measures the panel layout against rows.
+// copies of one build, it measures the panel layout against rows; with
+// --a-panels too, two builds' panel kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,7 +48,8 @@ struct Flags {
   int64_t experts = 64, layers = 2, hidden = 1024, inter = 256, rounds = 40, batch = 64,
           topK = 8;
   int threads = 1;
-  bool allowDifferent = false, bPanels = false;
+  bool allowDifferent = false, aPanels = false, bPanels = false;
+  bool panels() const { return aPanels || bPanels; }
 };
 
 /// One build of the kernels: its linearGroup, its own thread pool.
@@ -121,7 +123,7 @@ struct Weights {
     down.resize(stacks * size_t(f.hidden * f.inter) * elementBytes);
     fill(gateUp, rng);
     fill(down, rng);
-    if (f.bPanels) {
+    if (f.panels()) {
       gateUpPanels = toPanels(gateUp, stacks, 2 * f.inter, f.hidden);
       downPanels = toPanels(down, stacks, f.hidden, f.inter);
     }
@@ -209,7 +211,7 @@ Workload makeWorkload(const Flags &f, const Weights &w, const std::vector<int64_
         const int64_t n = count[stack];
         if (n == 0)
           continue;
-        const bool panels = b == 1 && f.bPanels;
+        const bool panels = b == 1 ? f.bPanels : f.aPanels;
         gateUp.push_back({wl.x.data() + r0 * f.hidden, n, f.hidden,
                           w.weight(true, stack, 2 * f.inter, f.hidden, panels), 2 * f.inter,
                           nullptr, wl.gateUpOut[b].data() + r0 * 2 * f.inter});
@@ -346,6 +348,8 @@ int main(int argc, char **argv) {
                "B reads the weights in panels (Kernels.h, docs/design-panel-gemm.md), A in rows: "
                "bf16 and f32 only, the same library for both (a copy of it as B); the sums' "
                "order differs, so pass --allow-different-bits");
+  app.add_flag("--a-panels", f.aPanels,
+               "A reads the weights in panels too (with --b-panels: two builds' panel kernels)");
   app.add_option("--experts", f.experts, "experts a layer (default 64)")
       ->check(moe::tools::integerIn(1, 4096))
       ->type_name("E");
@@ -378,10 +382,11 @@ int main(int argc, char **argv) {
     return *code;
   if (f.topK > f.experts && std::count(f.tokens.begin(), f.tokens.end(), 0) > 0)
     return cli.fail("--top-k must not exceed --experts");
-  if (f.bPanels && f.type != "bf16" && f.type != "f32")
-    return cli.fail("--b-panels takes --type bf16 or f32 (panels hold f32, bf16 or f16 weights)");
-  if (f.bPanels && (f.hidden % moe::cpu::kPanelRows || f.inter % moe::cpu::kPanelRows))
-    return cli.fail("--b-panels needs --hidden and --inter multiples of " +
+  if (f.panels() && f.type != "bf16" && f.type != "f32")
+    return cli.fail("--a-panels and --b-panels take --type bf16 or f32 (panels hold f32, bf16 "
+                    "or f16 weights)");
+  if (f.panels() && (f.hidden % moe::cpu::kPanelRows || f.inter % moe::cpu::kPanelRows))
+    return cli.fail("--a-panels and --b-panels need --hidden and --inter multiples of " +
                     std::to_string(moe::cpu::kPanelRows) + " (whole panels)");
   return moe::abMain(f, cli);
 }

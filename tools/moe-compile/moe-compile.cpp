@@ -53,8 +53,8 @@ void catchInterrupts() {
 }
 
 struct Flags {
-  std::string input, output, pipeline, kvDtype = "f32", precision = "keep", weightLayout = "rows", calibration,
-                                       emit = "plan";
+  std::string input, output, pipeline, kvDtype = "f32", precision = "keep", calibration,
+                                       emit = "plan", weightLayout = "rows";
   int64_t maxBatchTokens = 256, maxContext = 4096, calibrationTokens = 1024;
   bool fusion = true, splitExperts = false, dpAttention = false, shapeOnly = false;
   double maxKl = 1e-3, minTop1 = 0.99;

@@ -149,7 +149,8 @@ int show(const LoadedPlan &loaded) {
   std::printf("weights    %s in %u file(s)\n", moe::rt::formatBytes(weightBytes).c_str(),
               p.weight_files()->size());
   for (auto &[dtype, w] : weights)
-    std::printf("  %-13s %d tensors, %s\n", dtype.c_str(), w.first, moe::rt::formatBytes(w.second).c_str());
+    std::printf("  %-13s %d tensors, %s\n", dtype.c_str(), w.first,
+                moe::rt::formatBytes(w.second).c_str());
   const fb::KvCacheSpec &kv = *p.kv_cache();
   for (uint32_t r = 0; r < p.programs()->size(); ++r) {
     auto perTokenNeeds = moe::rt::memoryNeeds(p, int(r), 1, kv.dtype());
