@@ -65,6 +65,13 @@ struct Flags {
   double capacityFactor = 1.0;
 };
 
+// The flags whose values go only into the default pass pipeline's text
+// (defaultPipelineText).
+const char *const kPipelineFlags[] = {
+    "--max-batch-tokens", "--max-context", "--fusion", "--split-experts", "--ep", "--tp",
+    "--dp-attention", "--overlap", "--micro-batches", "--routing", "--capacity-factor",
+    "--placement-profile", "--redundant", "--ranks-per-node", "--precision", "--weight-layout"};
+
 const std::vector<std::string> kPolicies = {"keep", "fp32", "bf16", "int8", "w8a8",
                                             "int4", "fp8",  "seed", "auto"};
 
@@ -86,7 +93,8 @@ void addFlags(moe::tools::Cli &cli, Flags &f) {
       ->check(integerIn(1, 1 << 24))
       ->type_name("N");
   app.add_option("--pass-pipeline", f.pipeline,
-                 "textual pass pipeline to run instead of the default, as in moe-opt")
+                 "textual pass pipeline to run instead of the default, as in moe-opt (the "
+                 "flags that only set the default's options are then refused)")
       ->type_name("PIPELINE");
   app.add_option("--kv-dtype", f.kvDtype,
                  "the plan's KV-cache element type: f32 (default), bf16, int8, fp8")
@@ -254,13 +262,15 @@ int main(int argc, char **argv) {
     return fail("--placement-profile: a path with '\"' cannot go into the pass pipeline");
   const moe::plan::DType kvType = *moe::rt::parseKvDtype(f.kvDtype);
   const bool autoPrecision = f.precision == "auto";
-  if (!f.pipeline.empty() && cli.app.count("--weight-layout"))
-    return fail("--weight-layout sets moe-assign-precision's weight-layout in the default "
-                "pipeline; with --pass-pipeline, write it there "
-                "(moe-assign-precision{weight-layout=panels})");
   if (autoPrecision && (f.emit != "plan" || !f.pipeline.empty()))
     return fail("--precision=auto writes a plan: it cannot be combined with --emit=mlir or "
                 "--pass-pipeline");
+  // A pipeline given whole would silently ignore these.
+  for (const char *flag : kPipelineFlags)
+    if (!f.pipeline.empty() && cli.app.count(flag))
+      return fail(std::string(flag) + " sets an option of the default pass pipeline, which "
+                  "--pass-pipeline replaces: write it into the pipeline instead (a plan "
+                  "compiled without --pass-pipeline shows its text: moe-plan show PLAN-DIR)");
   auto start = std::chrono::steady_clock::now();
 
   mlir::DialectRegistry registry;
