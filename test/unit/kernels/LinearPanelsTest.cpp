@@ -133,12 +133,13 @@ INSTANTIATE_TEST_SUITE_P(Weights, LinearPanels,
                          typeName);
 
 // Every path: one token (8 panels at once, or a short last item), tiles of
-// 1-6 tokens, one token block (128) and more, k within one chunk (256),
-// exactly two, over several with a tail; a last item of 1 to 7 panels.
+// 1-6 tokens, one token block (128) and more, k within one chunk
+// (kPanelChunk, 1024), exactly two, two and three with a tail; a last item
+// of 1 to 7 panels.
 TEST_P(LinearPanels, MatchesTheSequentialFmaDefinitionBitForBit) {
   const std::pair<int64_t, int64_t> shapes[] = {
-      {1, 8},    {5, 16},   {37, 24},  {256, 64}, {257, 72}, {600, 136}, {1030, 8},
-      {64, 520}, {512, 32}, {40, 96},  {40, 104}, {40, 112}, {40, 120}};
+      {1, 8},    {5, 16},    {37, 24},  {256, 64}, {257, 72}, {600, 136}, {1030, 8},
+      {2600, 8}, {64, 520},  {2048, 32}, {40, 96},  {40, 104}, {40, 112}, {40, 120}};
   for (auto [k, n] : shapes)
     for (int64_t tokens : {1, 2, 5, 6, 7, 13, 128, 131})
       for (bool withBias : {false, true}) {
