@@ -109,8 +109,16 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
     // F32 (its tensors are f32 activations).
     std::vector<plan::DType> weightTypes;
     for (uint32_t id : *inst->inputs())
-      if (const plan::Tensor *t = p.tensors()->Get(id); t->storage() == plan::Storage::Weight)
+      if (const plan::Tensor *t = p.tensors()->Get(id); t->storage() == plan::Storage::Weight) {
         weightTypes.push_back(t->dtype());
+        if (t->layout() == plan::Layout::Panels8 && !device.readsPanels())
+          return Status::error(std::string(kernelInfo(kernelOf(*inst))->name) +
+                               " with weights in panels ('" +
+                               (t->name() ? t->name()->str() : "?") + "') is not supported by the " +
+                               device.name() + " backend (at " +
+                               (inst->location() ? inst->location()->str() : "?") +
+                               "); compile the plan with --weight-layout=rows");
+      }
     const bool weightless = weightTypes.empty();
     if (weightless)
       weightTypes.push_back(plan::DType::F32);

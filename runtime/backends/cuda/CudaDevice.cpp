@@ -126,6 +126,7 @@ public:
   bool supports(Kernel kernel, DType weightType) const override {
     return cuda_backend::runsKernel(kernel, weightType);
   }
+  bool readsPanels() const override { return false; }
   bool supportsKvCache(DType kvType) const override {
     return cuda_backend::keepsKvCache(kvType);
   }

@@ -736,12 +736,14 @@ class LoggingDevice final : public Device {
 public:
   std::vector<std::string> log;
   std::vector<Kernel> refused; ///< kernels it says it does not run
+  bool panels = true;          ///< whether it says it reads weights in panels
 
   std::string name() const override { return "logging"; }
   uint64_t memoryBytes() const override { return cpu_->memoryBytes(); }
   bool supports(Kernel k, DType t) const override {
     return std::find(refused.begin(), refused.end(), k) == refused.end() && cpu_->supports(k, t);
   }
+  bool readsPanels() const override { return panels && cpu_->readsPanels(); }
   bool supportsKvCache(DType t) const override { return cpu_->supportsKvCache(t); }
   Expected<std::unique_ptr<Buffer>> allocate(size_t bytes, MemoryKind kind) override {
     return cpu_->allocate(bytes, kind);
@@ -828,6 +830,39 @@ TEST_F(PlanLoaderTest, SessionRefusesAKernelTheDeviceDoesNotRun) {
             0u)
       << session.status().message();
   device.refused = {};
+  EXPECT_TRUE(Session::create(**loaded, device));
+  EXPECT_TRUE(device.log.empty()); // nothing ran
+}
+
+// Weights in panels on a device whose kernels read rows only (the CUDA
+// backend's) are refused by name before anything runs.
+TEST_F(PlanLoaderTest, SessionRefusesPanelsTheDeviceDoesNotRead) {
+  Spec s; // out = out x table^T, the [8, 8] BF16 table in panels
+  s.tableType = fb::DType::BF16;
+  s.tableShape = {8, 8};
+  s.tableSize = 128;
+  s.weightFileBytes = 128;
+  s.outCols = 8;
+  s.vocab = 8;
+  s.arenaBytes = 64;
+  s.layout = fb::Layout::Panels8;
+  s.op = fb::OpCode::Linear;
+  s.ins = {3, 2};
+  write(s);
+  auto loaded = LoadedPlan::open(dir_.string());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  LoggingDevice device;
+  device.panels = false;
+  auto session = Session::create(**loaded, device);
+  ASSERT_FALSE(session);
+  EXPECT_EQ(session.status().message().rfind("linear with weights in panels ('table') is not "
+                                             "supported by the logging backend (at ",
+                                             0),
+            0u)
+      << session.status().message();
+  EXPECT_NE(session.status().message().find("compile the plan with --weight-layout=rows"),
+            std::string::npos);
+  device.panels = true;
   EXPECT_TRUE(Session::create(**loaded, device));
   EXPECT_TRUE(device.log.empty()); // nothing ran
 }
