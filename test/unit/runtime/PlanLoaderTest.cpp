@@ -404,8 +404,8 @@ TEST_F(PlanLoaderTest, RejectsPanelsWhereTheyDoNotApply) {
                   "this kernel does not take (only linear, router, experts and expert_rows do)");
 }
 
-TEST_F(PlanLoaderTest, PanelsOnALinearWeightLoad) {
-  // out = out x table^T: a linear that reads an [8, 8] BF16 table in panels.
+/// out = out x table^T: a linear that reads an [8, 8] BF16 table in panels.
+Spec panelLinear() {
   Spec s;
   s.tableType = fb::DType::BF16;
   s.tableShape = {8, 8};
@@ -417,7 +417,11 @@ TEST_F(PlanLoaderTest, PanelsOnALinearWeightLoad) {
   s.layout = fb::Layout::Panels8;
   s.op = fb::OpCode::Linear;
   s.ins = {3, 2};
-  write(s);
+  return s;
+}
+
+TEST_F(PlanLoaderTest, PanelsOnALinearWeightLoad) {
+  write(panelLinear());
   auto loaded = LoadedPlan::open(dir_.string());
   ASSERT_TRUE(loaded) << loaded.status().message();
   EXPECT_EQ((*loaded)->plan().tensors()->Get(2)->layout(), fb::Layout::Panels8);
@@ -837,18 +841,7 @@ TEST_F(PlanLoaderTest, SessionRefusesAKernelTheDeviceDoesNotRun) {
 // Weights in panels on a device whose kernels read rows only (the CUDA
 // backend's) are refused by name before anything runs.
 TEST_F(PlanLoaderTest, SessionRefusesPanelsTheDeviceDoesNotRead) {
-  Spec s; // out = out x table^T, the [8, 8] BF16 table in panels
-  s.tableType = fb::DType::BF16;
-  s.tableShape = {8, 8};
-  s.tableSize = 128;
-  s.weightFileBytes = 128;
-  s.outCols = 8;
-  s.vocab = 8;
-  s.arenaBytes = 64;
-  s.layout = fb::Layout::Panels8;
-  s.op = fb::OpCode::Linear;
-  s.ins = {3, 2};
-  write(s);
+  write(panelLinear());
   auto loaded = LoadedPlan::open(dir_.string());
   ASSERT_TRUE(loaded) << loaded.status().message();
   LoggingDevice device;
