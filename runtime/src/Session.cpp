@@ -105,6 +105,11 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
                            "their [ranks, T, ...] results)");
     if (inst->collective() != plan::CollectiveOp::None)
       continue;
+    const std::string kernel = kernelInfo(kernelOf(*inst))->name;
+    auto unsupported = [&](const std::string &what) {
+      return kernel + what + " is not supported by the " + device.name() + " backend (at " +
+             (inst->location() ? inst->location()->str() : "?") + ")";
+    };
     // Each weight's dtype is asked; a kernel without weights is asked with
     // F32 (its tensors are f32 activations).
     std::vector<plan::DType> weightTypes;
@@ -112,23 +117,17 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
       if (const plan::Tensor *t = p.tensors()->Get(id); t->storage() == plan::Storage::Weight) {
         weightTypes.push_back(t->dtype());
         if (t->layout() == plan::Layout::Panels8 && !device.readsPanels())
-          return Status::error(std::string(kernelInfo(kernelOf(*inst))->name) +
-                               " with weights in panels ('" +
-                               (t->name() ? t->name()->str() : "?") + "') is not supported by the " +
-                               device.name() + " backend (at " +
-                               (inst->location() ? inst->location()->str() : "?") +
-                               "); compile the plan with --weight-layout=rows");
+          return Status::error(unsupported(" with weights in panels ('" +
+                                           (t->name() ? t->name()->str() : "?") + "')") +
+                               "; compile the plan with --weight-layout=rows");
       }
     const bool weightless = weightTypes.empty();
     if (weightless)
       weightTypes.push_back(plan::DType::F32);
     for (plan::DType type : weightTypes)
       if (!device.supports(kernelOf(*inst), dtypeOf(type)))
-        return Status::error(std::string(kernelInfo(kernelOf(*inst))->name) +
-                             (weightless ? std::string()
-                                         : std::string(" with ") + dtypeName(type) + " weights") +
-                             " is not supported by the " + device.name() + " backend (at " +
-                             (inst->location() ? inst->location()->str() : "?") + ")");
+        return Status::error(unsupported(
+            weightless ? std::string() : std::string(" with ") + dtypeName(type) + " weights"));
   }
   const plan::KvCacheSpec &kv = *p.kv_cache();
   s->maxContext_ = options.maxContext > 0 ? options.maxContext : kv.max_context();
