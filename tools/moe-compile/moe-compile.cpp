@@ -63,20 +63,21 @@ struct Flags {
   std::string placementProfile, routing = "token_choice", overlap = "none", hardware, link;
   int64_t microBatches = 2;
   double capacityFactor = 1.0;
+  /// The options whose values go only into the default pass pipeline's text
+  /// (defaultPipelineText): beside --pass-pipeline, which replaces that
+  /// pipeline, they are refused rather than ignored.
+  std::vector<const CLI::Option *> pipelineOnly;
 };
-
-// The flags whose values go only into the default pass pipeline's text
-// (defaultPipelineText).
-const char *const kPipelineFlags[] = {
-    "--max-batch-tokens", "--max-context", "--fusion", "--split-experts", "--ep", "--tp",
-    "--dp-attention", "--overlap", "--micro-batches", "--routing", "--capacity-factor",
-    "--placement-profile", "--redundant", "--ranks-per-node", "--precision", "--weight-layout"};
 
 const std::vector<std::string> kPolicies = {"keep", "fp32", "bf16", "int8", "w8a8",
                                             "int4", "fp8",  "seed", "auto"};
 
 void addFlags(moe::tools::Cli &cli, Flags &f) {
   CLI::App &app = cli.app;
+  auto pipeline = [&](CLI::Option *option) { // an option of the default pipeline only
+    f.pipelineOnly.push_back(option);
+    return option;
+  };
   using moe::tools::finiteIn;
   using moe::tools::integerIn;
   app.add_option("checkpoint", f.input, "the Hugging Face checkpoint directory")
@@ -84,12 +85,12 @@ void addFlags(moe::tools::Cli &cli, Flags &f) {
       ->type_name("HF-DIR");
   app.add_option("-o,--output", f.output, "the plan directory to write (replaced atomically)")
       ->type_name("PLAN-DIR");
-  app.add_option("--max-batch-tokens", f.maxBatchTokens,
-                 "most tokens one forward step processes (default 256)")
+  pipeline(app.add_option("--max-batch-tokens", f.maxBatchTokens,
+                          "most tokens one forward step processes (default 256)"))
       ->check(integerIn(1, 1 << 20))
       ->type_name("N");
-  app.add_option("--max-context", f.maxContext,
-                 "KV-cache tokens per sequence (default 4096, capped by the model)")
+  pipeline(app.add_option("--max-context", f.maxContext,
+                          "KV-cache tokens per sequence (default 4096, capped by the model)"))
       ->check(integerIn(1, 1 << 24))
       ->type_name("N");
   app.add_option("--pass-pipeline", f.pipeline,
@@ -100,33 +101,37 @@ void addFlags(moe::tools::Cli &cli, Flags &f) {
                  "the plan's KV-cache element type: f32 (default), bf16, int8, fp8")
       ->check(moe::tools::oneOf({"f32", "bf16", "int8", "fp8"}))
       ->type_name("T");
-  app.add_flag("--fusion,!--no-fusion", f.fusion,
-               "run moe-fuse-experts (default; --no-fusion or --fusion=false to compare)");
-  app.add_option("--ep", f.ep,
-                 "expert-parallel ranks: one program per rank, each holding 1/N of every "
-                 "layer's experts (run with mpirun -np N; default 1)")
+  pipeline(
+      app.add_flag("--fusion,!--no-fusion", f.fusion,
+                   "run moe-fuse-experts (default; --no-fusion or --fusion=false to compare)"));
+  pipeline(app.add_option("--ep", f.ep,
+                          "expert-parallel ranks: one program per rank, each holding 1/N of every "
+                          "layer's experts (run with mpirun -np N; default 1)"))
       ->check(integerIn(1, 4096))
       ->type_name("N");
-  app.add_option("--tp", f.tp,
-                 "tensor-parallel ranks: one program per rank, each holding 1/N of every "
-                 "layer's attention heads, MLP columns and (without --ep) experts' columns, "
-                 "an all-reduce after each split projection (mpirun -np N; with --ep, the "
-                 "same N: attention split, experts placed; default 1)")
+  pipeline(
+      app.add_option("--tp", f.tp,
+                     "tensor-parallel ranks: one program per rank, each holding 1/N of every "
+                     "layer's attention heads, MLP columns and (without --ep) experts' columns, "
+                     "an all-reduce after each split projection (mpirun -np N; with --ep, the "
+                     "same N: attention split, experts placed; default 1)"))
       ->check(integerIn(1, 4096))
       ->type_name("N");
-  app.add_flag("--dp-attention", f.dpAttention,
-               "with --ep: data-parallel attention, as DeepSeek deploys V3: each rank serves "
-               "its own sequences and the MoE layers send rows to the experts' ranks and back "
-               "(all-to-all)");
+  pipeline(
+      app.add_flag("--dp-attention", f.dpAttention,
+                   "with --ep: data-parallel attention, as DeepSeek deploys V3: each rank serves "
+                   "its own sequences and the MoE layers send rows to the experts' ranks and back "
+                   "(all-to-all)"));
   app.add_flag("--shape-only", f.shapeOnly,
                "compile from config.json alone (dtypes from torch_dtype): the plan's layout "
                "without weights, to inspect and simulate (moe-plan show, simulate) a model "
                "too large to download; the runtime refuses to run it");
-  app.add_option("--overlap", f.overlap,
-                 "with --ep or --tp: two-batch splits each step into --micro-batches parts "
-                 "whose collectives run on a stream of their own while the next part computes "
-                 "(moe-schedule-overlap); auto chooses by prediction (--hardware); none "
-                 "(default)")
+  pipeline(
+      app.add_option("--overlap", f.overlap,
+                     "with --ep or --tp: two-batch splits each step into --micro-batches parts "
+                     "whose collectives run on a stream of their own while the next part computes "
+                     "(moe-schedule-overlap); auto chooses by prediction (--hardware); none "
+                     "(default)"))
       ->check(moe::tools::oneOf({"none", "two-batch", "auto"}))
       ->type_name("POLICY");
   app.add_option("--hardware", f.hardware,
@@ -138,56 +143,62 @@ void addFlags(moe::tools::Cli &cli, Flags &f) {
                  "with --overlap auto: the link between ranks instead of the profile's")
       ->type_name("LATENCY_US:GB_PER_S")
       ->check(moe::tools::linkValidator());
-  app.add_option("--micro-batches", f.microBatches,
-                 "with --overlap two-batch: parts of each step (default 2)")
+  pipeline(app.add_option("--micro-batches", f.microBatches,
+                          "with --overlap two-batch: parts of each step (default 2)"))
       ->check(integerIn(2, moe::rt::kMaxMicroBatches))
       ->type_name("K");
-  app.add_option("--placement-profile", f.placementProfile,
-                 "with --ep: place each layer's experts as planned from this routing profile "
-                 "(moe-run --routing-profile): hot experts replicated into --redundant slots, "
-                 "the most loaded rank evened out (moe-place-experts)")
+  pipeline(
+      app.add_option("--placement-profile", f.placementProfile,
+                     "with --ep: place each layer's experts as planned from this routing profile "
+                     "(moe-run --routing-profile): hot experts replicated into --redundant slots, "
+                     "the most loaded rank evened out (moe-place-experts)"))
       ->type_name("FILE");
-  app.add_option("--redundant", f.redundant,
-                 "with --placement-profile: expert slots beyond one per routed expert "
-                 "(default 0)")
+  pipeline(app.add_option("--redundant", f.redundant,
+                          "with --placement-profile: expert slots beyond one per routed expert "
+                          "(default 0)"))
       ->check(integerIn(0, 65536))
       ->type_name("R");
-  app.add_option("--ranks-per-node", f.ranksPerNode,
-                 "with --placement-profile: ranks per node, packed node first (default 0: one "
-                 "node)")
+  pipeline(
+      app.add_option("--ranks-per-node", f.ranksPerNode,
+                     "with --placement-profile: ranks per node, packed node first (default 0: one "
+                     "node)"))
       ->check(integerIn(0, 4096))
       ->type_name("K");
-  app.add_option("--routing", f.routing,
-                 "how a step's tokens go to experts: token_choice (each token its top-k, the "
-                 "checkpoint's own, default), capacity (token choice, each expert capped at "
-                 "--capacity-factor x its even share, overflow to the next-best expert), "
-                 "expert_choice (each expert takes its --capacity-factor x even share of the "
-                 "step's tokens); the last two depend on the batch (moe-set-routing)")
+  pipeline(
+      app.add_option("--routing", f.routing,
+                     "how a step's tokens go to experts: token_choice (each token its top-k, the "
+                     "checkpoint's own, default), capacity (token choice, each expert capped at "
+                     "--capacity-factor x its even share, overflow to the next-best expert), "
+                     "expert_choice (each expert takes its --capacity-factor x even share of the "
+                     "step's tokens); the last two depend on the batch (moe-set-routing)"))
       ->check(moe::tools::oneOf({"token_choice", "capacity", "expert_choice"}))
       ->type_name("POLICY");
-  app.add_option("--capacity-factor", f.capacityFactor,
-                 "with --routing capacity or expert_choice: each expert's capacity in even "
-                 "shares of the step's picks (default 1)")
+  pipeline(
+      app.add_option("--capacity-factor", f.capacityFactor,
+                     "with --routing capacity or expert_choice: each expert's capacity in even "
+                     "shares of the step's picks (default 1)"))
       ->check(finiteIn(1, 64))
       ->type_name("F");
-  app.add_flag("--split-experts", f.splitExperts,
-               "run moe-split-experts: each experts launch as dispatch, expert_rows and "
-               "combine (what expert parallelism exchanges rows between; the same bits)");
-  app.add_option("--precision", f.precision,
-                 "how the plan stores weights: keep (the checkpoint's dtypes, default), fp32, "
-                 "bf16, int8 (per output row scales), w8a8 (int8 weights with row scales and "
-                 "int8 activations per token in the matrix products; router and an untied "
-                 "embedding int8), int4 (scales per 128 elements of a row), "
-                 "fp8 (e4m3, 128x128 block scales), seed (router f32, shared experts int8, "
-                 "routed experts fp8, embedding int8, LM head bf16), auto (the fewest bytes "
-                 "within --max-kl and --min-top1, measured on calibration text)")
+  pipeline(app.add_flag("--split-experts", f.splitExperts,
+                        "run moe-split-experts: each experts launch as dispatch, expert_rows and "
+                        "combine (what expert parallelism exchanges rows between; the same bits)"));
+  pipeline(
+      app.add_option("--precision", f.precision,
+                     "how the plan stores weights: keep (the checkpoint's dtypes, default), fp32, "
+                     "bf16, int8 (per output row scales), w8a8 (int8 weights with row scales and "
+                     "int8 activations per token in the matrix products; router and an untied "
+                     "embedding int8), int4 (scales per 128 elements of a row), "
+                     "fp8 (e4m3, 128x128 block scales), seed (router f32, shared experts int8, "
+                     "routed experts fp8, embedding int8, LM head bf16), auto (the fewest bytes "
+                     "within --max-kl and --min-top1, measured on calibration text)"))
       ->check(moe::tools::oneOf(kPolicies))
       ->type_name("POLICY");
-  app.add_option("--weight-layout", f.weightLayout,
-                 "how the plan lays out the matrices the CPU kernels multiply (attention, "
-                 "MLPs, experts, router, LM head) when stored as f32, bf16 or f16: rows "
-                 "(default) or panels (8 rows side by side; docs/design-panel-gemm.md). "
-                 "The embedding table stays rows; the CUDA backend takes rows only")
+  pipeline(app.add_option("--weight-layout", f.weightLayout,
+                          "how the plan lays out the matrices the CPU kernels multiply (attention, "
+                          "MLPs, experts, router, LM head) when stored as f32, bf16 or f16: rows "
+                          "(default) or panels (8 rows side by side; docs/design-panel-gemm.md). "
+                          "An untied embedding table stays rows; the CUDA backend takes rows "
+                          "only"))
       ->check(moe::tools::oneOf({"rows", "panels"}))
       ->type_name("LAYOUT");
   app.add_option("--max-kl", f.maxKl,
@@ -266,9 +277,10 @@ int main(int argc, char **argv) {
     return fail("--precision=auto writes a plan: it cannot be combined with --emit=mlir or "
                 "--pass-pipeline");
   // A pipeline given whole would silently ignore these.
-  for (const char *flag : kPipelineFlags)
-    if (!f.pipeline.empty() && cli.app.count(flag))
-      return fail(std::string(flag) + " sets an option of the default pass pipeline, which "
+  for (const CLI::Option *option : f.pipelineOnly)
+    if (!f.pipeline.empty() && option->count())
+      return fail(option->get_name() +
+                  " sets an option of the default pass pipeline, which "
                   "--pass-pipeline replaces: write it into the pipeline instead (a plan "
                   "compiled without --pass-pipeline shows its text: moe-plan show PLAN-DIR)");
   auto start = std::chrono::steady_clock::now();
