@@ -116,10 +116,18 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
     for (uint32_t id : *inst->inputs())
       if (const plan::Tensor *t = p.tensors()->Get(id); t->storage() == plan::Storage::Weight) {
         weightTypes.push_back(t->dtype());
-        if (t->layout() == plan::Layout::Panels8 && !device.readsPanels())
-          return Status::error(unsupported(" with weights in panels ('" +
+        auto refuse = [&](const char *stored, const char *instead) {
+          return Status::error(unsupported(std::string(" with ") + stored + " ('" +
                                            (t->name() ? t->name()->str() : "?") + "')") +
-                               "; compile the plan with --weight-layout=rows");
+                               "; compile the plan with " + instead);
+        };
+        if (t->layout() == plan::Layout::Panels8 && !device.readsWeights(WeightForm::Panels8))
+          return refuse("weights in panels", "--weight-layout=rows");
+        // An embedding looks a W8A8 table's rows up: it multiplies nothing.
+        if (t->int8_activations() && kernelOf(*inst) != Kernel::Embedding &&
+            !device.readsWeights(WeightForm::Int8Activations))
+          return refuse("W8A8 weights (int8 activations)",
+                        "--precision=int8 (int8 weights, f32 activations)");
       }
     const bool weightless = weightTypes.empty();
     if (weightless)

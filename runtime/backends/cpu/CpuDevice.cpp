@@ -271,7 +271,7 @@ public:
            (matrixOp &&
             (weightType == DType::I8 || weightType == DType::I4 || weightType == DType::F8E4M3));
   }
-  bool readsPanels() const override { return true; }
+  bool readsWeights(WeightForm) const override { return true; } // LinearPanels, at(); LinearInt8
   bool supportsKvCache(DType kvType) const override {
     return kvType == DType::F32 || kvType == DType::BF16 || kvType == DType::I8 ||
            kvType == DType::F8E4M3;

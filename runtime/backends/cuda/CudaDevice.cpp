@@ -126,7 +126,7 @@ public:
   bool supports(Kernel kernel, DType weightType) const override {
     return cuda_backend::runsKernel(kernel, weightType);
   }
-  bool readsPanels() const override { return false; }
+  bool readsWeights(WeightForm) const override { return false; } // rows, f32 activations
   bool supportsKvCache(DType kvType) const override {
     return cuda_backend::keepsKvCache(kvType);
   }

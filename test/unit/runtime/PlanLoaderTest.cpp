@@ -739,15 +739,17 @@ TEST_F(PlanLoaderTest, RejectsAnEventRecordedTwice) {
 class LoggingDevice final : public Device {
 public:
   std::vector<std::string> log;
-  std::vector<Kernel> refused; ///< kernels it says it does not run
-  bool panels = true;          ///< whether it says it reads weights in panels
+  std::vector<Kernel> refused;    ///< kernels it says it does not run
+  std::vector<WeightForm> unread; ///< weight forms it says it does not read
 
   std::string name() const override { return "logging"; }
   uint64_t memoryBytes() const override { return cpu_->memoryBytes(); }
   bool supports(Kernel k, DType t) const override {
     return std::find(refused.begin(), refused.end(), k) == refused.end() && cpu_->supports(k, t);
   }
-  bool readsPanels() const override { return panels && cpu_->readsPanels(); }
+  bool readsWeights(WeightForm f) const override {
+    return std::find(unread.begin(), unread.end(), f) == unread.end() && cpu_->readsWeights(f);
+  }
   bool supportsKvCache(DType t) const override { return cpu_->supportsKvCache(t); }
   Expected<std::unique_ptr<Buffer>> allocate(size_t bytes, MemoryKind kind) override {
     return cpu_->allocate(bytes, kind);
@@ -838,26 +840,53 @@ TEST_F(PlanLoaderTest, SessionRefusesAKernelTheDeviceDoesNotRun) {
   EXPECT_TRUE(device.log.empty()); // nothing ran
 }
 
-// Weights in panels on a device whose kernels read rows only (the CUDA
-// backend's) are refused by name before anything runs.
-TEST_F(PlanLoaderTest, SessionRefusesPanelsTheDeviceDoesNotRead) {
-  write(panelLinear());
+// A weight form the device does not read (the CUDA backend reads neither)
+// is refused by name before anything runs, with the flag that compiles the
+// plan without it; the other form is no obstacle.
+TEST_F(PlanLoaderTest, SessionRefusesWeightFormsTheDeviceDoesNotRead) {
+  Spec w8a8 = int8Table(); // out = out x table^T, the table W8A8
+  w8a8.int8Activations = true;
+  w8a8.op = fb::OpCode::Linear;
+  w8a8.ins = {3, 2};
+  struct Case {
+    Spec spec;
+    WeightForm form, other;
+    std::string refusal, instead;
+  };
+  for (const Case &c :
+       {Case{panelLinear(), WeightForm::Panels8, WeightForm::Int8Activations,
+             "linear with weights in panels ('table')", "--weight-layout=rows"},
+        Case{w8a8, WeightForm::Int8Activations, WeightForm::Panels8,
+             "linear with W8A8 weights (int8 activations) ('table')", "--precision=int8"}}) {
+    SCOPED_TRACE(c.refusal);
+    write(c.spec);
+    auto loaded = LoadedPlan::open(dir_.string());
+    ASSERT_TRUE(loaded) << loaded.status().message();
+    LoggingDevice device;
+    device.unread = {c.form};
+    auto session = Session::create(**loaded, device);
+    ASSERT_FALSE(session);
+    const std::string &message = session.status().message();
+    EXPECT_EQ(message.rfind(c.refusal + " is not supported by the logging backend (at ", 0), 0u)
+        << message;
+    EXPECT_NE(message.find("; compile the plan with " + c.instead), std::string::npos) << message;
+    device.unread = {c.other};
+    EXPECT_TRUE(Session::create(**loaded, device));
+    EXPECT_TRUE(device.log.empty()); // nothing ran
+  }
+}
+
+// An embedding lookup of a W8A8 table (a tied LM head's) multiplies
+// nothing: a device without W8A8 runs it.
+TEST_F(PlanLoaderTest, SessionLooksAW8A8TableUpWithoutW8A8) {
+  Spec s = int8Table();
+  s.int8Activations = true;
+  write(s);
   auto loaded = LoadedPlan::open(dir_.string());
   ASSERT_TRUE(loaded) << loaded.status().message();
   LoggingDevice device;
-  device.panels = false;
-  auto session = Session::create(**loaded, device);
-  ASSERT_FALSE(session);
-  EXPECT_EQ(session.status().message().rfind("linear with weights in panels ('table') is not "
-                                             "supported by the logging backend (at ",
-                                             0),
-            0u)
-      << session.status().message();
-  EXPECT_NE(session.status().message().find("compile the plan with --weight-layout=rows"),
-            std::string::npos);
-  device.panels = true;
+  device.unread = {WeightForm::Int8Activations};
   EXPECT_TRUE(Session::create(**loaded, device));
-  EXPECT_TRUE(device.log.empty()); // nothing ran
 }
 
 TEST_F(PlanLoaderTest, SessionOrdersStreamsByThePlansEvents) {

@@ -77,9 +77,10 @@ public:
   /// Whether this backend runs `kernel` with weights of `weightType`; a
   /// kernel without weights is asked with F32 (its f32 activations).
   virtual bool supports(Kernel kernel, DType weightType) const = 0;
-  /// Whether its matrix kernels read weights stored in panels of kPanelRows
-  /// rows (the plan's Layout::Panels8, docs/design-panel-gemm.md).
-  virtual bool readsPanels() const = 0;
+  /// Whether its kernels read weights stored as `form` says: the matrix
+  /// products (linear, router, experts, expert_rows), and for Panels8 the
+  /// embedding lookup of a tied table too.
+  virtual bool readsWeights(WeightForm form) const = 0;
   /// Whether its attention kernels keep a KV cache of `kvType` (KvLayerView).
   virtual bool supportsKvCache(DType kvType) const = 0;
   /// `bytes` of `kind`, 64-byte aligned.

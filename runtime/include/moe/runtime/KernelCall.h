@@ -131,6 +131,13 @@ constexpr size_t panelIndex(int64_t r, int64_t c, int64_t cols) {
   return size_t((r / kPanelRows * cols + c) * kPanelRows + r % kPanelRows);
 }
 
+/// How a plan may store a weight beyond its dtype. A backend says which it
+/// reads (Device::readsWeights); the session refuses the others by name.
+enum class WeightForm {
+  Panels8,         ///< matrices in panels of kPanelRows rows (TensorView::panels)
+  Int8Activations, ///< W8A8: sums of int8 activations (TensorView::int8Activations)
+};
+
 /// A tensor as a kernel sees it: device memory, dtype and concrete shape
 /// (the token dimension resolved for this call).
 struct TensorView {
@@ -149,7 +156,8 @@ struct TensorView {
   bool int8Activations = false;
   /// Panels8 (plan Tensor.layout): an F32, BF16 or F16 weight whose
   /// matrices are stored in panels (panelIndex). The loader allows it only
-  /// on weights that linear, router, experts and expert_rows alone read.
+  /// on weights that linear, router, experts, expert_rows and embedding
+  /// read.
   bool panels = false;
   int64_t rows() const { return shape.empty() ? 1 : shape[0]; }
   int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
