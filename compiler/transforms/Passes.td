@@ -115,13 +115,14 @@ def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
     Block-scaled fp8 checkpoint weights keep their precision.
 
     `weight-layout=panels` then sets `panels` on every weight stored as f32,
-    bf16 or f16 whose matrices have a multiple of 8 rows and that only the
-    kernels multiplying through linear()/linearGroup()/experts() read
-    (attention projections, dense and shared MLPs, routed experts, the
-    router, the LM head): the CPU kernels read 8 rows' element c as one
-    vector (docs/design-panel-gemm.md). The embedding table (a tied LM
-    head's too), MLA's `kv_b` and vectors stay rows. `rows` (default) sets
-    none.
+    bf16 or f16 whose matrices have a multiple of 8 rows, that the kernels
+    multiplying through linear()/linearGroup()/experts() read (attention
+    projections, dense and shared MLPs, routed experts, the router, the LM
+    head) and nothing else but an embedding lookup: the CPU kernels read 8
+    rows' element c as one vector (docs/design-panel-gemm.md), and the
+    lookup of a table tied to the LM head gathers each row from its panel.
+    An untied embedding table, MLA's `kv_b` and vectors stay rows. `rows`
+    (default) sets none.
 
     ```mlir
     %w = moe.weight "model.layers.0.self_attn.q_proj.weight" : tensor<64x64xbf16>

@@ -24,7 +24,7 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
     tied table, which multiplies nothing (checked by the plan loader).
     `panels` stores each matrix (the last two dimensions: f32, bf16 or f16,
     a multiple of 8 rows) in panels of 8 rows (plan `Layout.Panels8`); only
-    the linear, router, experts and expert_rows kernels take it.
+    the linear, router, experts, expert_rows and embedding kernels take it.
     `experts [e0, e1, ...] of S` (expert parallelism): of the S experts
     the names stack, only e0, e1, ... in that order (dim 0 of the result).
     `rows [start, count]` and `cols [start, count]` (tensor parallelism):

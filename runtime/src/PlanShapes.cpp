@@ -105,7 +105,7 @@ private:
     kFloatRows = 0,
     kQuantized = 1, ///< scaled I8, I4, F8E4M3: a matrix the kernel multiplies or looks rows up in
     kW8A8 = 2,      ///< int8_activations: it quantizes its activations, or has none
-    kPanels = 4,    ///< Panels8: it multiplies through linear() or linearGroup()
+    kPanels = 4,    ///< Panels8: it multiplies through linear() or linearGroup(), or looks rows up
   };
   /// A weight of f32, bf16 or f16 (or what `takes` adds) with exactly `dims`.
   Status weight(uint32_t id, const std::string &role, const std::vector<int64_t> &dims,
@@ -119,7 +119,7 @@ private:
     if (t.layout() != plan::Layout::Rows && !(takes & kPanels))
       return Status::error(where_ + ": its " + role + " '" + name +
                            "' is in panels (Panels8), which this kernel does not take (only "
-                           "linear, router, experts and expert_rows do)");
+                           "linear, router, experts, expert_rows and embedding do)");
     bool floating = t.dtype() == plan::DType::F32 || t.dtype() == plan::DType::BF16 ||
                     t.dtype() == plan::DType::F16;
     bool quantized = t.group() > 0; // I8, I4 or F8E4M3 with scales (checked by the loader)
@@ -234,11 +234,14 @@ private:
     switch (inst_->op()) {
     case plan::OpCode::Embedding:
       c = dim(in(1), -1);
-      return all({need(whole(in(0)) == tokens_, "its ids must be the plan's tokens input"),
-                  // A W8A8 table is tied to a W8A8 LM head: a lookup multiplies
-                  // nothing and reads its int8 rows times their scales.
-                  weight(in(1), "table", {p_.config()->vocab_size(), c}, kQuantized | kW8A8),
-                  act(out(0), "output", {kTokens, c})});
+      return all(
+          {need(whole(in(0)) == tokens_, "its ids must be the plan's tokens input"),
+           // A W8A8 table is tied to a W8A8 LM head: a lookup multiplies
+           // nothing and reads its int8 rows times their scales. A table
+           // in panels is tied to an LM head in panels: a lookup gathers
+           // each row from its panel.
+           weight(in(1), "table", {p_.config()->vocab_size(), c}, kQuantized | kW8A8 | kPanels),
+           act(out(0), "output", {kTokens, c})});
     case plan::OpCode::RmsNorm:
       if (!(st = rows(in(0), "input", c)))
         return st;

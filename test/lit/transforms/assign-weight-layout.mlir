@@ -1,8 +1,9 @@
 // moe-assign-precision weight-layout=panels: every weight stored as f32,
-// bf16 or f16 whose matrices have a multiple of 8 rows and that only the
-// kernels multiplying through linear()/linearGroup()/experts() read gets
-// `panels`; the embedding table (tied to the LM head or not), MLA's kv_b,
-// vectors, matrices of other row counts and quantized weights stay rows.
+// bf16 or f16 whose matrices have a multiple of 8 rows, that the kernels
+// multiplying through linear()/linearGroup()/experts() read and nothing
+// else but an embedding lookup gets `panels` (so a table tied to the LM
+// head does); an untied embedding table, MLA's kv_b, vectors, matrices of
+// other row counts and quantized weights stay rows.
 // moe-fuse-experts keeps panels on a fused gate_up, moe-to-plan carries
 // them to plan.weight; weight-layout=rows (the default) sets none.
 // RUN: moe-opt %s -split-input-file --moe-assign-precision=weight-layout=panels | FileCheck %s --check-prefix=PANELS
@@ -85,13 +86,13 @@ func.func @forward(%ids: tensor<?xi32>, %pos: tensor<?xi32>) -> tensor<?x96xf32>
 
 // -----
 
-// A table tied to the LM head stays rows (the lookup reads rows); a router
-// of 8 experts is one panel.
+// A table tied to the LM head takes panels (the lookup gathers a row from
+// its panel); a router of 8 experts is one panel.
 // PANELS-LABEL: func.func @forward
 // PLAN-LABEL: func.func @main
-// PANELS: moe.weight "embed" : tensor<96x32xf32>
+// PANELS: moe.weight "embed" panels : tensor<96x32xf32>
 // PANELS: moe.weight "mlp.gate.weight" panels : tensor<8x32xf16>
-// PLAN: plan.weight "embed" : memref<96x32xf32>
+// PLAN: plan.weight "embed" panels : memref<96x32xf32>
 func.func @forward(%ids: tensor<?xi32>) -> tensor<?x96xf32> {
   %emb = moe.weight "embed" : tensor<96x32xf32>
   %x = moe.embedding %ids, %emb : (tensor<?xi32>, tensor<96x32xf32>) -> tensor<?x32xf32>

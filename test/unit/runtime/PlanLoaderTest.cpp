@@ -396,25 +396,44 @@ TEST_F(PlanLoaderTest, RejectsPanelsWhereTheyDoNotApply) {
   s.tableShape = {16};
   s.layout = fb::Layout::Panels8;
   EXPECT_ERROR(s, "it is F32 [16]");
-  // Whole panels, but the embedding looks rows up: refused.
-  s = Spec();
-  s.tableShape = {8, 2};
-  s.layout = fb::Layout::Panels8;
-  EXPECT_ERROR(s, "instruction 0 (embedding): its table 'table' is in panels (Panels8), which "
-                  "this kernel does not take (only linear, router, experts and expert_rows do)");
 }
 
-/// out = out x table^T: a linear that reads an [8, 8] BF16 table in panels.
-Spec panelLinear() {
+/// An embedding of an [8, 8] table of `type` in panels; the weight file is
+/// kTable, then zeros.
+Spec panelTable(fb::DType type) {
   Spec s;
-  s.tableType = fb::DType::BF16;
+  s.tableType = type;
   s.tableShape = {8, 8};
-  s.tableSize = 128;
-  s.weightFileBytes = 128;
+  s.tableSize = type == fb::DType::F32 ? 256 : 128;
+  s.weightFileBytes = s.tableSize;
   s.outCols = 8;
   s.vocab = 8;
   s.arenaBytes = 64;
   s.layout = fb::Layout::Panels8;
+  return s;
+}
+
+// A table in panels (tied to an LM head in panels) is looked up by
+// gathering each row from its panel: element (r, c) at panelIndex(r, c, 8)
+// of the file (kTable, then zeros), where rows would read (r * 8 + c).
+TEST_F(PlanLoaderTest, PanelTableRuns) {
+  write(panelTable(fb::DType::F32));
+  auto loaded = LoadedPlan::open(dir_.string());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  float out[16];
+  ASSERT_NO_FATAL_FAILURE(runTokensThreeAndOne(**loaded, out));
+  std::vector<float> file(64, 0.0f);
+  std::copy(std::begin(kTable), std::end(kTable), file.begin());
+  const int32_t tokens[2] = {3, 1};
+  for (int t = 0; t < 2; ++t)
+    for (int c = 0; c < 8; ++c)
+      EXPECT_EQ(out[t * 8 + c], file[panelIndex(tokens[t], c, 8)]) << t << ", " << c;
+  EXPECT_EQ(out[1], 23.0f); // row 3, column 1: element 11 of the file
+}
+
+/// out = out x table^T: a linear that reads an [8, 8] BF16 table in panels.
+Spec panelLinear() {
+  Spec s = panelTable(fb::DType::BF16);
   s.op = fb::OpCode::Linear;
   s.ins = {3, 2};
   return s;

@@ -35,9 +35,10 @@ inline constexpr const char *kWeightFilePrefix = "weights-";
 /// (Tensor.base, part, parts); shape-only plans (Provenance.shape_only).
 /// 2.6: the checkpoint's tokenizer.json and chat template (Plan.text).
 /// 2.7: W8A8 weights (Tensor.int8_activations).
-/// 2.8: weights in panels of 8 rows (Tensor.layout).
+/// 2.8: weights in panels of 8 rows (Tensor.layout). 2.9: an embedding
+/// table in panels (tied to an LM head in panels).
 inline constexpr uint16_t kFormatMajor = 2;
-inline constexpr uint16_t kFormatMinor = 8;
+inline constexpr uint16_t kFormatMinor = 9;
 
 /// plan.moeplan ends with this 8-byte tag and an 8-byte little-endian
 /// checksum64 of every byte before the tag, so that any flipped byte is
