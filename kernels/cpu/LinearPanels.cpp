@@ -16,7 +16,9 @@
 //   chunks of kPanelChunk elements; the tokens come in groups as even as
 //   they can be. x is broadcast straight from its rows: packing it per
 //   6-token group for one stream of broadcasts cost more than it saved
-//   when each item packed its block's x again.
+//   when each item packed its block's x again (so did copying the group's
+//   rows to a padded stride, 0.93x at 4-16 tokens an expert). Each tile
+//   asks for the next tile's panel lines as it goes (tileAvx2).
 // Against the row layout's tiles (make bench-ab-kernels --b-panels, the
 // routed experts' GEMMs, 2 threads, 2-core Zen 3): 1.02-1.17x from 1 to 8
 // tokens an expert, 1.33x at 16, 1.16x for a batch of 64 routed top-8,
@@ -80,12 +82,21 @@ __attribute__((target("avx2,f16c"), always_inline)) inline __m256 panelStep(cons
 // them): x_t[c] at
 // x[t * ldx + c]; the sums of token t, panel j are out[t * n + 8 j ..],
 // zero before the first chunk (`first`) and plus bias after the last (bias
-// not null).
+// not null). With more than one token, each line of the panels `next`
+// bytes further on (the next tile's, or past the item's last panel the
+// next item's) is asked for as the line at the same place is reached: a
+// tile reads only NP streams, too few to keep memory busy, and the next
+// tile's streams then arrive alongside. Against none (make
+// bench-ab-kernels --a-panels --b-panels, 2 threads, 2-core Zen 3, bf16):
+// 1.20-1.29x at 4 tokens an expert, 1.13-1.20x at 8, 1.02-1.07x at 16,
+// 0.98x at 64 (noise), 1.05-1.11x for a batch of 64 top-8; whole batched
+// decode steps 1.09-1.15x at batch 32, 1.13-1.34x at 64. Asking only for
+// the first token group's lines (the later groups find them in L2) was
+// 0.94x at 8 tokens, 1.04x at 16.
 template <WeightType W, int NP, int T>
-__attribute__((target("avx2,fma,f16c"))) void tileAvx2(const float *x, int64_t ldx,
-                                                       const char *const *panel, int64_t len,
-                                                       float *out, int64_t n, bool first,
-                                                       const float *bias) {
+__attribute__((target("avx2,fma,f16c"))) void
+tileAvx2(const float *x, int64_t ldx, const char *const *panel, int64_t len, float *out, int64_t n,
+         bool first, const float *bias, int64_t next) {
   __m256 a[T][NP];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t)
@@ -100,6 +111,11 @@ __attribute__((target("avx2,fma,f16c"))) void tileAvx2(const float *x, int64_t l
         a[0][j] = _mm256_fmadd_ps(b, panelStep<W>(panel[j], c), a[0][j]);
       continue;
     }
+    constexpr int64_t stepBytes = int64_t(bytesOf(W, kPanelRows));
+    if ((c * stepBytes) % 64 == 0) // the first step of a cache line
+#pragma GCC unroll 8
+      for (int j = 0; j < NP; ++j)
+        _mm_prefetch(panel[j] + c * stepBytes + next, _MM_HINT_T0);
     __m256 w[NP];
 #pragma GCC unroll 8
     for (int j = 0; j < NP; ++j)
@@ -165,6 +181,7 @@ template <WeightType W> void itemAvx2(const Item &it) {
   const char *panel[kPanelItemRows / kPanelRows];
   for (int64_t j = 0; j < panels; ++j)
     panel[j] = panelOf(it.w, row0 + j * kPanelRows);
+  const int64_t panelBytes = int64_t(bytesOf(W, size_t(kPanelRows * it.w.panelCols)));
   // One token: all 8 panels at once, over all of k: eight independent
   // chains, each panel one sequential stream. No software prefetch: the
   // hardware follows contiguous panels, and asking for each line 256 B to
@@ -172,8 +189,8 @@ template <WeightType W> void itemAvx2(const Item &it) {
   // without (make bench-ab-kernels --b-panels, 2-core Zen 3).
   constexpr int64_t kAll = kPanelItemRows / kPanelRows;
   if (it.tokens == 1 && panels == kAll)
-    return tileAvx2<W, kAll, 1>(it.x, it.k, panel, it.k, it.out + row0, it.n, true,
-                                it.bias + row0);
+    return tileAvx2<W, kAll, 1>(it.x, it.k, panel, it.k, it.out + row0, it.n, true, it.bias + row0,
+                                0);
   for (int64_t c0 = 0, len; c0 < it.k; c0 += len) {
     len = std::min(kPanelChunk, it.k - c0);
     const bool first = c0 == 0, last = c0 + len == it.k;
@@ -193,7 +210,8 @@ template <WeightType W> void itemAvx2(const Item &it) {
           float *out = it.out + t0 * it.n + row0 + j * kPanelRows;
           const float *bias = last ? it.bias + row0 + j * kPanelRows : nullptr;
           withPanels<step>(std::min(step, panels - j), [&](auto NP) {
-            tileAvx2<W, NP.value, T.value>(x, it.k, at + j, len, out, it.n, first, bias);
+            tileAvx2<W, NP.value, T.value>(x, it.k, at + j, len, out, it.n, first, bias,
+                                           NP.value * panelBytes);
           });
         }
       });
