@@ -277,12 +277,13 @@ int main(int argc, char **argv) {
     return fail("--precision=auto writes a plan: it cannot be combined with --emit=mlir or "
                 "--pass-pipeline");
   // A pipeline given whole would silently ignore these.
-  for (const CLI::Option *option : f.pipelineOnly)
-    if (!f.pipeline.empty() && option->count())
-      return fail(option->get_name() +
-                  " sets an option of the default pass pipeline, which "
-                  "--pass-pipeline replaces: write it into the pipeline instead (a plan "
-                  "compiled without --pass-pipeline shows its text: moe-plan show PLAN-DIR)");
+  if (!f.pipeline.empty())
+    for (const CLI::Option *option : f.pipelineOnly)
+      if (option->count())
+        return fail(option->get_name() +
+                    " sets an option of the default pass pipeline, which "
+                    "--pass-pipeline replaces: write it into the pipeline instead (a plan "
+                    "compiled without --pass-pipeline shows its text: moe-plan show PLAN-DIR)");
   auto start = std::chrono::steady_clock::now();
 
   mlir::DialectRegistry registry;
