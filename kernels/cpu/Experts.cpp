@@ -2,16 +2,18 @@
 //
 // Three parts. dispatch: the (token, pick) slots are counting-sorted by
 // expert (the permute) and their token rows gathered into one buffer,
-// expert by expert. expertRows (rows grouped by expert, as dispatch leaves
-// them, or regrouped when they come from several ranks): grouped, the
-// gate/up projections of all experts run as one grouped GEMM (linearGroup:
-// one parallel region, threads sharing the row blocks of every expert),
-// then SwiGLU over all rows, then the down projections as a second grouped
-// GEMM; ungrouped, each projection of each expert is its own GEMM. combine: each token adds its
-// weighted rows in ascending expert id, always-on (shared) experts last
-// with weight 1: one fixed order (that of the transformers loop over
-// experts) whatever the batch, the thread count or where the rows were
-// computed. Always-on experts take the ids after the routed ones.
+// expert by expert; experts() on one rank skips the copy, its grouped GEMMs
+// reading each row's token from x (LinearProblem::xRows). expertRows (rows
+// grouped by expert, as dispatch leaves them, or regrouped when they come
+// from several ranks): grouped, the gate/up projections of all experts run
+// as one grouped GEMM (linearGroup: one parallel region, threads sharing
+// the row blocks of every expert), then SwiGLU over all rows, then the down
+// projections as a second grouped GEMM; ungrouped, each projection of each
+// expert is its own GEMM. combine: each token adds its weighted rows in
+// ascending expert id, always-on (shared) experts last with weight 1: one
+// fixed order (that of the transformers loop over experts) whatever the
+// batch, the thread count or where the rows were computed. Always-on
+// experts take the ids after the routed ones.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,35 +31,41 @@ namespace moe::cpu {
 
 using detail::scratch;
 
-void dispatch(const float *x, int64_t tokens, int64_t hidden, const int32_t *indices,
-              int64_t topK, int64_t numExperts, int64_t shared, float *rows, int32_t *slotOf,
-              int32_t *rowOf) {
+namespace {
+
+/// dispatch's permute without its copy: slotOf[row] is the expert of each
+/// row, rowOf[slot] the row of each slot and, when asked for, tokenOf[row]
+/// the token of each row. Returns where each expert's rows start (one more
+/// entry than experts: the last is the row count).
+std::vector<int64_t> permute(int64_t tokens, const int32_t *indices, int64_t topK,
+                             int64_t numExperts, int64_t shared, int32_t *slotOf, int32_t *rowOf,
+                             int32_t *tokenOf) {
   const int64_t picks = topK + shared, slots = tokens * picks;
   auto expertOf = [&](int64_t s) {
     const int64_t j = s % picks;
     return j < topK ? int64_t(indices[s / picks * topK + j]) : numExperts + j - topK;
   };
-  std::vector<int64_t> next(size_t(numExperts + shared + 1), 0);
+  std::vector<int64_t> start(size_t(numExperts + shared + 1), 0);
   for (int64_t s = 0; s < slots; ++s)
-    ++next[size_t(expertOf(s) + 1)];
-  std::partial_sum(next.begin(), next.end(), next.begin());
+    ++start[size_t(expertOf(s) + 1)];
+  std::partial_sum(start.begin(), start.end(), start.begin());
+  std::vector<int64_t> next(start.begin(), start.end() - 1);
   for (int64_t s = 0; s < slots; ++s) {
     const int64_t e = expertOf(s), row = next[size_t(e)]++;
     rowOf[s] = int32_t(row);
     slotOf[row] = int32_t(e);
+    if (tokenOf)
+      tokenOf[row] = int32_t(s / picks);
   }
-  // The gather (a prefill's is tens of MB) shared between the threads.
-  forRows(slots, hidden, [&](int64_t s) {
-    std::copy_n(x + s / picks * hidden, hidden, rows + int64_t(rowOf[s]) * hidden);
-  });
+  return start;
 }
 
-namespace {
-
-/// y[r] = expert e's SwiGLU of rows[r] for the rows of each expert e, which
-/// owns rows [start[e], start[e + 1]).
-void expertGroups(const float *rows, const std::vector<int64_t> &start, int64_t hidden,
-                  int64_t inter, const ExpertWeights &w, float *y) {
+/// y[r] = expert e's SwiGLU of row r for the rows of each expert e, which
+/// owns rows [start[e], start[e + 1]); row r is x + xRows[r] * hidden, or
+/// x + r * hidden without xRows (the grouped GEMMs read it where it is:
+/// LinearProblem::xRows).
+void expertGroups(const float *x, const int32_t *xRows, const std::vector<int64_t> &start,
+                  int64_t hidden, int64_t inter, const ExpertWeights &w, float *y) {
   const int64_t all = int64_t(start.size()) - 1, count = start.back();
   thread_local std::vector<float> gateUpBuf, actBuf;
   float *gateUp = scratch(gateUpBuf, count * 2 * inter), *act = scratch(actBuf, count * inter);
@@ -75,16 +83,18 @@ void expertGroups(const float *rows, const std::vector<int64_t> &start, int64_t 
     const int64_t n = start[size_t(e + 1)] - start[size_t(e)], r0 = start[size_t(e)];
     if (n == 0)
       continue;
-    const float *xe = rows + r0 * hidden;
+    const float *xe = xRows ? x : x + r0 * hidden;
+    const int32_t *rowsOfE = xRows ? xRows + r0 : nullptr;
     float *gu = gateUp + r0 * 2 * inter;
     if (w.gateUp) {
-      group.push_back({xe, n, hidden, w.gateUp->offset(e * 2 * inter * hidden), 2 * inter,
-                       nullptr, gu});
+      group.push_back({xe, n, hidden, w.gateUp->offset(e * 2 * inter * hidden), 2 * inter, nullptr,
+                       gu, rowsOfE});
     } else {
       // Separate gate and up: [n, inter] each, one after the other.
-      group.push_back({xe, n, hidden, w.gate.offset(e * inter * hidden), inter, nullptr, gu});
+      group.push_back(
+          {xe, n, hidden, w.gate.offset(e * inter * hidden), inter, nullptr, gu, rowsOfE});
       group.push_back({xe, n, hidden, w.up.offset(e * inter * hidden), inter, nullptr,
-                       gu + n * inter});
+                       gu + n * inter, rowsOfE});
     }
   }
   run(group);
@@ -110,6 +120,16 @@ void expertGroups(const float *rows, const std::vector<int64_t> &start, int64_t 
 }
 
 } // namespace
+
+void dispatch(const float *x, int64_t tokens, int64_t hidden, const int32_t *indices, int64_t topK,
+              int64_t numExperts, int64_t shared, float *rows, int32_t *slotOf, int32_t *rowOf) {
+  permute(tokens, indices, topK, numExperts, shared, slotOf, rowOf, nullptr);
+  // The gather (a prefill's is tens of MB) shared between the threads.
+  const int64_t picks = topK + shared;
+  forRows(tokens * picks, hidden, [&](int64_t s) {
+    std::copy_n(x + s / picks * hidden, hidden, rows + int64_t(rowOf[s]) * hidden);
+  });
+}
 
 void expertRows(const float *rows, const int32_t *slotOf, int64_t count, int64_t hidden,
                 int64_t inter, const ExpertWeights &w, int64_t numSlots,
@@ -145,23 +165,24 @@ void expertRows(const float *rows, const int32_t *slotOf, int64_t count, int64_t
   }
   std::partial_sum(start.begin(), start.end(), start.begin());
   if (allHeld && ascending)
-    return expertGroups(rows, start, hidden, inter, w, y);
+    return expertGroups(rows, nullptr, start, hidden, inter, w, y);
   // Rows from several ranks (each rank's run ascends, the whole does not),
   // or rows other ranks compute: group this rank's (stably), compute, put
   // each result back in its place, and zero the others.
   const int64_t mine = start.back();
-  thread_local std::vector<float> groupedBuf, outBuf;
-  float *grouped = scratch(groupedBuf, mine * hidden), *out = scratch(outBuf, mine * hidden);
+  thread_local std::vector<float> outBuf;
+  float *out = scratch(outBuf, mine * hidden);
   std::vector<int64_t> next(start.begin(), start.end() - 1), placeOf(static_cast<size_t>(count));
+  std::vector<int32_t> rowAt(static_cast<size_t>(mine)); // the row at each place
   for (int64_t r = 0; r < count; ++r) {
     const int64_t s = own[size_t(r)];
     placeOf[size_t(r)] = s < 0 ? -1 : next[size_t(s)]++;
     if (s < 0)
       std::fill(y + r * hidden, y + (r + 1) * hidden, 0.0f);
     else
-      std::copy_n(rows + r * hidden, hidden, grouped + placeOf[size_t(r)] * hidden);
+      rowAt[size_t(placeOf[size_t(r)])] = int32_t(r);
   }
-  expertGroups(grouped, start, hidden, inter, w, out);
+  expertGroups(rows, rowAt.data(), start, hidden, inter, w, out);
   for (int64_t r = 0; r < count; ++r)
     if (placeOf[size_t(r)] >= 0)
       std::copy_n(out + placeOf[size_t(r)] * hidden, hidden, y + r * hidden);
@@ -200,12 +221,17 @@ void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
              int64_t numExperts, const float *weights, const int32_t *indices,
              int64_t topK, const ExpertWeights &w, float *out) {
   const int64_t slots = tokens * (topK + w.shared);
-  thread_local std::vector<float> rowsBuf, yBuf;
-  thread_local std::vector<int32_t> slotBuf, rowBuf;
-  float *rows = scratch(rowsBuf, slots * hidden), *y = scratch(yBuf, slots * hidden);
+  thread_local std::vector<float> yBuf;
+  thread_local std::vector<int32_t> slotBuf, rowBuf, tokenBuf;
+  float *y = scratch(yBuf, slots * hidden);
   int32_t *slotOf = scratch(slotBuf, slots), *rowOf = scratch(rowBuf, slots);
-  dispatch(x, tokens, hidden, indices, topK, numExperts, w.shared, rows, slotOf, rowOf);
-  expertRows(rows, slotOf, slots, hidden, inter, w, numExperts + w.shared, ExpertShare(), y);
+  int32_t *tokenOf = scratch(tokenBuf, slots);
+  // The permute without dispatch's copy: the grouped GEMMs read each row's
+  // token from x (a decode's 4 KB rows copied from x to a megabyte of rows
+  // that the experts' weights had evicted cost 0.2-0.3 ms a layer).
+  const std::vector<int64_t> start =
+      permute(tokens, indices, topK, numExperts, w.shared, slotOf, rowOf, tokenOf);
+  expertGroups(x, tokenOf, start, hidden, inter, w, y);
   combine(y, rowOf, weights, indices, tokens, topK, w.shared, hidden, out);
 }
 

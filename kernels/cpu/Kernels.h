@@ -110,11 +110,19 @@ struct LinearProblem {
   int64_t n;
   const Weight *bias; ///< may be null
   float *out;
+  /// Token t's row of x: x + xRows[t] * k; null: x + t * k. A panel
+  /// weight reads the rows where they are; the others read a copy gathered
+  /// for the call (the routed experts' tokens, without a permuted copy).
+  const int32_t *xRows = nullptr;
 };
 /// Runs every problem as linear() would, in one parallel region whose
 /// threads share the row blocks of all of them: the grouped GEMM of routed
 /// experts, without a fork and join per expert. Results equal linear()'s.
 void linearGroup(const LinearProblem *problems, size_t count);
+/// sizeof(LinearProblem) in this build: a tool that loads two builds of
+/// the kernels library into one process (ab-kernels) checks that they lay
+/// out its problems alike.
+size_t linearProblemBytes();
 
 /// out[i] = a[i] + b[i].
 void add(const float *a, const float *b, int64_t n, float *out);
@@ -172,7 +180,8 @@ int64_t routingCapacity(const RouterParams &params, int64_t tokens);
 /// Stacked weights: gate, up: [E, inter, hidden], down: [E, hidden, inter].
 /// When `gateUp` is set (fused form) it is [E, 2 * inter, hidden] with the
 /// gate rows first and `gate`/`up` are ignored. Tokens are grouped by expert
-/// so each expert's weights are read once per call. Multi-threaded.
+/// so each expert's weights are read once per call (in place: panel weights
+/// read each token's row of x where it is). Multi-threaded.
 /// With `shared` > 0 the stacks hold numExperts + shared experts, and the
 /// last `shared` are always on: every token also adds their outputs (weight
 /// 1), after its routed ones (DeepSeek's shared experts folded in).

@@ -608,8 +608,44 @@ void linearGroup(const LinearProblem *problems, size_t count) {
     bool direct = false;
     int64_t rowsPerItem = 0, rowBlocks = 0, firstItem = 0;
     detail::Int8Rows int8x; // W8A8: x quantized
+    // x and its rows as the items read them: a panel weight's as given,
+    // the others' gathered (below) when they come as xRows.
+    const float *x = nullptr;
+    const int32_t *xRows = nullptr;
   };
   std::vector<Prepared> prep(count);
+  // The rows named by xRows of problems whose kernels read x at a fixed
+  // stride, copied in one parallel region for all of them (the permute of
+  // a prefill's routed tokens is tens of MB).
+  thread_local std::vector<float> gatheredBuf;
+  int64_t gatheredFloats = 0, widestK = 0;
+  for (size_t i = 0; i < count; ++i)
+    if (problems[i].xRows && !problems[i].w.panels()) {
+      gatheredFloats += problems[i].tokens * problems[i].k;
+      widestK = std::max(widestK, problems[i].k);
+    }
+  struct RowCopy {
+    const float *from;
+    int64_t k;
+    float *to;
+  };
+  std::vector<RowCopy> copies;
+  float *gathered = scratch(gatheredBuf, gatheredFloats);
+  for (size_t i = 0; i < count; ++i) {
+    const LinearProblem &p = problems[i];
+    prep[i].x = p.x;
+    prep[i].xRows = p.xRows;
+    if (!p.xRows || p.w.panels())
+      continue;
+    prep[i].x = gathered;
+    prep[i].xRows = nullptr;
+    for (int64_t t = 0; t < p.tokens; ++t, gathered += p.k)
+      copies.push_back({p.x + int64_t(p.xRows[t]) * p.k, p.k, gathered});
+  }
+  forRows(int64_t(copies.size()), widestK, [&](int64_t r) {
+    const RowCopy &c = copies[size_t(r)];
+    std::copy_n(c.from, c.k, c.to);
+  });
   // The biases of problems without one: zeros grown by the calling thread
   // before its regions and never written, so the helpers' copies of their
   // lines stay valid. A vector of n zeros a call (128 KB for an LM head)
@@ -633,7 +669,7 @@ void linearGroup(const LinearProblem *problems, size_t count) {
     q.direct = !p.w.panels() && p.tokens <= kernels.directTokens &&
                (avx2 || p.w.type == WeightType::F32);
     if (p.w.int8Activations)
-      q.int8x = detail::quantizeRows(p.x, p.tokens, p.k);
+      q.int8x = detail::quantizeRows(q.x, p.tokens, p.k);
     else
       anyBuffered |= !q.direct && !p.w.panels();
     q.rowsPerItem = p.w.panels() ? kPanelItemRows : q.direct ? kernels.directTile.rows : kRows;
@@ -729,8 +765,8 @@ void linearGroup(const LinearProblem *problems, size_t count) {
       if (w.panels()) { // consecutive rows, whole panels
         row[0] = block * kPanelItemRows;
         rows = std::min(kPanelItemRows, n - row[0]);
-        detail::panelItem({p.x + t0 * k, blockTokens, k, n, w, row, rows, q.bias, p.out + t0 * n,
-                           buf, acc});
+        detail::panelItem({q.xRows ? q.x : q.x + t0 * k, blockTokens, k, n, w, row, rows, q.bias,
+                           p.out + t0 * n, buf, acc, q.xRows ? q.xRows + t0 : nullptr});
         return;
       }
       if (q.direct) {
@@ -757,7 +793,7 @@ void linearGroup(const LinearProblem *problems, size_t count) {
         detail::linearInt8(q.int8x, t0, blockTokens, w, k, row, rows, q.bias, p.out, n);
         return;
       }
-      const Item it{p.x + t0 * k, blockTokens, k, n, w, row, rows, q.bias, p.out + t0 * n,
+      const Item it{q.x + t0 * k, blockTokens, k, n, w, row, rows, q.bias, p.out + t0 * n,
                     buf, acc};
       if (const ItemFn own = q.direct ? kernels.direct : kernels.buffered)
         own(it);
@@ -794,6 +830,8 @@ void linearGroup(const LinearProblem *problems, size_t count) {
     }
   });
 }
+
+size_t linearProblemBytes() { return sizeof(LinearProblem); }
 
 void linear(const float *x, int64_t tokens, int64_t k, Weight w, int64_t n,
             const Weight *bias, float *out) {

@@ -133,7 +133,8 @@ template <WeightType W> MOE_TARGET_AVX512 __m512 load8x2(const void *a, const vo
 // rows, up to kPanelItemRows, and row[1 ..] unset) of w for `tokens` tokens of x (row stride
 // k); out is the block's first output row (stride n), bias the problem's
 // bias as f32. buf and acc are the thread's staging buffer (kBufFloats)
-// and accumulators (kTokens * kRows * kLanes).
+// and accumulators (kTokens * kRows * kLanes). A panel item's token t may
+// instead be row xRows[t] of x (LinearProblem::xRows).
 struct Item {
   const float *x;
   int64_t tokens, k, n;
@@ -142,6 +143,9 @@ struct Item {
   int64_t rows;
   const float *bias;
   float *out, *buf, *acc;
+  const int32_t *xRows = nullptr;
+  /// Token t's row of x.
+  const float *xRow(int64_t t) const { return x + (xRows ? int64_t(xRows[t]) : t) * k; }
 };
 using ItemFn = void (*)(const Item &item);
 

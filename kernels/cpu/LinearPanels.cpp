@@ -60,7 +60,7 @@ const char *panelOf(const Weight &w, int64_t row) {
 void itemPortable(const Item &it) {
   for (int64_t t = 0; t < it.tokens; ++t)
     for (int64_t r = it.row[0]; r < it.row[0] + it.rows; ++r) {
-      const float *x = it.x + t * it.k;
+      const float *x = it.xRow(t);
       float acc = 0.0f;
       for (int64_t c = 0; c < it.k; ++c)
         acc = std::fma(x[c], it.w.at(size_t(r * it.k + c)), acc);
@@ -80,7 +80,7 @@ __attribute__((target("avx2,f16c"), always_inline)) inline __m256 panelStep(cons
 // NP panels x T tokens over elements [0, len) of a chunk (one token: up to
 // 8 panels, whose vectors are not held: 8 held beside 8 sums spilled two of
 // them): x_t[c] at
-// x[t * ldx + c]; the sums of token t, panel j are out[t * n + 8 j ..],
+// x[t][c]; the sums of token t, panel j are out[t * n + 8 j ..],
 // zero before the first chunk (`first`) and plus bias after the last (bias
 // not null). With more than one token, each line of the panels `next`
 // bytes further on (the next tile's, or past the item's last panel the
@@ -95,7 +95,7 @@ __attribute__((target("avx2,f16c"), always_inline)) inline __m256 panelStep(cons
 // 0.94x at 8 tokens, 1.04x at 16.
 template <WeightType W, int NP, int T>
 __attribute__((target("avx2,fma,f16c"))) void
-tileAvx2(const float *x, int64_t ldx, const char *const *panel, int64_t len, float *out, int64_t n,
+tileAvx2(const float *const *x, const char *const *panel, int64_t len, float *out, int64_t n,
          bool first, const float *bias, int64_t next) {
   __m256 a[T][NP];
 #pragma GCC unroll 8
@@ -105,7 +105,7 @@ tileAvx2(const float *x, int64_t ldx, const char *const *panel, int64_t len, flo
       a[t][j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + t * n + 8 * j);
   for (int64_t c = 0; c < len; ++c) {
     if constexpr (T == 1) { // each panel's vector used once: converted as it is used
-      const __m256 b = _mm256_broadcast_ss(x + c);
+      const __m256 b = _mm256_broadcast_ss(x[0] + c);
 #pragma GCC unroll 8
       for (int j = 0; j < NP; ++j)
         a[0][j] = _mm256_fmadd_ps(b, panelStep<W>(panel[j], c), a[0][j]);
@@ -122,7 +122,7 @@ tileAvx2(const float *x, int64_t ldx, const char *const *panel, int64_t len, flo
       w[j] = panelStep<W>(panel[j], c);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      const __m256 b = _mm256_broadcast_ss(x + t * ldx + c);
+      const __m256 b = _mm256_broadcast_ss(x[t] + c);
 #pragma GCC unroll 8
       for (int j = 0; j < NP; ++j)
         a[t][j] = _mm256_fmadd_ps(b, w[j], a[t][j]);
@@ -188,9 +188,10 @@ template <WeightType W> void itemAvx2(const Item &it) {
   // 2 KB ahead ran the experts' one-token GEMVs at 0.89-1.10x the speed
   // without (make bench-ab-kernels --b-panels, 2-core Zen 3).
   constexpr int64_t kAll = kPanelItemRows / kPanelRows;
-  if (it.tokens == 1 && panels == kAll)
-    return tileAvx2<W, kAll, 1>(it.x, it.k, panel, it.k, it.out + row0, it.n, true, it.bias + row0,
-                                0);
+  if (it.tokens == 1 && panels == kAll) {
+    const float *x = it.xRow(0);
+    return tileAvx2<W, kAll, 1>(&x, panel, it.k, it.out + row0, it.n, true, it.bias + row0, 0);
+  }
   for (int64_t c0 = 0, len; c0 < it.k; c0 += len) {
     len = std::min(kPanelChunk, it.k - c0);
     const bool first = c0 == 0, last = c0 + len == it.k;
@@ -203,14 +204,16 @@ template <WeightType W> void itemAvx2(const Item &it) {
     const int64_t groups = (it.tokens + kGroupTokens - 1) / kGroupTokens;
     for (int64_t g = 0, t0 = 0, size; g < groups; ++g, t0 += size) {
       size = it.tokens / groups + (g < it.tokens % groups);
+      const float *x[kGroupTokens];
+      for (int64_t t = 0; t < size; ++t)
+        x[t] = it.xRow(t0 + t) + c0;
       withTokens(size, [&](auto T) {
-        const float *x = it.x + t0 * it.k + c0;
         constexpr int64_t step = tilePanels(T.value);
         for (int64_t j = 0; j < panels; j += step) {
           float *out = it.out + t0 * it.n + row0 + j * kPanelRows;
           const float *bias = last ? it.bias + row0 + j * kPanelRows : nullptr;
           withPanels<step>(std::min(step, panels - j), [&](auto NP) {
-            tileAvx2<W, NP.value, T.value>(x, it.k, at + j, len, out, it.n, first, bias,
+            tileAvx2<W, NP.value, T.value>(x, at + j, len, out, it.n, first, bias,
                                            NP.value * panelBytes);
           });
         }

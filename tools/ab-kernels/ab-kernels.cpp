@@ -15,7 +15,8 @@
 // per layer one linearGroup of every expert's gate/up product ([2I, H]),
 // then one of its down product ([H, I]), each expert with its own weights.
 // Both builds must share kernels/cpu/Kernels.h's LinearProblem and Weight
-// (Weight took panelCols on 2026-12-03: older builds cannot be compared).
+// (Weight took panelCols on 2026-12-03, LinearProblem xRows on 2026-12-04:
+// older builds cannot be compared).
 // --b-panels hands B the same weights in panels (Kernels.h): with two
 // copies of one build, it measures the panel layout against rows; with
 // --a-panels too, two builds' panel kernels.
@@ -74,12 +75,20 @@ rt::Expected<Build> openBuild(const std::string &path, int threads) {
   if (!setThreads || !group)
     return rt::Status::error(path + " lacks moe::cpu::linearGroup or setKernelThreads: not a "
                                     "kernels library of this layout");
-  // Weight took panelCols (LinearProblem grew) with the panel kernels: a
-  // build without them would read this binary's problems at the wrong stride.
-  if (!dlsym(handle, "_ZN3moe3cpu6detail9panelItemERKNS1_4ItemE"))
-    return rt::Status::error(path + " predates the panel layout (no moe::cpu::detail::panelItem): "
-                                    "its Weight differs from this ab-kernels'; compare builds "
-                                    "from 2026-12-03 on");
+  // A build whose LinearProblem differs would read this binary's problems
+  // at the wrong stride. Builds before 2026-12-04 (LinearProblem::xRows)
+  // do not say their size.
+  auto problemBytes =
+      reinterpret_cast<size_t (*)()>(dlsym(handle, "_ZN3moe3cpu18linearProblemBytesEv"));
+  if (!problemBytes)
+    return rt::Status::error(path + " predates moe::cpu::linearProblemBytes: its LinearProblem "
+                                    "differs from this ab-kernels'; compare builds from "
+                                    "2026-12-04 on");
+  if (problemBytes() != sizeof(cpu::LinearProblem))
+    return rt::Status::error(path + "'s LinearProblem takes " + std::to_string(problemBytes()) +
+                             " bytes, this ab-kernels' " +
+                             std::to_string(sizeof(cpu::LinearProblem)) +
+                             ": rebuild ab-kernels from the same sources");
   setThreads(threads);
   return Build{path, group};
 }

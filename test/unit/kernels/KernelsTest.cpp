@@ -10,6 +10,7 @@
 #include "kernels/cpu/Kernels.h"
 #include "kernels/cpu/Numeric.h"
 #include "kernels/cpu/ThreadPool.h"
+#include "test/unit/kernels/NamedRows.h"
 
 #include <gtest/gtest.h>
 
@@ -479,6 +480,25 @@ TEST_P(Quantizable, Linear) {
       }
 }
 
+// Problems whose tokens are rows of x named by xRows (the routed experts'
+// tokens, repeats and all) give, bit for bit, what linear() gives on those
+// rows copied out: direct and buffered items, more than one token block.
+TEST_P(Quantizable, LinearGroupReadsTheRowsXRowsNames) {
+  const int64_t k = 300, n = 24;
+  const TestWeight w = randomWeight(GetParam(), n * k, rng, 1.0f, k);
+  const std::vector<float> x = randomFloats(rng, 50 * k);
+  for (int64_t tokens : {1, 3, 140}) {
+    SCOPED_TRACE(testing::Message() << tokens << " tokens");
+    const NamedRows rows = nameRows(x, k, tokens, rng);
+    std::vector<float> want(size_t(tokens * n)), got(size_t(tokens * n), std::nanf(""));
+    linear(rows.copied.data(), tokens, k, w.weight(), n, nullptr, want.data());
+    const LinearProblem p{x.data(), tokens, k, w.weight(), n, nullptr, got.data(),
+                          rows.index.data()};
+    linearGroup(&p, 1);
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)));
+  }
+}
+
 // A token's result does not depend on the tokens batched with it, on the
 // kernel path the batch size picks, or on the thread count: the serving
 // engine's outputs equal solo runs because of this.
@@ -613,6 +633,26 @@ TEST(LinearW8A8, EveryBuildMatchesTheDefinitionExactly) {
                  << (cpuIsa() < Isa::Avx512 || !__builtin_cpu_supports("avx512vnni")
                          ? "; nor AVX-512 VNNI: the VNNI tiles neither"
                          : "");
+}
+
+// W8A8 quantizes the rows xRows names (LinearGroupReadsTheRowsXRowsNames):
+// the bits of linear() on those rows copied out.
+TEST(LinearW8A8, QuantizesTheRowsXRowsNames) {
+  std::mt19937 rng(9);
+  const int64_t k = 96, n = 16;
+  TestWeight w = randomInt8Rows(n, k, rng);
+  Weight weight = w.weight();
+  weight.int8Activations = true;
+  const std::vector<float> x = randomFloats(rng, size_t(30 * k), 3.0f);
+  for (int64_t tokens : {1, 9, 140}) {
+    SCOPED_TRACE(testing::Message() << tokens << " tokens");
+    const NamedRows rows = nameRows(x, k, tokens, rng);
+    std::vector<float> want(size_t(tokens * n)), got(size_t(tokens * n), std::nanf(""));
+    linear(rows.copied.data(), tokens, k, weight, n, nullptr, want.data());
+    const LinearProblem p{x.data(), tokens, k, weight, n, nullptr, got.data(), rows.index.data()};
+    linearGroup(&p, 1);
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)));
+  }
 }
 
 // The activation rounding error is within its closed-form bound: half a

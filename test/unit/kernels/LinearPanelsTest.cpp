@@ -11,6 +11,7 @@
 #include "kernels/cpu/Isa.h"
 #include "kernels/cpu/Kernels.h"
 #include "kernels/cpu/ThreadPool.h"
+#include "test/unit/kernels/NamedRows.h"
 
 #include <gtest/gtest.h>
 
@@ -202,6 +203,26 @@ TEST_P(LinearPanels, GroupOfStackedExpertsEqualsEachAlone) {
   for (int64_t e = 0; e < experts; ++e) {
     EXPECT_TRUE(sameBits(grouped[e], alone[e], size_t(tokens[e] * n))) << "expert " << e;
     expectGuardKept(grouped[e]);
+  }
+}
+
+// Tokens named by xRows (rows of x, in any order, repeated) are read where
+// they are, and give the bits of those rows copied out: one token, the
+// tiles, more than one token block of 128.
+TEST_P(LinearPanels, ReadsTheRowsXRowsNamesInPlace) {
+  const int64_t k = 300, n = 72;
+  const PanelWeight w = randomPanels(GetParam(), n, k, rng);
+  const std::vector<float> x = randomX(40 * k, rng);
+  for (int64_t tokens : {1, 4, 131}) {
+    SCOPED_TRACE(testing::Message() << tokens << " tokens");
+    const NamedRows rows = nameRows(x, k, tokens, rng);
+    std::vector<float> want = nanBuffer(tokens * n), got = nanBuffer(tokens * n);
+    linear(rows.copied.data(), tokens, k, w.weight(), n, nullptr, want.data());
+    const LinearProblem p{x.data(), tokens, k, w.weight(), n, nullptr, got.data(),
+                          rows.index.data()};
+    linearGroup(&p, 1);
+    EXPECT_TRUE(sameBits(got, want, size_t(tokens * n)));
+    expectGuardKept(got);
   }
 }
 
