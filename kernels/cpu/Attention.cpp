@@ -141,20 +141,6 @@ void gqaAttention(const float *q, const float *k, const float *v,
     cache.store(cache.k, t, positions[t], kRow.data());
     cache.store(cache.v, t, positions[t], v + t * kvWidth);
   });
-  // A unit is a slot of tokens and up to kMaxGroup query heads of one KV
-  // head: the heads read each key and value row once (each head's result is
-  // what it alone would give). A slot is as many consecutive tokens (up to
-  // kMaxSlot) as have their heads fit a call: the tokens of a prefill then
-  // read the rows they share once. Units go KV head by KV head, so that a
-  // thread's next slot reads the rows of the same head again (from L2: a
-  // long prompt's rows of every head do not fit). Work per unit grows with
-  // the position: threads claim a few at a time, which balances a
-  // prefill's threads.
-  const int64_t span = std::min(group, kMaxGroup), perKv = (group + span - 1) / span;
-  const int64_t perSlot = std::clamp<int64_t>(kMaxUnitHeads / span, 1, kMaxSlot);
-  const int64_t slots = (tokens + perSlot - 1) / perSlot;
-  const int64_t units = slots * p.numKvHeads * perKv;
-  const int64_t grain = grainOf(units);
   // Whether token t + 1 sees the rows token t sees, in the same cache rows,
   // and one more (its own): the next position of the same sequence.
   auto continues = [&](int64_t t) {
@@ -166,6 +152,29 @@ void gqaAttention(const float *q, const float *k, const float *v,
     return std::equal(a + lo / cache.blockSize, a + positions[t] / cache.blockSize + 1,
                       b + lo / cache.blockSize);
   };
+  bool shares = false;
+  for (int64_t t = 0; t + 1 < tokens && !shares; ++t)
+    shares = continues(t);
+  // A unit is a slot of tokens and up to kMaxGroup query heads of one KV
+  // head: the heads read each key and value row once (each head's result is
+  // what it alone would give). A slot is as many consecutive tokens (up to
+  // kMaxSlot) as have their heads fit a call: the tokens of a prefill then
+  // read the rows they share once. Units go KV head by KV head, so that a
+  // thread's next slot reads the rows of the same head again (from L2: a
+  // long prompt's rows of every head do not fit). When no token shares
+  // another's rows (a decode step of distinct sequences), a slot is one
+  // token and units go token by token: a thread reads each token's rows for
+  // one head after another, lines side by side in each row, rather than
+  // every sequence's rows once per head (with cheaper prefetch requests:
+  // a 32-sequence decode batch's attention 1.04-1.17x as fast, its cache
+  // from memory or not, 16 to 80 positions). Work per unit grows with the
+  // position: threads claim a few at a time, which balances a prefill's
+  // threads.
+  const int64_t span = std::min(group, kMaxGroup), perKv = (group + span - 1) / span;
+  const int64_t perSlot = shares ? std::clamp<int64_t>(kMaxUnitHeads / span, 1, kMaxSlot) : 1;
+  const int64_t slots = (tokens + perSlot - 1) / perSlot;
+  const int64_t units = slots * p.numKvHeads * perKv;
+  const int64_t grain = grainOf(units);
   parallelChunks(chunksOf(units, grain), [&](Chunks &chunks) {
     std::vector<float> queries(size_t(perSlot * span * hd)), scores;
     float *const scratch = widenedRows(cache, hd);
@@ -202,7 +211,8 @@ void gqaAttention(const float *q, const float *k, const float *v,
                        scratch, o + j * heads);
     };
     forClaimed(chunks, units, grain, [&](int64_t unit) {
-      const int64_t g = unit / (slots * perKv), slot = unit / perKv % slots;
+      const int64_t g = shares ? unit / (slots * perKv) : unit / perKv % p.numKvHeads;
+      const int64_t slot = shares ? unit / perKv % slots : unit / (perKv * p.numKvHeads);
       const int64_t h0 = g * group + unit % perKv * span;
       const int64_t heads = std::min(span, (g + 1) * group - h0);
       const int64_t t0 = slot * perSlot, t1 = std::min(tokens, t0 + perSlot);

@@ -137,11 +137,17 @@ KvCache::Rows KvCache::rows(const KvPlane &p, int64_t token, int64_t position, i
 void KvCache::prefetch(const KvPlane &p, int64_t token, int64_t first, int64_t end,
                        int64_t head) const {
   const int64_t bytes = kvElementBytes(type), d = p.width / p.heads;
-  for (int64_t position = first; position < end; ++position) {
-    const int64_t r = row(token, position);
-    prefetchLines(static_cast<const char *>(p.data) + (r * p.width + head * d) * bytes, d * bytes);
-    if (p.scales)
-      __builtin_prefetch(p.scales + r * p.heads + head);
+  // Block by block: a row's place costs two divisions, once a run of the
+  // block's consecutive rows (a decode batch asks for every row it reads).
+  for (int64_t position = first, run; position < end; position += run) {
+    run = std::min(end - position, runLength(position));
+    const int64_t r0 = row(token, position);
+    for (int64_t r = r0; r < r0 + run; ++r) {
+      prefetchLines(static_cast<const char *>(p.data) + (r * p.width + head * d) * bytes,
+                    d * bytes);
+      if (p.scales)
+        __builtin_prefetch(p.scales + r * p.heads + head);
+    }
   }
 }
 
