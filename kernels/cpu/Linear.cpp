@@ -616,11 +616,20 @@ void linearGroup(const LinearProblem *problems, size_t count) {
   std::vector<Prepared> prep(count);
   // The rows named by xRows of problems whose kernels read x at a fixed
   // stride, copied in one parallel region for all of them (the permute of
-  // a prefill's routed tokens is tens of MB).
+  // a prefill's routed tokens is tens of MB). A problem naming the same rows
+  // as the one before it (an expert's unfused gate and up) shares its copy.
+  auto gathered = [&](size_t i) { return problems[i].xRows && !problems[i].w.panels(); };
+  auto ownCopy = [&](size_t i) {
+    const LinearProblem &p = problems[i];
+    return gathered(i) && !(i > 0 && gathered(i - 1) && problems[i - 1].x == p.x &&
+                            problems[i - 1].xRows == p.xRows &&
+                            problems[i - 1].tokens == p.tokens && problems[i - 1].k == p.k);
+  };
   thread_local std::vector<float> gatheredBuf;
-  int64_t gatheredFloats = 0, widestK = 0;
+  int64_t gatheredRows = 0, gatheredFloats = 0, widestK = 0;
   for (size_t i = 0; i < count; ++i)
-    if (problems[i].xRows && !problems[i].w.panels()) {
+    if (ownCopy(i)) {
+      gatheredRows += problems[i].tokens;
       gatheredFloats += problems[i].tokens * problems[i].k;
       widestK = std::max(widestK, problems[i].k);
     }
@@ -630,17 +639,22 @@ void linearGroup(const LinearProblem *problems, size_t count) {
     float *to;
   };
   std::vector<RowCopy> copies;
-  float *gathered = scratch(gatheredBuf, gatheredFloats);
+  copies.reserve(size_t(gatheredRows));
+  float *next = scratch(gatheredBuf, gatheredFloats);
   for (size_t i = 0; i < count; ++i) {
     const LinearProblem &p = problems[i];
     prep[i].x = p.x;
     prep[i].xRows = p.xRows;
-    if (!p.xRows || p.w.panels())
+    if (!gathered(i))
       continue;
-    prep[i].x = gathered;
     prep[i].xRows = nullptr;
-    for (int64_t t = 0; t < p.tokens; ++t, gathered += p.k)
-      copies.push_back({p.x + int64_t(p.xRows[t]) * p.k, p.k, gathered});
+    if (!ownCopy(i)) {
+      prep[i].x = prep[i - 1].x;
+      continue;
+    }
+    prep[i].x = next;
+    for (int64_t t = 0; t < p.tokens; ++t, next += p.k)
+      copies.push_back({p.x + int64_t(p.xRows[t]) * p.k, p.k, next});
   }
   forRows(int64_t(copies.size()), widestK, [&](int64_t r) {
     const RowCopy &c = copies[size_t(r)];
