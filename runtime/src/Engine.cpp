@@ -133,6 +133,11 @@ Expected<int64_t> Engine::submit(GenerationRequest request) {
     return reject("empty prompt");
   if (request.maxNewTokens < 1)
     return reject("max new tokens must be >= 1, got " + std::to_string(request.maxNewTokens));
+  if (Status st = validate(request.sampling); !st)
+    return reject(st.message());
+  if (request.stop.minTokens > request.maxNewTokens)
+    return reject("min tokens (" + std::to_string(request.stop.minTokens) +
+                  ") exceed max new tokens (" + std::to_string(request.maxNewTokens) + ")");
   int64_t total = int64_t(request.prompt.size()) + request.maxNewTokens;
   if (total > maxContext_)
     return reject("prompt (" + std::to_string(request.prompt.size()) + ") + new tokens (" +
@@ -155,10 +160,10 @@ Expected<int64_t> Engine::submit(GenerationRequest request) {
   auto stop = StopRules::create(plan_->plan(), request.stop, options_.tokenizer);
   if (!stop)
     return reject(stop.status().message());
+  Sampler sampler(request.sampling, request.prompt, stop->minTokens());
   auto s = std::make_unique<Sequence>(Sequence{nextId_++, request, request.prompt,
                                                request.prompt.size(), 0, {}, {}, {},
-                                               Sampler(request.sampling), stop.take(), {},
-                                               false});
+                                               std::move(sampler), stop.take(), {}, false});
   s->result.id = s->id;
   s->result.submitted = now();
   s->blocks.reserve(size_t(need));

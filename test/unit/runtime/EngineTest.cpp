@@ -437,4 +437,63 @@ TEST_F(EngineTest, TheServiceStreamsWhatTheEngineGenerates) {
   EXPECT_EQ(service.snapshot().load.usedBlocks, 0);
 }
 
+// --- Penalties and stop rules through the engine ---
+
+TEST_F(EngineTest, RejectsSamplingAndStopOptionsOutOfRange) {
+  auto e = engine(EngineOptions{});
+  auto message = [&](void (*change)(GenerationRequest &)) {
+    GenerationRequest r = request(1, 4, 4);
+    change(r);
+    auto id = e->submit(std::move(r));
+    return id ? std::string() : id.status().message();
+  };
+  EXPECT_EQ(message([](GenerationRequest &r) { r.sampling.minP = -0.5f; }),
+            "request rejected: min-p must lie in [0, 1], got -0.5");
+  EXPECT_EQ(message([](GenerationRequest &r) { r.stop.minTokens = 5; }),
+            "request rejected: min tokens (5) exceed max new tokens (4)");
+  EXPECT_EQ(message([](GenerationRequest &r) { r.stop.stopTokenIds = {259}; }),
+            "request rejected: stop token id 259 out of vocabulary [0, 259)");
+}
+
+TEST_F(EngineTest, StopTokensMinTokensAndKeptStopStrings) {
+  // What request 11 generates greedily alone, then the same with: its
+  // third token as a stop token (it ends there, kept);
+  // that and min tokens 5 (the token cannot come before the sixth pick:
+  // at least five tokens, none of the first five the stop token); its
+  // third and fourth tokens' text as a stop string, cut or kept.
+  GenerationRequest base = request(11, 6, 12);
+  base.stop.ignoreEos = true; // the model's end comes first here
+  const std::vector<int32_t> free = alone(base);
+  ASSERT_GE(free.size(), 6u);
+  EngineOptions o;
+  o.blockSize = 4;
+  o.numBlocks = 16;
+  auto e = engine(o);
+  GenerationRequest stopToken = base;
+  stopToken.stop.stopTokenIds = {free[2]};
+  GenerationRequest least = stopToken;
+  least.stop.minTokens = 5;
+  auto byteText = [](std::vector<int32_t> ids) { return ByteTokenizer().decode(ids); };
+  GenerationRequest cut = base, kept = base;
+  cut.stop.strings = {byteText({free[2], free[3]})};
+  kept.stop = cut.stop;
+  kept.stop.includeStopString = true;
+  for (const GenerationRequest &r : {stopToken, least, cut, kept})
+    ASSERT_TRUE(e->submit(r));
+  auto done = drain(*e);
+  const size_t firstStop = size_t(std::find(free.begin(), free.end(), free[2]) - free.begin());
+  EXPECT_EQ(done.at(0).tokens, std::vector<int32_t>(free.begin(), free.begin() + long(firstStop) + 1));
+  EXPECT_EQ(done.at(0).finishReason, FinishReason::Eos);
+  const std::vector<int32_t> &longer = done.at(1).tokens;
+  ASSERT_GE(longer.size(), 5u);
+  for (size_t i = 0; i < 5; ++i)
+    EXPECT_NE(longer[i], free[2]) << "pick " << i;
+  EXPECT_TRUE(done.at(1).finishReason == FinishReason::Length || longer.back() == free[2]);
+  EXPECT_EQ(done.at(2).finishReason, FinishReason::Stop);
+  EXPECT_EQ(byteText(done.at(2).tokens) + cut.stop.strings[0],
+            byteText({free.begin(), free.begin() + 4}));
+  EXPECT_EQ(done.at(3).finishReason, FinishReason::Stop);
+  EXPECT_EQ(done.at(3).tokens, std::vector<int32_t>(free.begin(), free.begin() + 4));
+}
+
 } // namespace

@@ -60,8 +60,8 @@ struct EngineOptions {
 struct GenerationRequest {
   std::vector<int32_t> prompt;
   int64_t maxNewTokens = 16; ///< the most tokens generated; fewer when it ends (stop)
-  SamplingOptions sampling;
-  StopOptions stop; ///< end-of-sequence tokens, stop strings (Stopping.h)
+  SamplingOptions sampling; ///< temperature, top-k/p, min-p, penalties (Sampler.h)
+  StopOptions stop; ///< end-of-sequence tokens, stop tokens and strings (Stopping.h)
 };
 
 struct GenerationResult {
