@@ -16,6 +16,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <future>
 #include <map>
 #include <numeric>
 #include <set>
@@ -736,6 +738,100 @@ TEST_F(EngineTest, StopTokensMinTokensAndKeptStopStrings) {
   EXPECT_EQ(done.at(2).logprobs.size(), done.at(2).tokens.size());
   EXPECT_EQ(done.at(3).finishReason, FinishReason::Stop);
   EXPECT_EQ(done.at(3).tokens, std::vector<int32_t>(free.begin(), free.begin() + 4));
+}
+
+TEST_F(EngineTest, TheServiceHandsOverWithoutBlocking) {
+  // submit() with a callback returns at once; the callback runs once, on
+  // the engine's thread; the stream's notify hook fires as tokens come and
+  // take() collects them with their log-probabilities, the prompt's first.
+  EngineOptions o;
+  o.blockSize = 4;
+  o.numBlocks = 16;
+  EngineService service(engine(o));
+  std::mutex mutex;
+  std::condition_variable changed;
+  int doneCalls = 0, notified = 0;
+  std::thread::id doneThread;
+  std::shared_ptr<RequestStream> stream;
+  auto wait = [&](auto ready) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return changed.wait_for(lock, std::chrono::seconds(20), ready);
+  };
+  GenerationRequest r = request(3, 6, 8);
+  r.logprobs = 2;
+  r.promptLogprobs = 1;
+  service.submit(r, [&](Submitted s) {
+    ASSERT_TRUE(s.stream) << s.reason;
+    s.stream->setNotify([&] {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++notified;
+      changed.notify_all();
+    });
+    std::lock_guard<std::mutex> lock(mutex);
+    ++doneCalls;
+    doneThread = std::this_thread::get_id();
+    stream = s.stream;
+    changed.notify_all();
+  });
+  ASSERT_TRUE(wait([&] { return stream != nullptr; }));
+  std::vector<int32_t> tokens;
+  std::vector<LogprobEntry> logprobs;
+  std::optional<std::vector<LogprobEntry>> prompt;
+  bool promptFirst = false;
+  std::optional<GenerationResult> result;
+  for (int seen = 0; !result;) {
+    ASSERT_TRUE(wait([&] { return notified > seen; })) << "no notify after " << seen;
+    seen = notified;
+    RequestStream::Update u = stream->take();
+    if (u.promptLogprobs) {
+      promptFirst = tokens.empty();
+      prompt = std::move(u.promptLogprobs);
+    }
+    tokens.insert(tokens.end(), u.tokens.begin(), u.tokens.end());
+    logprobs.insert(logprobs.end(), u.logprobs.begin(), u.logprobs.end());
+    result = std::move(u.result);
+  }
+  EXPECT_EQ(doneCalls, 1);
+  EXPECT_NE(doneThread, std::this_thread::get_id());
+  EXPECT_TRUE(stream->take().empty());
+  EXPECT_EQ(tokens, result->tokens);
+  GenerationRequest plain = r;
+  plain.logprobs.reset();
+  plain.promptLogprobs.reset();
+  EXPECT_EQ(tokens, alone(plain));
+  ASSERT_EQ(logprobs.size(), tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i)
+    EXPECT_EQ(logprobs[i].chosen.logprob, result->logprobs[i].chosen.logprob) << i;
+  ASSERT_TRUE(prompt);
+  EXPECT_TRUE(promptFirst);
+  EXPECT_EQ(prompt->size(), 5u);
+  expectLogprobs(r, *result);
+
+  // A hook set when something is pending already runs at once, here.
+  std::promise<std::shared_ptr<RequestStream>> handed;
+  service.submit(request(4, 5, 3), [&](Submitted s) { handed.set_value(s.stream); });
+  std::shared_ptr<RequestStream> later = handed.get_future().get();
+  ASSERT_TRUE(later);
+  for (int i = 0; i < 2000 && service.snapshot().load.running + service.snapshot().load.waiting;
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::thread::id hookThread;
+  later->setNotify([&] { hookThread = std::this_thread::get_id(); });
+  EXPECT_EQ(hookThread, std::this_thread::get_id());
+  EXPECT_TRUE(later->take().result);
+
+  // Draining: refused at once, on the caller's thread, exactly once.
+  service.drain(std::chrono::milliseconds(0));
+  int refusals = 0;
+  std::thread::id refusedOn;
+  service.submit(request(5, 4, 2), [&](Submitted s) {
+    ++refusals;
+    refusedOn = std::this_thread::get_id();
+    EXPECT_EQ(s.rejection, Rejection::Unavailable);
+    EXPECT_FALSE(s.stream);
+  });
+  EXPECT_EQ(refusals, 1);
+  EXPECT_EQ(refusedOn, std::this_thread::get_id());
 }
 
 } // namespace
