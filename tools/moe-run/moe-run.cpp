@@ -437,8 +437,8 @@ int main(int argc, char **argv) {
       ->check(moe::tools::positiveFinite())
       ->type_name("R");
   app.add_option("--presence-penalty", f.presencePenalty,
-                 "subtract X from the logit of every token generated so far, in [-2, 2] "
-                 "(default 0)")
+                 "subtract X from the logit of each token generated so far (once, however "
+                 "often it came), in [-2, 2] (default 0)")
       ->check(moe::tools::finiteIn(-2, 2))
       ->type_name("X");
   app.add_option("--frequency-penalty", f.frequencyPenalty,
