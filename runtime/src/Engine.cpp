@@ -131,8 +131,19 @@ Expected<int64_t> Engine::submit(GenerationRequest request) {
                   " requests); retry later");
   if (request.prompt.empty())
     return reject("empty prompt");
-  if (request.maxNewTokens < 1)
-    return reject("max new tokens must be >= 1, got " + std::to_string(request.maxNewTokens));
+  if (request.maxNewTokens < 0 || (request.maxNewTokens == 0 && !request.promptLogprobs))
+    return reject("max new tokens must be >= 1 (0 only to score the prompt, with prompt "
+                  "logprobs), got " + std::to_string(request.maxNewTokens));
+  for (const auto &[name, k] : {std::pair{"logprobs", request.logprobs},
+                                std::pair{"prompt logprobs", request.promptLogprobs}})
+    if (k && (*k < 0 || *k > kMaxTopLogprobs))
+      return reject(std::string(name) + " must lie in [0, " + std::to_string(kMaxTopLogprobs) +
+                    "], got " + std::to_string(*k));
+  if (Status st = validate(request.sampling); !st)
+    return reject(st.message());
+  if (request.stop.minTokens > request.maxNewTokens)
+    return reject("min tokens (" + std::to_string(request.stop.minTokens) +
+                  ") exceed max new tokens (" + std::to_string(request.maxNewTokens) + ")");
   int64_t total = int64_t(request.prompt.size()) + request.maxNewTokens;
   if (total > maxContext_)
     return reject("prompt (" + std::to_string(request.prompt.size()) + ") + new tokens (" +
@@ -155,10 +166,10 @@ Expected<int64_t> Engine::submit(GenerationRequest request) {
   auto stop = StopRules::create(plan_->plan(), request.stop, options_.tokenizer);
   if (!stop)
     return reject(stop.status().message());
+  Sampler sampler(request.sampling, request.prompt, stop->minTokens());
   auto s = std::make_unique<Sequence>(Sequence{nextId_++, request, request.prompt,
                                                request.prompt.size(), 0, {}, {}, {},
-                                               Sampler(request.sampling), stop.take(), {},
-                                               false});
+                                               std::move(sampler), stop.take(), {}});
   s->result.id = s->id;
   s->result.submitted = now();
   s->blocks.reserve(size_t(need));
@@ -176,7 +187,9 @@ void Engine::extendHashes(Sequence &s, int64_t tokens) {
 }
 
 bool Engine::admit(Sequence &s) {
-  if (options_.prefixCaching) {
+  // A prompt still to score needs the logits of its rows: none from the
+  // cache, whose blocks hold KV but no logits.
+  if (options_.prefixCaching && !s.scoring()) {
     // Reuse full cached blocks, but leave at least the last prompt token to
     // compute: its logits pick the next token.
     extendHashes(s, int64_t(s.context.size()) - 1);
@@ -393,14 +406,20 @@ Status Engine::step() {
     return idle() ? Status::ok()
                   : Status::error("scheduler made no progress: no KV blocks for any request");
 
-  // Only the rows whose logits pick a token (a chunk that reaches the end
-  // of its sequence's context: a decode token, a prompt's last) go through
-  // the LM head; reserved, so that no such row still names a buffer.
+  // Only the rows whose logits are read go through the LM head: those that
+  // pick a token (a chunk that reaches the end of its sequence's context: a
+  // decode token, a prompt's last) and those that score a prompt token not
+  // scored yet (promptLogprobs; not again after a recompute). Ascending;
+  // reserved, so that even an empty list is not null (every row).
   std::vector<int64_t> logitRows;
-  logitRows.reserve(chunks.size());
-  for (const Chunk &c : chunks)
-    if (c.seq->computed + c.count == int64_t(c.seq->context.size()))
+  logitRows.reserve(tokens.size());
+  for (const Chunk &c : chunks) {
+    const Sequence &s = *c.seq;
+    for (auto [p, end] = s.toScore(s.computed, c.count); p < end; ++p)
+      logitRows.push_back(c.offset + p - s.computed);
+    if (s.computed + c.count == int64_t(s.context.size()) && s.request.maxNewTokens > 0)
       logitRows.push_back(c.offset + c.count - 1);
+  }
   double t0 = now();
   Batch batch{tokens.data(), positions.data(), tables.data(), int64_t(tokens.size()),
               logitRows.data(), int64_t(logitRows.size())};
@@ -417,6 +436,9 @@ Status Engine::step() {
 
   for (const Chunk &c : chunks) {
     Sequence &s = *c.seq;
+    if (s.request.promptLogprobs)
+      if (Status st = scorePrompt(s, s.computed, c.count, c.offset); !st)
+        return st;
     s.computed += c.count;
     if (options_.prefixCaching) {
       // Blocks this step filled hold the KV of a known prefix from now on.
@@ -426,32 +448,77 @@ Status Engine::step() {
     }
     if (s.computed != int64_t(s.context.size()))
       continue;
-    auto picked = s.sampler.next(logits_.data() + (c.offset + c.count - 1) * vocab_, vocab_);
-    if (!picked)
-      return picked.status();
-    const int32_t next = *picked;
-    if (s.result.tokens.empty())
-      s.result.firstToken = t1;
-    s.context.push_back(next);
-    s.result.tokens.push_back(next);
-    s.result.tokenTimes.push_back(t1);
-    sampled_.push_back({s.id, next});
-    if (auto reason = s.stop.check(s.result.tokens)) {
-      s.result.finishReason = *reason;
-      s.result.tokenTimes.resize(s.result.tokens.size()); // a stop string's tokens went
+    if (s.request.maxNewTokens == 0) { // scored only: done
       s.ended = true;
+      continue;
     }
+    if (Status st = sample(s, c.offset + c.count - 1, t1); !st)
+      return st;
   }
   for (size_t i = running_.size(); i-- > 0;)
-    if (running_[i]->ended ||
-        int64_t(running_[i]->result.tokens.size()) >= running_[i]->request.maxNewTokens)
+    if (running_[i]->ended)
       finish(i);
+  return Status::ok();
+}
+
+Status Engine::scorePrompt(Sequence &s, int64_t from, int64_t count, int64_t row) {
+  for (auto [p, end] = s.toScore(from, count); p < end; ++p) {
+    auto entry = logprobEntry(logits_.data() + (row + p - from) * vocab_, vocab_,
+                              s.context[size_t(p + 1)], *s.request.promptLogprobs);
+    if (!entry)
+      return entry.status();
+    s.result.promptLogprobs.push_back(entry.take());
+  }
+  if (!s.scoring() && !s.promptReported) {
+    scored_.push_back({s.id, s.result.promptLogprobs});
+    s.promptReported = true;
+  }
+  return Status::ok();
+}
+
+Status Engine::sample(Sequence &s, int64_t row, double time) {
+  float *logits = logits_.data() + row * vocab_;
+  auto picked = s.sampler.next(logits, vocab_);
+  if (!picked)
+    return picked.status();
+  const int32_t next = *picked;
+  std::optional<LogprobEntry> logprob;
+  if (s.request.logprobs) {
+    // next() put the raw logits back: the log-softmax is of those.
+    auto entry = logprobEntry(logits, vocab_, next, *s.request.logprobs);
+    if (!entry)
+      return entry.status();
+    logprob = entry.take();
+    s.result.logprobs.push_back(*logprob);
+  }
+  if (s.result.tokens.empty())
+    s.result.firstToken = time;
+  s.context.push_back(next);
+  s.result.tokens.push_back(next);
+  s.result.tokenTimes.push_back(time);
+  sampled_.push_back({s.id, next, std::move(logprob)});
+  if (auto reason = s.stop.check(s.result.tokens)) {
+    s.result.finishReason = *reason;
+    // A stop string's tokens went: their times and log-probabilities too.
+    s.result.tokenTimes.resize(s.result.tokens.size());
+    if (s.request.logprobs)
+      s.result.logprobs.resize(s.result.tokens.size());
+    s.ended = true;
+  }
+  if (int64_t(s.result.tokens.size()) >= s.request.maxNewTokens)
+    s.ended = true;
   return Status::ok();
 }
 
 std::vector<SampledToken> Engine::takeSampled() {
   std::vector<SampledToken> out;
   out.swap(sampled_);
+  return out;
+}
+
+std::vector<ScoredPrompt> Engine::takeScoredPrompts() {
+  std::vector<ScoredPrompt> out;
+  out.swap(scored_);
   return out;
 }
 

@@ -1,15 +1,40 @@
 //===- EngineService.cpp - the serving engine on its own thread -----------===//
 #include "moe/runtime/EngineService.h"
 
+#include <algorithm>
+#include <future>
+
 namespace moe::rt {
 
 RequestStream::Update RequestStream::next(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
-  ready_.wait_for(lock, timeout,
-                  [&] { return !pending_.tokens.empty() || pending_.result.has_value(); });
+  ready_.wait_for(lock, timeout, [&] { return !pending_.empty(); });
   Update out = std::move(pending_);
   pending_ = Update();
   return out;
+}
+
+void RequestStream::setNotify(std::function<void()> notify) {
+  std::shared_ptr<const std::function<void()>> now;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    notify_ = notify ? std::make_shared<const std::function<void()>>(std::move(notify)) : nullptr;
+    if (!pending_.empty())
+      now = notify_;
+  }
+  if (now)
+    (*now)();
+}
+
+void RequestStream::wake() {
+  std::shared_ptr<const std::function<void()>> notify;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    notify = notify_;
+  }
+  ready_.notify_all();
+  if (notify)
+    (*notify)();
 }
 
 EngineService::EngineService(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {
@@ -27,17 +52,29 @@ EngineService::~EngineService() {
 }
 
 Submitted EngineService::submit(GenerationRequest request) {
-  Submission s{std::move(request), {}, false};
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (failure_)
-    return {nullptr, Rejection::Unavailable, "the engine stopped: " + *failure_};
-  if (draining_ || stop_)
-    return {nullptr, Rejection::Unavailable,
-            "the server is shutting down; send the request elsewhere"};
-  submissions_.push_back(&s);
+  // Shared with the callback: the engine's thread may still be inside
+  // set_value when this thread wakes and returns.
+  auto handed = std::make_shared<std::promise<Submitted>>();
+  std::future<Submitted> outcome = handed->get_future();
+  submit(std::move(request), [handed](Submitted s) { handed->set_value(std::move(s)); });
+  return outcome.get();
+}
+
+void EngineService::submit(GenerationRequest request, std::function<void(Submitted)> done) {
+  std::optional<Submitted> refused;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_)
+      refused = Submitted{nullptr, Rejection::Unavailable, "the engine stopped: " + *failure_};
+    else if (draining_ || stop_)
+      refused = Submitted{nullptr, Rejection::Unavailable,
+                          "the server is shutting down; send the request elsewhere"};
+    else
+      submissions_.push_back({std::move(request), std::move(done)});
+  }
+  if (refused)
+    return done(std::move(*refused));
   wake_.notify_all();
-  handed_.wait(lock, [&] { return s.done; });
-  return std::move(s.result);
 }
 
 void EngineService::cancel(int64_t id) {
@@ -116,7 +153,7 @@ void EngineService::run() {
 }
 
 void EngineService::takeInbox() {
-  std::deque<Submission *> submissions;
+  std::deque<Submission> submissions;
   std::vector<int64_t> cancels;
   std::function<void(std::vector<int64_t>)> drainCancel;
   {
@@ -126,14 +163,15 @@ void EngineService::takeInbox() {
     drainCancel = drainCancel_;
   }
   const std::optional<std::string> failed = failure();
-  for (Submission *s : submissions) {
-    Submitted &r = s->result;
+  std::vector<Submitted> outcomes(submissions.size());
+  for (size_t i = 0; i < submissions.size(); ++i) {
+    Submitted &r = outcomes[i];
     if (failed) {
       r = {nullptr, Rejection::Unavailable, "the engine stopped: " + *failed};
       continue;
     }
     const bool busy = engine_->queueFull();
-    auto id = engine_->submit(std::move(s->request));
+    auto id = engine_->submit(std::move(submissions[i].request));
     if (!id) {
       r = {nullptr, busy ? Rejection::Busy : Rejection::Invalid, id.status().message()};
       continue;
@@ -147,21 +185,19 @@ void EngineService::takeInbox() {
   std::vector<int64_t> ids;
   if (drainCancel)
     ids = cancelPending();
-  // Before submit() returns, the snapshot counts what it handed over (so a
-  // drain right after sees it pending); with nothing handed over, the one
-  // after the step will do.
+  // Before a submission's outcome is told, the snapshot counts what it
+  // handed over (so a drain right after sees it pending); with nothing
+  // handed over, the one after the step will do.
   if (!submissions.empty() || !cancels.empty() || drainCancel)
     publish();
-  {
+  if (drainCancel) {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (Submission *s : submissions)
-      s->done = true;
-    if (drainCancel) {
-      drainCancel_(std::move(ids));
-      drainCancel_ = nullptr;
-    }
+    drainCancel_(std::move(ids));
+    drainCancel_ = nullptr;
   }
   handed_.notify_all();
+  for (size_t i = 0; i < submissions.size(); ++i)
+    submissions[i].done(std::move(outcomes[i]));
 }
 
 std::vector<int64_t> EngineService::cancelPending() {
@@ -173,29 +209,35 @@ std::vector<int64_t> EngineService::cancelPending() {
 }
 
 void EngineService::deliver() {
-  for (const SampledToken &t : engine_->takeSampled()) {
-    auto it = streams_.find(t.id);
+  // Each stream is woken once, after everything of this step is pending.
+  std::vector<std::shared_ptr<RequestStream>> touched;
+  auto add = [&](int64_t id, auto change) {
+    auto it = streams_.find(id);
     if (it == streams_.end())
-      continue;
-    RequestStream &s = *it->second;
+      return;
     {
-      std::lock_guard<std::mutex> lock(s.mutex_);
-      s.pending_.tokens.push_back(t.token);
+      std::lock_guard<std::mutex> lock(it->second->mutex_);
+      change(it->second->pending_);
     }
-    s.ready_.notify_all();
-  }
+    touched.push_back(it->second);
+  };
+  for (ScoredPrompt &p : engine_->takeScoredPrompts())
+    add(p.id, [&](RequestStream::Update &u) { u.promptLogprobs = std::move(p.logprobs); });
+  for (SampledToken &t : engine_->takeSampled())
+    add(t.id, [&](RequestStream::Update &u) {
+      u.tokens.push_back(t.token);
+      if (t.logprob)
+        u.logprobs.push_back(std::move(*t.logprob));
+    });
   for (GenerationResult &r : engine_->takeFinished()) {
-    auto it = streams_.find(r.id);
-    if (it == streams_.end())
-      continue;
-    RequestStream &s = *it->second;
-    {
-      std::lock_guard<std::mutex> lock(s.mutex_);
-      s.pending_.result = std::move(r);
-    }
-    s.ready_.notify_all();
-    streams_.erase(it);
+    const int64_t id = r.id;
+    add(id, [&](RequestStream::Update &u) { u.result = std::move(r); });
+    streams_.erase(id);
   }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  for (const std::shared_ptr<RequestStream> &s : touched)
+    s->wake();
 }
 
 void EngineService::publish() {

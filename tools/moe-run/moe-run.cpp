@@ -38,14 +38,33 @@ struct Flags {
   std::string planDir, prompt, evalFile, compareTo, dumpLogits, json, routingProfile, kvDtype,
       prefault;
   std::string device = "cpu";
-  std::vector<int64_t> promptTokens;
+  std::vector<int64_t> promptTokens, stopTokenIds;
   std::vector<std::string> stop;
   moe::tools::TimelineFlags timeline;
-  int64_t maxNewTokens = 16, maxContext = 0, prefillRepeats = 0;
-  double temperature = 0, topP = 1, memoryLimit = 0, profileDecay = 1;
+  int64_t maxNewTokens = 16, maxContext = 0, prefillRepeats = 0, topK = 0, minTokens = 0;
+  double temperature = 0, topP = 1, minP = 0, repetitionPenalty = 1, presencePenalty = 0,
+         frequencyPenalty = 0, memoryLimit = 0, profileDecay = 1;
   uint64_t seed = 0;
   int threads = 0;
-  bool expertHistogram = false, verifyWeights = false, recompute = false, ignoreEos = false;
+  bool expertHistogram = false, verifyWeights = false, recompute = false, ignoreEos = false,
+       includeStopString = false;
+
+  SamplingOptions sampling() const {
+    SamplingOptions o;
+    o.temperature = float(temperature);
+    o.topP = float(topP);
+    o.topK = int32_t(topK);
+    o.seed = seed;
+    o.minP = float(minP);
+    o.repetitionPenalty = float(repetitionPenalty);
+    o.presencePenalty = float(presencePenalty);
+    o.frequencyPenalty = float(frequencyPenalty);
+    return o;
+  }
+  StopOptions stopping() const {
+    return {ignoreEos, stop, std::vector<int32_t>(stopTokenIds.begin(), stopTokenIds.end()),
+            minTokens, includeStopString};
+  }
 };
 
 double since(std::chrono::steady_clock::time_point t) {
@@ -249,14 +268,15 @@ int Run::generate() {
     return Status::ok();
   };
 
-  auto stop = StopRules::create(plan->plan(), StopOptions{flags.ignoreEos, flags.stop}, tokenizer);
+  auto stop = StopRules::create(plan->plan(), flags.stopping(), tokenizer);
   if (!stop)
     return fail(stop.status().message());
-  SamplingOptions sampling;
-  sampling.temperature = float(flags.temperature);
-  sampling.topP = float(flags.topP);
-  sampling.seed = flags.seed;
-  Sampler sampler(sampling);
+  const SamplingOptions sampling = flags.sampling();
+  if (Status st = validate(sampling); !st)
+    return fail(st.message());
+  // The engine's per-sequence sampler: penalties see this prompt, min
+  // tokens mask this plan's end tokens.
+  Sampler sampler(sampling, tokens, stop->minTokens());
   auto t1 = std::chrono::steady_clock::now();
   if (Status st = run(0, int64_t(tokens.size()), true); !st)
     return fail(st.message());
@@ -402,6 +422,30 @@ int main(int argc, char **argv) {
   app.add_option("--top-p", f.topP, "nucleus sampling mass, in (0, 1] (default 1)")
       ->check(moe::tools::finiteIn(1e-9, 1))
       ->type_name("P");
+  app.add_option("--top-k", f.topK,
+                 "sample from the K likeliest tokens only (default 0: all; before top-p)")
+      ->check(moe::tools::integerIn(0, INT32_MAX))
+      ->type_name("K");
+  app.add_option("--min-p", f.minP,
+                 "drop tokens less likely than P times the likeliest one, after the "
+                 "temperature, in [0, 1] (default 0: off)")
+      ->check(moe::tools::finiteIn(0, 1))
+      ->type_name("P");
+  app.add_option("--repetition-penalty", f.repetitionPenalty,
+                 "divide the positive logits (multiply the negative ones) of the tokens of the "
+                 "prompt and the output by R, > 0 (default 1: off)")
+      ->check(moe::tools::positiveFinite())
+      ->type_name("R");
+  app.add_option("--presence-penalty", f.presencePenalty,
+                 "subtract X from the logit of each token generated so far (once, however "
+                 "often it came), in [-2, 2] (default 0)")
+      ->check(moe::tools::finiteIn(-2, 2))
+      ->type_name("X");
+  app.add_option("--frequency-penalty", f.frequencyPenalty,
+                 "subtract X times its count from the logit of every token generated so far, "
+                 "in [-2, 2] (default 0)")
+      ->check(moe::tools::finiteIn(-2, 2))
+      ->type_name("X");
   app.add_option("--seed", f.seed, "sampling seed (default 0)")
       ->check(moe::tools::integerIn(0, INT64_MAX))
       ->type_name("S");
@@ -409,6 +453,20 @@ int main(int argc, char **argv) {
       ->check(moe::tools::integerIn(0, int64_t(1) << 24))
       ->type_name("N");
   moe::tools::addStopFlags(cli, f.ignoreEos, f.stop);
+  app.add_option("--stop-token-ids", f.stopTokenIds,
+                 "comma-separated token ids that end a sequence as an end-of-sequence token "
+                 "does (kept as the last token; --ignore-eos does not apply to them)")
+      ->delimiter(',')
+      ->type_name("IDS")
+      ->check(moe::tools::integerIn(0, INT32_MAX));
+  app.add_option("--min-tokens", f.minTokens,
+                 "generate at least N tokens: until then end-of-sequence tokens and "
+                 "--stop-token-ids cannot be sampled and --stop strings do not end the sequence "
+                 "(default 0; at most --max-new-tokens)")
+      ->check(moe::tools::integerIn(0, int64_t(1) << 24))
+      ->type_name("N");
+  app.add_flag("--include-stop-str", f.includeStopString,
+               "keep a --stop string's tokens and text in the output");
   moe::tools::addKvDtype(cli, f.kvDtype);
   moe::tools::addMemoryLimit(cli, f.memoryLimit);
   app.add_option("--dump-logits", f.dumpLogits,
@@ -443,6 +501,9 @@ int main(int argc, char **argv) {
     return cli.fail("--json and --dump-logits would both write to " +
                     (f.json == "-" ? std::string("standard output") : f.json) +
                     "; give each its own file");
+  if (f.minTokens > f.maxNewTokens)
+    return cli.fail("--min-tokens " + std::to_string(f.minTokens) + " exceeds --max-new-tokens " +
+                    std::to_string(f.maxNewTokens));
   if (!f.compareTo.empty() && f.evalFile.empty() && f.promptTokens.empty())
     return cli.fail("--compare-to needs --eval-file or --prompt-tokens (it compares "
                     "predictions over a text or a token sequence)");

@@ -15,17 +15,20 @@
 #ifndef MOE_RUNTIME_ENGINE_H
 #define MOE_RUNTIME_ENGINE_H
 
+#include "moe/runtime/Logprobs.h"
 #include "moe/runtime/Sampler.h"
 #include "moe/runtime/Session.h"
 #include "moe/runtime/Stopping.h"
 #include "moe/runtime/Tokenizer.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <list>
 #include <unordered_map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace moe::rt {
@@ -59,9 +62,21 @@ struct EngineOptions {
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;
-  int64_t maxNewTokens = 16; ///< the most tokens generated; fewer when it ends (stop)
-  SamplingOptions sampling;
-  StopOptions stop; ///< end-of-sequence tokens, stop strings (Stopping.h)
+  /// The most tokens generated; fewer when it ends (stop). 0 scores the
+  /// prompt only (with promptLogprobs): the request ends after its
+  /// prefill, FinishReason::Length, no token sampled.
+  int64_t maxNewTokens = 16;
+  SamplingOptions sampling; ///< temperature, top-k/p, min-p, penalties (Sampler.h)
+  StopOptions stop; ///< end-of-sequence tokens, stop tokens and strings (Stopping.h)
+  /// Log-probabilities of each generated token (Logprobs.h) with the k
+  /// likeliest tokens of its position, k in [0, kMaxTopLogprobs]; unset:
+  /// none.
+  std::optional<int32_t> logprobs;
+  /// The same for each prompt token from the second on, given the tokens
+  /// before it (OpenAI's echo with logprobs). Every prompt row of the
+  /// request then goes through the LM head, and it takes no KV blocks from
+  /// the prefix cache while its prompt is unscored.
+  std::optional<int32_t> promptLogprobs;
 };
 
 struct GenerationResult {
@@ -71,6 +86,11 @@ struct GenerationResult {
   std::vector<double> tokenTimes; ///< when each generated token was sampled
   int preemptions = 0;
   FinishReason finishReason = FinishReason::Length;
+  /// With GenerationRequest::logprobs: one entry per token of `tokens`.
+  std::vector<LogprobEntry> logprobs;
+  /// With GenerationRequest::promptLogprobs: entry i is that of prompt
+  /// token i + 1 (the first has none); all of them once the prefill is done.
+  std::vector<LogprobEntry> promptLogprobs;
 };
 
 struct EngineStats {
@@ -99,6 +119,14 @@ struct EngineLoad {
 struct SampledToken {
   int64_t id;
   int32_t token;
+  std::optional<LogprobEntry> logprob; ///< with GenerationRequest::logprobs
+};
+
+/// A request's prompt log-probabilities (GenerationResult::promptLogprobs),
+/// reported once, as soon as its prefill is done.
+struct ScoredPrompt {
+  int64_t id;
+  std::vector<LogprobEntry> logprobs;
 };
 
 /// Fixed-size KV blocks with reference counts and a prefix cache: a full
@@ -148,6 +176,9 @@ public:
   /// Every token sampled since the last call, in order. A stop string's
   /// tokens are reported here before check() cuts them from the result.
   std::vector<SampledToken> takeSampled();
+  /// The prompt log-probabilities completed since the last call (before
+  /// the request's first token comes from takeSampled()).
+  std::vector<ScoredPrompt> takeScoredPrompts();
   /// Ends request `id` wherever it is (waiting, running or swapped out):
   /// its KV blocks and host slots are free at once, and its result (the
   /// tokens so far, FinishReason::Cancelled) comes from takeFinished().
@@ -181,7 +212,21 @@ private:
     Sampler sampler;
     StopRules stop;
     GenerationResult result;
-    bool ended = false; ///< an end-of-sequence token or a stop string came
+    bool ended = false; ///< it stops here: an end token, a stop string, its token limit
+    bool promptReported = false; ///< its prompt log-probabilities went to scored_
+    /// With promptLogprobs, the logits of prompt position p score token
+    /// p + 1: positions [firstUnscored(), promptLength - 1) are still to
+    /// score (kept across a recompute), and scoring() while there are any.
+    int64_t firstUnscored() const { return int64_t(result.promptLogprobs.size()); }
+    bool scoring() const {
+      return request.promptLogprobs && firstUnscored() + 1 < int64_t(promptLength);
+    }
+    /// The positions of [from, from + count) still to score: [first, end).
+    std::pair<int64_t, int64_t> toScore(int64_t from, int64_t count) const {
+      if (!scoring())
+        return {0, 0};
+      return {std::max(firstUnscored(), from), std::min(from + count, int64_t(promptLength) - 1)};
+    }
   };
   Engine() = default;
   double now() const;
@@ -202,6 +247,11 @@ private:
   void finish(size_t index);
   /// Frees what `s` holds and moves its result to finished_.
   void retire(Sequence &s);
+  /// The prompt log-probabilities of the chunk of `s` from position `from`
+  /// (`count` rows from batch row `row`), and its report once complete.
+  Status scorePrompt(Sequence &s, int64_t from, int64_t count, int64_t row);
+  /// Samples the next token of `s` from the logits of batch row `row`.
+  Status sample(Sequence &s, int64_t row, double time);
 
   const LoadedPlan *plan_ = nullptr;
   std::unique_ptr<Session> session_;
@@ -215,6 +265,7 @@ private:
   int64_t hostUsed_ = 0;
   std::vector<GenerationResult> finished_;
   std::vector<SampledToken> sampled_;
+  std::vector<ScoredPrompt> scored_;
   EngineStats stats_;
   int64_t nextId_ = 0;
   double start_ = 0;

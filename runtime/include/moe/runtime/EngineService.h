@@ -1,11 +1,12 @@
 //===- EngineService.h - the serving engine on its own thread ---*- C++ -*-===//
 //
-// An Engine is single-threaded; a server has a thread per connection. The
+// An Engine is single-threaded; a server has threads of its own. The
 // service owns the engine on a thread of its own that steps it while there
-// is work; request threads submit, read each request's tokens as they are
+// is work; other threads submit, read each request's tokens as they are
 // sampled, and cancel, through this thread-safe interface. Submissions and
-// cancellations are handed over between steps, so a call waits at most one
-// step.
+// cancellations are handed over between steps, so a blocking call waits at
+// most one step; an asynchronous server's I/O threads use the calls that
+// never block (submit with a callback, RequestStream::setNotify and take).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_ENGINESERVICE_H
@@ -33,18 +34,36 @@ class RequestStream {
 public:
   struct Update {
     std::vector<int32_t> tokens;              ///< sampled since the last call
+    /// With GenerationRequest::logprobs: one entry per token of `tokens`.
+    std::vector<LogprobEntry> logprobs;
+    /// Set once, with GenerationRequest::promptLogprobs, when the prefill
+    /// is done (before the first token): GenerationResult::promptLogprobs.
+    std::optional<std::vector<LogprobEntry>> promptLogprobs;
     std::optional<GenerationResult> result;   ///< set once: the request ended
+    bool empty() const { return tokens.empty() && !promptLogprobs && !result; }
   };
   int64_t id() const { return id_; }
   /// What came since the last call; waits up to `timeout` for something.
   Update next(std::chrono::milliseconds timeout);
+  /// What came since the last call, at once (maybe nothing).
+  Update take() { return next(std::chrono::milliseconds(0)); }
+  /// `notify` runs, with no lock held, each time something becomes pending
+  /// for this stream (once per engine step): on the engine's thread, or at
+  /// once on this thread if something is pending already. It should only
+  /// schedule a take(). Null stops the calls, but one already under way on
+  /// the engine's thread may still finish after this returns: what it
+  /// touches must outlive it (capture it by shared or weak pointer).
+  void setNotify(std::function<void()> notify);
 
 private:
   friend class EngineService;
+  /// Something became pending: wakes next() and calls the notify hook.
+  void wake();
   int64_t id_ = -1;
   std::mutex mutex_;
   std::condition_variable ready_;
   Update pending_;
+  std::shared_ptr<const std::function<void()>> notify_;
 };
 
 /// Why a submission was refused, for the caller to answer in kind.
@@ -78,8 +97,14 @@ public:
   ~EngineService();
 
   /// Queues `request`: a stream of its tokens, or why it was rejected
-  /// (Engine::submit's reasons, or that the service is draining).
+  /// (Engine::submit's reasons, or that the service is draining). Waits for
+  /// the engine's thread to take it (at most one step).
   Submitted submit(GenerationRequest request);
+  /// The same without waiting: `done` runs once with the outcome, on the
+  /// engine's thread when it takes the request (no lock held; it must not
+  /// block), or at once on this thread when the service is draining or its
+  /// engine failed.
+  void submit(GenerationRequest request, std::function<void(Submitted)> done);
   /// Ends a request early (a client went away); its stream gets a result
   /// with FinishReason::Cancelled. Unknown or finished ids are ignored.
   void cancel(int64_t id);
@@ -94,8 +119,7 @@ public:
 private:
   struct Submission {
     GenerationRequest request;
-    Submitted result;
-    bool done = false;
+    std::function<void(Submitted)> done;
   };
   /// The engine thread: steps while there is work, sleeps otherwise.
   void run();
@@ -103,7 +127,8 @@ private:
   void takeInbox();
   /// Cancels every pending request; their ids.
   std::vector<int64_t> cancelPending();
-  /// Sampled tokens and results to their streams.
+  /// Prompt log-probabilities, sampled tokens and results to their
+  /// streams.
   void deliver();
   /// A new snapshot; wakes drain().
   void publish();
@@ -111,7 +136,7 @@ private:
   std::unique_ptr<Engine> engine_;
   mutable std::mutex mutex_;
   std::condition_variable wake_, handed_;
-  std::deque<Submission *> submissions_;
+  std::deque<Submission> submissions_;
   std::vector<int64_t> cancels_;
   bool stop_ = false, draining_ = false;
   /// Set by drain() when its grace is over: the engine thread cancels what
