@@ -5,6 +5,7 @@
 #include "moe/runtime/KernelCall.h"
 #include "moe/runtime/Checksum.h"
 #include "moe/runtime/PlanFormat.h"
+#include "moe/runtime/WeightChecksum.h"
 #include "PlanPrograms.h"
 
 #include <fcntl.h>
@@ -385,6 +386,9 @@ Status LoadedPlan::check() const {
     if (Status s = checkLayout(*p.tensors()->Get(id), where); !s)
       return s;
   }
+  if (!weightChecksumName(p.weight_checksum()))
+    return Status::error("weight checksum algorithm " + str(uint64_t(p.weight_checksum())) +
+                         " is not one this runtime knows (0: checksum64, 1: xxh3-64)");
   for (const auto *file : *p.weight_files())
     if (!file->path() || file->path()->size() == 0 ||
         std::strchr(file->path()->c_str(), '/'))
@@ -568,8 +572,9 @@ Status LoadedPlan::verifyWeights() const {
     const plan::Tensor *t = p.tensors()->Get(id);
     if (t->storage() != plan::Storage::Weight || !weightData(id))
       continue; // another rank's weight
-    uint64_t sum = checksum64(weightData(id), t->size());
-    if (sum != t->checksum()) {
+    WeightHasher sum(p.weight_checksum());
+    sum.update(weightData(id), t->size());
+    if (sum.value() != t->checksum()) {
       std::ostringstream os;
       os << dir_ << "/" << p.weight_files()->Get(t->weight_file())->path()->str()
          << ": checksum mismatch in weight '" << t->name()->str() << "' (bytes "

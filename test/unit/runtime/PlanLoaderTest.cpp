@@ -5,8 +5,10 @@
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/PlanFormat.h"
 #include "moe/runtime/Session.h"
+#include "moe/runtime/WeightChecksum.h"
 
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <cstring>
 #include <filesystem>
@@ -68,9 +70,50 @@ struct Spec {
   int skipCollectiveOn = -1;
   int placementLayers = 0;                // placement entries of one expert
   uint64_t weightFileBytes = 64;          // weights-0.bin as the plan states it (and as made)
+  // Format 2.10: the algorithm the plan names for its weights' checksums
+  // (nullopt: the field left out and format 2.9, as plans before 2.10), and
+  // the one they are computed with (nullopt: the same).
+  std::optional<fb::WeightChecksum> weightChecksum = fb::WeightChecksum::Checksum64;
+  std::optional<fb::WeightChecksum> checksumsBy;
+  // Weights that no instruction reads, after the table in weights-0.bin,
+  // which they then end: F32 vectors "extra0", "extra1", ... of these many
+  // elements, each 64-byte aligned, of extraWeight's values.
+  std::vector<int64_t> extraWeights;
 };
 
 const float kTable[16] = {0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23, 30, 31, 32, 33};
+
+/// A weight's checksum by `algorithm`, in one call (the loader streams it
+/// chunk by chunk): checksum64, or libxxhash's own XXH3-64.
+uint64_t referenceChecksum(fb::WeightChecksum algorithm, const void *data, size_t bytes) {
+  return algorithm == fb::WeightChecksum::XXH3_64 ? XXH3_64bits(data, bytes)
+                                                  : checksum64(data, bytes);
+}
+
+/// The checksum algorithm `s`'s weights are computed with.
+fb::WeightChecksum checksumsBy(const Spec &s) {
+  return s.checksumsBy.value_or(s.weightChecksum.value_or(fb::WeightChecksum::Checksum64));
+}
+
+/// Extra weight i's values: they differ from weight to weight and along
+/// each.
+std::vector<float> extraWeight(const Spec &s, size_t i) {
+  std::vector<float> v(size_t(s.extraWeights[i]));
+  for (size_t k = 0; k < v.size(); ++k)
+    v[k] = float(i * 7919 + k % 104729);
+  return v;
+}
+
+/// Where extra weight i starts in weights-0.bin: after the table and the
+/// extra weights before it, 64-byte aligned; the last entry is the file's end.
+std::vector<uint64_t> extraOffsets(const Spec &s) {
+  std::vector<uint64_t> at = {sizeof kTable};
+  for (int64_t n : s.extraWeights) {
+    at.back() = (at.back() + 63) / 64 * 64;
+    at.push_back(at.back() + uint64_t(n) * 4);
+  }
+  return at;
+}
 
 /// Tokens 3 and 1 at positions 0 and 1 through a CPU session of `plan`:
 /// its [2, 4] output into out.
@@ -103,7 +146,8 @@ protected:
         fb::CreateTensorDirect(b, "positions", fb::DType::I32, &tokenShape,
                                fb::Storage::Input),
         fb::CreateTensorDirect(b, "table", s.tableType, &s.tableShape, fb::Storage::Weight,
-                               s.tableFile, s.tableOffset, s.tableSize, checksum64(kTable, 64), s.scales,
+                               s.tableFile, s.tableOffset, s.tableSize,
+                               referenceChecksum(checksumsBy(s), kTable, 64), s.scales,
                                s.group, s.rowGroup, 0, 0, 1, s.int8Activations, s.layout),
         fb::CreateTensorDirect(b, "out", fb::DType::F32, &outShape, fb::Storage::Arena, 0,
                                s.outOffset, uint64_t(s.maxTokens * s.outCols) * 4)};
@@ -144,10 +188,27 @@ protected:
                                                        nullptr, nullptr, nullptr,
                                                        fb::CollectiveOp::AllReduce));
     }
+    uint64_t fileBytes = s.weightFileBytes;
+    if (!s.extraWeights.empty()) {
+      const std::vector<uint64_t> at = extraOffsets(s);
+      std::ofstream file(dir_ / "weights-0.bin", std::ios::binary | std::ios::trunc);
+      file.write(reinterpret_cast<const char *>(kTable), sizeof kTable);
+      for (size_t i = 0; i < s.extraWeights.size(); ++i) {
+        const std::vector<float> v = extraWeight(s, i);
+        const std::string name = "extra" + std::to_string(i);
+        std::vector<int64_t> shape = {s.extraWeights[i]};
+        tensors.push_back(fb::CreateTensorDirect(
+            b, name.c_str(), fb::DType::F32, &shape, fb::Storage::Weight, 0, at[i],
+            v.size() * 4, referenceChecksum(checksumsBy(s), v.data(), v.size() * 4)));
+        file.seekp(std::streamoff(at[i]));
+        file.write(reinterpret_cast<const char *>(v.data()), std::streamsize(v.size() * 4));
+      }
+      fileBytes = at.back();
+    }
     std::vector<flatbuffers::Offset<fb::WeightFile>> files = {
-        fb::CreateWeightFileDirect(b, s.weightFile.c_str(), s.weightFileBytes, 0)};
-    if (s.weightFileBytes > sizeof kTable) // the table, then a hole
-      fs::resize_file(dir_ / "weights-0.bin", s.weightFileBytes);
+        fb::CreateWeightFileDirect(b, s.weightFile.c_str(), fileBytes, 0)};
+    if (fileBytes > sizeof kTable) // the table, then a hole or the extra weights
+      fs::resize_file(dir_ / "weights-0.bin", fileBytes);
     for (int r = 1; r < s.ranks; ++r) {
       std::string name = "weights-" + std::to_string(r) + ".bin";
       std::ofstream(dir_ / name, std::ios::binary)
@@ -157,7 +218,7 @@ protected:
       std::vector<uint32_t> ins = {0, uint32_t(tensors.size())};
       tensors.push_back(fb::CreateTensorDirect(b, "table", s.tableType, &s.tableShape,
                                                fb::Storage::Weight, uint32_t(r), 0, 64,
-                                               checksum64(kTable, 64)));
+                                               referenceChecksum(checksumsBy(s), kTable, 64)));
       insts[size_t(r)].push_back(fb::CreateInstructionDirect(
           b, fb::OpCode::Embedding, &ins, &s.outs, fb::OpParams::NONE, 0));
     }
@@ -186,8 +247,12 @@ protected:
     std::vector<flatbuffers::Offset<fb::KvLayer>> layers;
     auto config = fb::CreateModelConfigDirect(b, "mixtral", s.vocab, 4, 1, 1, 1, 8);
     auto kv = fb::CreateKvCacheSpecDirect(b, fb::DType::F32, 8, &layers);
-    auto plan = fb::CreatePlanDirect(b, kFormatMajor, kFormatMinor, config, &tensors, &files,
-                                     &programs, s.maxTokens, kv, 0, &placement);
+    if (!s.weightChecksum)
+      b.ForceDefaults(false); // Plan.weight_checksum left out, as before format 2.10
+    auto plan = fb::CreatePlanDirect(
+        b, kFormatMajor, s.weightChecksum ? kFormatMinor : 9, config, &tensors, &files,
+        &programs, s.maxTokens, kv, 0, &placement, 0,
+        s.weightChecksum.value_or(fb::WeightChecksum::Checksum64));
     fb::FinishPlanBuffer(b, plan);
     std::ofstream out(dir_ / kPlanFileName, std::ios::binary);
     out.write(reinterpret_cast<const char *>(b.GetBufferPointer()), b.GetSize());
@@ -263,6 +328,45 @@ TEST_F(PlanLoaderTest, ClosedWhileBackgroundPrefaultRuns) {
   (*loaded)->waitForPrefault();
   EXPECT_EQ((*loaded)->prefault().state, PrefaultProgress::State::Done);
   EXPECT_EQ((*loaded)->prefault().populated, s.weightFileBytes);
+}
+
+// Format 2.10: a plan names its weights' checksum algorithm; one that names
+// none (before 2.10) is checked with checksum64. Checksums of another
+// algorithm than the one named are a mismatch, named.
+TEST_F(PlanLoaderTest, WeightsAreCheckedWithTheAlgorithmThePlanNames) {
+  using C = fb::WeightChecksum;
+  for (std::optional<C> named : {std::optional<C>(), std::optional<C>(C::Checksum64),
+                                 std::optional<C>(C::XXH3_64)}) {
+    SCOPED_TRACE(named ? weightChecksumName(*named) : "absent");
+    const C algorithm = named.value_or(C::Checksum64);
+    Spec s;
+    s.weightChecksum = named;
+    s.extraWeights = {1000};
+    write(s);
+    std::ifstream in(dir_ / kPlanFileName, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    const auto *table = reinterpret_cast<const flatbuffers::Table *>(fb::GetPlan(bytes.data()));
+    EXPECT_EQ(table->CheckField(fb::Plan::VT_WEIGHT_CHECKSUM), named.has_value());
+    LoadOptions o;
+    o.verifyWeights = true;
+    auto loaded = LoadedPlan::open(dir_.string(), o);
+    ASSERT_TRUE(loaded) << loaded.status().message();
+
+    s.checksumsBy = algorithm == C::XXH3_64 ? C::Checksum64 : C::XXH3_64;
+    write(s);
+    auto wrong = LoadedPlan::open(dir_.string(), o);
+    ASSERT_FALSE(wrong);
+    EXPECT_NE(wrong.status().message().find("checksum mismatch in weight 'table'"),
+              std::string::npos)
+        << wrong.status().message();
+  }
+}
+
+TEST_F(PlanLoaderTest, RejectsAnUnknownWeightChecksum) {
+  Spec s;
+  s.weightChecksum = fb::WeightChecksum(7);
+  EXPECT_ERROR(s, "weight checksum algorithm 7 is not one this runtime knows (0: checksum64, "
+                  "1: xxh3-64)");
 }
 
 /// The table as I8 with a scale per row: kTable's first 16 bytes are the
