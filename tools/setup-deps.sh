@@ -11,7 +11,7 @@ packages=(
   llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools
   libflatbuffers-dev flatbuffers-compiler
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
-  libpcre2-dev libicu-dev libcpp-httplib-dev libboost1.81-dev
+  libpcre2-dev libicu-dev libcpp-httplib-dev libboost1.81-dev libxxhash-dev pkg-config
   libdnnl-dev
   libopenmpi-dev openmpi-bin
 )

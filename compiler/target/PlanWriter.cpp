@@ -607,7 +607,7 @@ private:
                                              text.eosToken.c_str());
     auto plan = fb::CreatePlanDirect(b_, rt::kFormatMajor, rt::kFormatMinor, modelConfig,
                                      &tensors, &files, &programs, int32_t(maxTokens_), kv,
-                                     provenance, &placement, textSpec);
+                                     provenance, &placement, textSpec, rt::kWeightChecksum);
     fb::FinishPlanBuffer(b_, plan);
     auto out = rt::OutputFile::create((fs::path(dir_) / rt::kPlanFileName).string());
     if (!out)

@@ -2,7 +2,7 @@
 #include "compiler/target/WeightPacker.h"
 #include "moe/runtime/File.h"
 #include "moe/runtime/KernelCall.h"
-#include "moe/runtime/Checksum.h"
+#include "moe/runtime/WeightChecksum.h"
 #include "moe/runtime/PlanFormat.h"
 
 #include <fcntl.h>
@@ -43,7 +43,7 @@ void WeightPacker::begin(Packed &packed) {
   packed.offset = written_;
 }
 
-void WeightPacker::write(const char *data, size_t bytes, rt::Checksum64 &sum) {
+void WeightPacker::write(const char *data, size_t bytes, rt::WeightHasher &sum) {
   if (cancelled_ && *cancelled_)
     throw InputError(path_ + ": interrupted");
   sum.update(data, bytes);
@@ -53,7 +53,7 @@ void WeightPacker::write(const char *data, size_t bytes, rt::Checksum64 &sum) {
   progress(false);
 }
 
-void WeightPacker::end(Packed &packed, const rt::Checksum64 &sum) {
+void WeightPacker::end(Packed &packed, const rt::WeightHasher &sum) {
   packed.size = written_ - packed.offset;
   packed.checksum = sum.value();
   ++tensors_;
@@ -113,7 +113,7 @@ template <typename T> void interleave(const char *src, int64_t cols, char *dst) 
 } // namespace
 
 void WeightPacker::writePanels(PanelRows &rows, const char *data, size_t bytes,
-                               rt::Checksum64 &sum) {
+                               rt::WeightHasher &sum) {
   rows.held.insert(rows.held.end(), data, data + bytes);
   const size_t panelBytes = size_t(rt::kPanelRows) * rows.rowBytes;
   const int64_t cols = int64_t(rows.rowBytes / rows.elementBytes);
@@ -141,7 +141,7 @@ WeightPacker::Packed WeightPacker::append(const std::vector<const TensorInfo *> 
                                           int64_t panelCols) {
   Packed packed;
   begin(packed);
-  rt::Checksum64 sum;
+  rt::WeightHasher sum(rt::kWeightChecksum);
   PanelRows panels;
   for (const TensorInfo *part : parts) {
     if (!panelCols) {
@@ -164,7 +164,7 @@ WeightPacker::Packed WeightPacker::appendEncoded(const std::vector<const TensorI
                                                  const Encoding &e, std::vector<float> &scales) {
   Packed packed;
   begin(packed);
-  rt::Checksum64 sum;
+  rt::WeightHasher sum(rt::kWeightChecksum);
   // Rows wait in `rows` until a whole block of e.rowGroup has come (blocks
   // may span parts, e.g. two experts).
   std::vector<float> rows;
@@ -215,7 +215,7 @@ void WeightPacker::decode(const TensorInfo &part, std::vector<float> &out) {
 WeightPacker::Packed WeightPacker::appendBytes(const void *data, size_t bytes) {
   Packed packed;
   begin(packed);
-  rt::Checksum64 sum;
+  rt::WeightHasher sum(rt::kWeightChecksum);
   write(static_cast<const char *>(data), bytes, sum);
   end(packed, sum);
   return packed;

@@ -11,7 +11,7 @@
 
 #include "compiler/import/Safetensors.h"
 #include "compiler/target/WeightEncoding.h"
-#include "moe/runtime/Checksum.h"
+#include "moe/runtime/WeightChecksum.h"
 
 #include <atomic>
 #include <cstdint>
@@ -53,15 +53,15 @@ public:
 
 private:
   void begin(Packed &packed); // pads to the alignment; the tensor starts here
-  void write(const char *data, size_t bytes, rt::Checksum64 &sum);
-  void end(Packed &packed, const rt::Checksum64 &sum);
+  void write(const char *data, size_t bytes, rt::WeightHasher &sum);
+  void end(Packed &packed, const rt::WeightHasher &sum);
   /// Rows on their way into panels: those of an unfinished panel wait in
   /// `held`.
   struct PanelRows {
     size_t rowBytes = 0, elementBytes = 0;
     std::vector<char> held, panel;
   };
-  void writePanels(PanelRows &rows, const char *data, size_t bytes, rt::Checksum64 &sum);
+  void writePanels(PanelRows &rows, const char *data, size_t bytes, rt::WeightHasher &sum);
   void endPanels(const PanelRows &rows);
   template <typename Consume> void read(const TensorInfo &part, size_t unit, Consume consume);
   void progress(bool last);

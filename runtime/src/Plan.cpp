@@ -5,7 +5,9 @@
 #include "moe/runtime/KernelCall.h"
 #include "moe/runtime/Checksum.h"
 #include "moe/runtime/PlanFormat.h"
+#include "moe/runtime/WeightChecksum.h"
 #include "PlanPrograms.h"
+#include "WeightScan.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -29,26 +31,11 @@ constexpr uint64_t kMaxPlanBytes = 1ull << 30;
 
 std::string str(uint64_t v) { return std::to_string(v); }
 
-// Linux 5.14; older headers lack it, older kernels answer EINVAL.
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
-#endif
-
-/// The prefault populates this much per call: the plan waits at most one
-/// chunk's population when closed early.
-constexpr size_t kPrefaultChunk = size_t(8) << 20;
-/// MADV_WILLNEED runs this far ahead of the chunk being populated.
-constexpr size_t kReadahead = size_t(64) << 20;
-
-/// Reads one byte of every page of [p, p + n): the fallback for kernels
-/// without MADV_POPULATE_READ.
-void touchPages(const uint8_t *p, size_t n, size_t page) {
-  uint8_t sum = 0;
-  for (size_t i = 0; i < n; i += page)
-    sum ^= static_cast<const volatile uint8_t *>(p)[i];
-  static volatile uint8_t sink;
-  sink = sum;
-}
+/// A verifying prefault runs on this many threads, each populating and
+/// checking its share of the weights: one checks while another waits for
+/// the disk, and over a hot page cache the checksums, which read every
+/// byte, share the cores (docs/robustness.md).
+constexpr int kVerifyWorkers = 2;
 
 } // namespace
 
@@ -81,6 +68,8 @@ const char *prefaultStateName(PrefaultProgress::State state) {
     return "done";
   case PrefaultProgress::State::Stopped:
     return "stopped";
+  case PrefaultProgress::State::Failed:
+    return "failed";
   }
   return "?";
 }
@@ -260,20 +249,28 @@ Expected<std::unique_ptr<LoadedPlan>> LoadedPlan::open(const std::string &dir,
   loaded->rank_ = options.rank.value_or(0);
   const bool shapeOnly =
       loaded->plan_->provenance() && loaded->plan_->provenance()->shape_only();
-  if (shapeOnly && (options.mapWeights || options.verifyWeights))
+  const bool verify = options.verifyWeights || options.verifyWhilePrefaulting;
+  if (shapeOnly && (options.mapWeights || verify))
     return Status::error(path + ": a shape-only plan (moe-compile --shape-only) has no "
                                 "weights: inspect or simulate it (moe-plan show, moe-plan "
                                 "simulate), or compile the checkpoint to run it");
-  if (!options.mapWeights)
+  if (verify && !options.mapWeights)
+    return Status::error(path + ": the weights cannot be verified without mapping them "
+                                "(LoadOptions::mapWeights)");
+  if (options.verifyWhilePrefaulting && !options.verifyWeights &&
+      options.prefault == Prefault::Off)
+    return Status::error(path + ": the weights cannot be verified while they are prefaulted "
+                                "with the prefault off: prefault them (background or sync), "
+                                "or do not verify them");
+  if (!options.mapWeights) {
     loaded->mappings_.resize(loaded->plan_->weight_files()->size());
-  else if (Status s = loaded->mapWeights(options.rank); !s)
-    return s;
-  if (options.verifyWeights) {
-    if (Status s = loaded->verifyWeights(); !s)
-      return s;
-  } else if (options.mapWeights) {
-    loaded->startPrefault(options.prefault);
+    return std::move(loaded);
   }
+  if (Status s = loaded->mapWeights(options.rank); !s)
+    return s;
+  loaded->startPrefault(options.verifyWeights ? Prefault::Sync : options.prefault, verify);
+  if (const PrefaultProgress p = loaded->prefault(); p.state == PrefaultProgress::State::Failed)
+    return Status::error(p.error); // Sync: open is where it fails
   return std::move(loaded);
 }
 
@@ -385,6 +382,9 @@ Status LoadedPlan::check() const {
     if (Status s = checkLayout(*p.tensors()->Get(id), where); !s)
       return s;
   }
+  if (!weightChecksumName(p.weight_checksum()))
+    return Status::error("weight checksum algorithm " + str(uint64_t(p.weight_checksum())) +
+                         " is not one this runtime knows (0: checksum64, 1: xxh3-64)");
   for (const auto *file : *p.weight_files())
     if (!file->path() || file->path()->size() == 0 ||
         std::strchr(file->path()->c_str(), '/'))
@@ -441,17 +441,21 @@ Status LoadedPlan::mapWeights(const std::optional<int> &rank) {
   return Status::ok();
 }
 
-void LoadedPlan::startPrefault(Prefault mode) {
-  uint64_t bytes = 0;
+void LoadedPlan::startPrefault(Prefault mode, bool verify) {
+  std::vector<ScanFile> files;
   for (const Mapping &m : mappings_)
-    bytes += m.data ? m.size : 0;
-  if (mode == Prefault::Off || bytes == 0)
-    return; // progress_ says Off
+    files.push_back({static_cast<const uint8_t *>(m.data), m.data ? m.size : 0});
+  // A plain prefault is one pass over the files; a verifying one, two
+  // workers (docs/robustness.md: they keep it within 10% of the plain one
+  // when the weights come from disk).
+  ScanPlan scan = planScan(*plan_, std::move(files), verify, verify ? kVerifyWorkers : 1);
+  if (mode == Prefault::Off || (scan.bytes == 0 && !verify))
+    return; // progress_ says Off (a verifying one with nothing mapped is Done at once)
   // Before any page is faulted in: huge pages where the kernel allows them
   // for the mapping (for a file mapping it decides by the file system and
   // its THP settings; refused or ignored, the pages stay small). Only a
   // flag on the mapping: the readahead, which may wait for the disk, is
-  // populate()'s.
+  // the scan's.
   bool huge = true;
   for (const Mapping &m : mappings_)
     if (m.data)
@@ -460,71 +464,75 @@ void LoadedPlan::startPrefault(Prefault mode) {
     std::lock_guard<std::mutex> lock(mutex_);
     progress_.mode = mode;
     progress_.state = PrefaultProgress::State::Running;
-    progress_.bytes = bytes;
+    progress_.bytes = scan.bytes;
     progress_.hugePageAdvice = huge;
+    progress_.verifying = verify;
+    progress_.checksum = plan_->weight_checksum();
+    progress_.weightBytes = scan.weightBytes;
     prefaultStart_ = std::chrono::steady_clock::now();
   }
   if (mode == Prefault::Background) {
+    // Shared, so that it is still here if no thread can be had.
+    auto shared = std::make_shared<const ScanPlan>(std::move(scan));
     try {
-      prefaultThread_ = std::thread([this] {
+      prefaultThread_ = std::thread([this, shared] {
         pthread_setname_np(pthread_self(), "moe-prefault");
-        populate();
+        runPrefault(*shared);
       });
       return;
     } catch (const std::system_error &) {
-      // No thread to be had: populate here instead.
+      // No thread to be had: run it here instead.
     }
+    runPrefault(*shared);
+    return;
   }
-  populate();
+  runPrefault(scan);
 }
 
-void LoadedPlan::populate() {
-  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
-  bool populateRead = true;
-  uint64_t done = 0;
-  auto state = PrefaultProgress::State::Done;
-  for (const Mapping &m : mappings_) {
-    if (!m.data)
-      continue;
-    auto *base = static_cast<uint8_t *>(m.data);
-    // Readahead of the next chunks while this one is populated.
-    size_t ahead = 0;
-    for (size_t at = 0; at < m.size; at += kPrefaultChunk) {
-      if (stop_.load(std::memory_order_relaxed)) {
-        state = PrefaultProgress::State::Stopped;
-        break;
-      }
-      if (ahead < std::min(m.size, at + kReadahead)) {
-        const size_t end = std::min(m.size, at + 2 * kReadahead);
-        (void)::madvise(base + ahead, end - ahead, MADV_WILLNEED);
-        ahead = end;
-      }
-      const size_t n = std::min(kPrefaultChunk, m.size - at);
-      if (populateRead) {
-        int rc = 0;
-        for (int tries = 0; tries < 100; ++tries)
-          if ((rc = ::madvise(base + at, n, MADV_POPULATE_READ)) == 0 ||
-              (errno != EINTR && errno != EAGAIN))
-            break;
-        // EINVAL: a kernel before 5.14; read the pages instead. Anything
-        // else (EFAULT: the file shrank under the mapping) is left to the
-        // reader that meets it.
-        if (rc != 0 && errno == EINVAL)
-          populateRead = false;
-      }
-      if (!populateRead)
-        touchPages(base + at, n, page);
-      done += n;
-      std::lock_guard<std::mutex> lock(mutex_);
-      progress_.populated = done;
-      progress_.populateRead = populateRead;
+void LoadedPlan::runPrefault(const ScanPlan &scan) {
+  const plan::WeightChecksum algorithm = plan_->weight_checksum();
+  auto report = [this](const ScanStep &step) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    progress_.populated += step.populated;
+    progress_.verified += step.verified;
+    progress_.populateRead = progress_.populateRead && step.populateRead;
+  };
+  // Lists after the first go to helpers, which this thread joins before it
+  // reports the end (the plan's destructor joins this one, or open waits).
+  const size_t workers = scan.workers.size();
+  std::vector<ScanEnd> ends(workers);
+  std::vector<std::thread> helpers;
+  std::vector<size_t> here; // the lists this thread scans
+  if (workers > 0)
+    here.push_back(0);
+  for (size_t k = 1; k < workers; ++k) {
+    try {
+      helpers.emplace_back([&, k] {
+        pthread_setname_np(pthread_self(), "moe-prefault-2");
+        ends[k] = scanParts(scan, k, algorithm, stop_, report);
+      });
+    } catch (const std::system_error &) {
+      here.push_back(k); // no thread to be had
     }
-    if (state == PrefaultProgress::State::Stopped)
-      break;
   }
+  for (size_t k : here)
+    ends[k] = scanParts(scan, k, algorithm, stop_, report);
+  for (std::thread &t : helpers)
+    t.join();
+  auto state = PrefaultProgress::State::Done;
+  std::string error;
+  for (const ScanEnd &end : ends)
+    if (end.kind == ScanEnd::Kind::Mismatch) {
+      state = PrefaultProgress::State::Failed;
+      error = checksumMismatch(end.tensor);
+      break;
+    } else if (end.kind == ScanEnd::Kind::Stopped) {
+      state = PrefaultProgress::State::Stopped;
+    }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     progress_.state = state;
+    progress_.error = error;
     progress_.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - prefaultStart_).count();
   }
@@ -562,23 +570,14 @@ const void *LoadedPlan::weightData(uint32_t id) const {
   return m.data ? static_cast<const uint8_t *>(m.data) + t->offset() : nullptr;
 }
 
-Status LoadedPlan::verifyWeights() const {
-  const plan::Plan &p = *plan_;
-  for (uint32_t id = 0; id < p.tensors()->size(); ++id) {
-    const plan::Tensor *t = p.tensors()->Get(id);
-    if (t->storage() != plan::Storage::Weight || !weightData(id))
-      continue; // another rank's weight
-    uint64_t sum = checksum64(weightData(id), t->size());
-    if (sum != t->checksum()) {
-      std::ostringstream os;
-      os << dir_ << "/" << p.weight_files()->Get(t->weight_file())->path()->str()
-         << ": checksum mismatch in weight '" << t->name()->str() << "' (bytes "
-         << t->offset() << ".." << t->offset() + t->size() << "): the weight file is "
-         << "corrupt or belongs to another plan";
-      return Status::error(os.str());
-    }
-  }
-  return Status::ok();
+std::string LoadedPlan::checksumMismatch(uint32_t tensor) const {
+  const plan::Tensor *t = plan_->tensors()->Get(tensor);
+  std::ostringstream os;
+  os << dir_ << "/" << plan_->weight_files()->Get(t->weight_file())->path()->str()
+     << ": checksum mismatch in weight '" << t->name()->str() << "' (bytes " << t->offset()
+     << ".." << t->offset() + t->size() << "): the weight file is corrupt or belongs to "
+     << "another plan";
+  return os.str();
 }
 
 } // namespace moe::rt

@@ -18,10 +18,15 @@
                                                 := V (resealed)
   corrupt-plan.py PLAN_DIR weights-flip OFFSET  flip one byte of weights-0.bin
   corrupt-plan.py PLAN_DIR weights-truncate N   cut weights-0.bin to N bytes
+  corrupt-plan.py PLAN_DIR old-checksums        as a plan before format 2.10: every weight's
+                                                checksum := checksum64 of its bytes,
+                                                weight_checksum := 0 (Checksum64), format
+                                                2.9 (resealed)
 
 "Resealed" edits recompute the trailer checksum, so that the runtime's later
 checks (identifier, version) are the ones that fire. The checksum is written
-here from its definition in runtime/src/Checksum.cpp, independently.
+here from its definition in runtime/src/Checksum.cpp, independently; it is
+also the weights' checksum in plans before format 2.10.
 """
 import struct
 import sys
@@ -71,6 +76,8 @@ OPPARAMS_EXPERTS, EXPERTS_PARAMS_REPLICA = 5, 10  # the union's member; its fiel
 EXPERTS_PARAMS_FIELDS = {"stacked": 6, "layer": 7}
 PLAN_TENSORS, TENSOR_VIEW_FIELDS = 3, {"base": 11, "part": 12, "parts": 13}
 TENSOR_LAYOUT = 15
+PLAN_WEIGHT_FILES, PLAN_WEIGHT_CHECKSUM, WEIGHT_FILE_PATH = 4, 11, 0
+TENSOR_WEIGHT_FIELDS = {"storage": 3, "weight_file": 4, "offset": 5, "size": 6, "checksum": 7}
 
 
 def rank0_instructions(body):
@@ -131,6 +138,44 @@ def set_layout(body, value):
     sys.exit("the plan has no weight in panels")
 
 
+def scalar(body, table, index, kind, default=0):
+    pos = field(body, table, index)
+    return default if pos is None else struct.unpack_from(kind, body, pos)[0]
+
+
+def set_version(body, major, minor):
+    # Plan is the root table; format_major/minor are its fields 0 and 1.
+    plan = deref(body, 0)
+    for index, value in enumerate([major, minor]):
+        pos = field(body, plan, index)
+        if pos is None:
+            sys.exit(f"field {index} is absent (default); cannot set it in place")
+        struct.pack_into("<H", body, pos, value)
+
+
+def old_checksums(body, plan_dir):
+    plan = deref(body, 0)
+    files = deref(body, field(body, plan, PLAN_WEIGHT_FILES))
+    paths = []
+    for i in range(struct.unpack_from("<I", body, files)[0]):
+        name = deref(body, field(body, deref(body, files + 4 + 4 * i), WEIGHT_FILE_PATH))
+        length = struct.unpack_from("<I", body, name)[0]
+        paths.append(f"{plan_dir}/{body[name + 4:name + 4 + length].decode()}")
+    tensors = deref(body, field(body, plan, PLAN_TENSORS))
+    for i in range(struct.unpack_from("<I", body, tensors)[0]):
+        tensor = deref(body, tensors + 4 + 4 * i)
+        f = TENSOR_WEIGHT_FIELDS
+        if scalar(body, tensor, f["storage"], "<B") != 0:
+            continue  # not a weight
+        offset, size = scalar(body, tensor, f["offset"], "<Q"), scalar(body, tensor, f["size"], "<Q")
+        with open(paths[scalar(body, tensor, f["weight_file"], "<I")], "rb") as weights:
+            weights.seek(offset)
+            struct.pack_into("<Q", body, field(body, tensor, f["checksum"]),
+                             checksum64(weights.read(size)))
+    body[field(body, plan, PLAN_WEIGHT_CHECKSUM)] = 0
+    set_version(body, 2, 9)
+
+
 def drop_waits(body, n):
     insts = rank0_instructions(body)
     waiting = 0
@@ -186,14 +231,10 @@ def main():
         set_experts(body, args[0], int(args[1]))
         data = reseal(bytes(body))
     elif cmd == "version":
-        # Plan is the root table; format_major/minor are its fields 0 and 1.
-        table = struct.unpack_from("<I", body, 0)[0]
-        vtable = table - struct.unpack_from("<i", body, table)[0]
-        for field, value in enumerate(args[:2]):
-            offset = struct.unpack_from("<H", body, vtable + 4 + 2 * field)[0]
-            if offset == 0:
-                sys.exit(f"field {field} is absent (default); cannot set it in place")
-            struct.pack_into("<H", body, table + offset, int(value))
+        set_version(body, int(args[0]), int(args[1]))
+        data = reseal(bytes(body))
+    elif cmd == "old-checksums":
+        old_checksums(body, d)
         data = reseal(bytes(body))
     else:
         sys.exit(f"unknown command {cmd}")

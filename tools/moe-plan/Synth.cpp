@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "tools/moe-plan/Synth.h"
 
-#include "moe/runtime/Checksum.h"
+#include "moe/runtime/WeightChecksum.h"
 #include "moe/runtime/File.h"
 #include "moe/runtime/PlanFormat.h"
 
@@ -154,7 +154,7 @@ Status writeWeightFile(fb::Plan &plan, const Contents &contents, uint32_t file,
   auto output = rt::OutputFile::create(path);
   if (!output)
     return output.status();
-  constexpr size_t kChunk = size_t(8) << 20; // a multiple of 8, as Checksum64 streams
+  constexpr size_t kChunk = size_t(8) << 20; // a multiple of 8, as WeightHasher streams
   std::vector<uint8_t> chunk(kChunk);
   uint64_t at = 0;
   auto pad = [&](uint64_t to) -> Status {
@@ -172,7 +172,7 @@ Status writeWeightFile(fb::Plan &plan, const Contents &contents, uint32_t file,
     if (Status s = pad(t.offset()); !s)
       return s;
     Random random(seed * 0x100000001b3ull + id);
-    rt::Checksum64 sum;
+    rt::WeightHasher sum(plan.weight_checksum()); // the plan's: it keeps its format
     for (uint64_t done = 0; done < t.size();) {
       const size_t n = size_t(std::min<uint64_t>(kChunk, t.size() - done));
       fill(t.dtype(), contents.kinds[id], contents.scales[id], random, chunk.data(), n);

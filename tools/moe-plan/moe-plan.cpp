@@ -20,6 +20,7 @@
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/PlanFormat.h"
 #include "moe/runtime/Session.h"
+#include "moe/runtime/WeightChecksum.h"
 #include "runtime/schema/PlanSchemaText.h"
 #include "moe/runtime/RoutingProfile.h"
 #include "tools/common/Cli.h"
@@ -146,8 +147,9 @@ int show(const LoadedPlan &loaded) {
   uint64_t weightBytes = 0;
   for (const fb::Program *prog : *p.programs())
     weightBytes += prog->weight_bytes();
-  std::printf("weights    %s in %u file(s)\n", moe::rt::formatBytes(weightBytes).c_str(),
-              p.weight_files()->size());
+  std::printf("weights    %s in %u file(s), checksums %s\n",
+              moe::rt::formatBytes(weightBytes).c_str(), p.weight_files()->size(),
+              moe::rt::weightChecksumName(p.weight_checksum()));
   for (auto &[dtype, w] : weights)
     std::printf("  %-13s %d tensors, %s\n", dtype.c_str(), w.first,
                 moe::rt::formatBytes(w.second).c_str());
@@ -557,7 +559,8 @@ int main(int argc, char **argv) {
     weights += t->storage() == fb::Storage::Weight;
   for (const fb::Program *prog : *(*loaded)->plan().programs())
     bytes += prog->weight_bytes();
-  std::printf("%s: OK (plan verified; %llu weights, %s checked)\n", dir.c_str(),
-              (unsigned long long)weights, moe::rt::formatBytes(bytes).c_str());
+  std::printf("%s: OK (plan verified; %llu weights, %s checked by %s)\n", dir.c_str(),
+              (unsigned long long)weights, moe::rt::formatBytes(bytes).c_str(),
+              moe::rt::weightChecksumName((*loaded)->plan().weight_checksum()));
   return 0;
 }

@@ -329,6 +329,7 @@ int Run::generate() {
                    {"prefault", prefaultName(warmup.mode)},
                    {"warmup", prefaultStateName(warmup.state)},
                    {"warmup_ms", warmup.seconds * 1e3},
+                   {"weights_verified", warmup.weightsVerified()},
                    {"finish_reason", finishReasonName(reason)}};
   if (flags.prefillRepeats > 0) {
     json ms = json::array(), perSecond = json::array();
@@ -373,7 +374,8 @@ int Run::generate() {
     warm = buf;
     break;
   default:
-    std::snprintf(buf, sizeof buf, "warm-up (prefault %s) %.1f ms", prefaultName(warmup.mode),
+    std::snprintf(buf, sizeof buf, "warm-up (prefault %s%s) %.1f ms", prefaultName(warmup.mode),
+                  warmup.weightsVerified() ? ", every weight's checksum checked" : "",
                   warmup.seconds * 1e3);
     warm = buf;
   }
@@ -478,7 +480,8 @@ int main(int argc, char **argv) {
   app.add_flag("--expert-histogram", f.expertHistogram,
                "print a per-layer histogram of the expert load (to stderr with --json -)");
   app.add_flag("--verify-weights", f.verifyWeights,
-               "check every weight's checksum before running");
+               "check every weight's checksum before running (as a sync prefault: the "
+               "warm-up)");
   app.add_flag("--recompute", f.recompute,
                "no KV-cache reuse: recompute the whole sequence at every step (slow; for "
                "checking the cache)");

@@ -2,8 +2,10 @@
 // strided view of a checkpoint tensor) as the naive copy of those columns,
 // both as stored and encoded, in pieces smaller and larger than its buffer;
 // in panels, it writes the naive interleave of those rows, 8 at a time,
-// whether a panel spans read pieces or parts.
+// whether a panel spans read pieces or parts. Every weight's checksum is
+// libxxhash's XXH3-64 of its bytes, streamed across pieces and parts.
 #include "compiler/target/WeightPacker.h"
+#include "moe/runtime/PlanFormat.h"
 
 #include <array>
 #include <cstring>
@@ -11,6 +13,7 @@
 #include <fstream>
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 namespace {
 
@@ -57,7 +60,11 @@ protected:
     p.finish();
     std::vector<char> all(fs::file_size(path));
     std::ifstream(path, std::ios::binary).read(all.data(), std::streamsize(all.size()));
-    return {all.begin() + long(placed.offset), all.begin() + long(placed.offset + placed.size)};
+    std::vector<char> bytes(all.begin() + long(placed.offset),
+                            all.begin() + long(placed.offset + placed.size));
+    static_assert(moe::rt::kWeightChecksum == moe::plan::WeightChecksum::XXH3_64);
+    EXPECT_EQ(placed.checksum, XXH3_64bits(bytes.data(), bytes.size()));
+    return bytes;
   }
 
   /// Rows of `cols` elements of `size` bytes, 8 at a time: each group's

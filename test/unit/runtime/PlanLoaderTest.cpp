@@ -5,8 +5,10 @@
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/PlanFormat.h"
 #include "moe/runtime/Session.h"
+#include "moe/runtime/WeightChecksum.h"
 
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <cstring>
 #include <filesystem>
@@ -68,9 +70,53 @@ struct Spec {
   int skipCollectiveOn = -1;
   int placementLayers = 0;                // placement entries of one expert
   uint64_t weightFileBytes = 64;          // weights-0.bin as the plan states it (and as made)
+  // Format 2.10: the algorithm the plan names for its weights' checksums
+  // (nullopt: the field left out and format 2.9, as plans before 2.10), and
+  // the one they are computed with (nullopt: the same).
+  std::optional<fb::WeightChecksum> weightChecksum = fb::WeightChecksum::Checksum64;
+  std::optional<fb::WeightChecksum> checksumsBy;
+  // Weights that no instruction reads, after the table in weights-0.bin,
+  // which they then end: F32 vectors "extra0", "extra1", ... of these many
+  // elements, each 64-byte aligned, of extraWeight's values (`extraHoles`:
+  // zeros, holes of a sparse file).
+  std::vector<int64_t> extraWeights;
+  bool extraHoles = false;
 };
 
 const float kTable[16] = {0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23, 30, 31, 32, 33};
+
+/// A weight's checksum by `algorithm`, in one call (the loader streams it
+/// chunk by chunk): checksum64, or libxxhash's own XXH3-64.
+uint64_t referenceChecksum(fb::WeightChecksum algorithm, const void *data, size_t bytes) {
+  return algorithm == fb::WeightChecksum::XXH3_64 ? XXH3_64bits(data, bytes)
+                                                  : checksum64(data, bytes);
+}
+
+/// The checksum algorithm `s`'s weights are computed with.
+fb::WeightChecksum checksumsBy(const Spec &s) {
+  return s.checksumsBy.value_or(s.weightChecksum.value_or(fb::WeightChecksum::Checksum64));
+}
+
+/// Extra weight i's values: they differ from weight to weight and along
+/// each (or zeros, for holes).
+std::vector<float> extraWeight(const Spec &s, size_t i) {
+  std::vector<float> v(size_t(s.extraWeights[i]));
+  if (!s.extraHoles)
+    for (size_t k = 0; k < v.size(); ++k)
+      v[k] = float(i * 7919 + k % 104729);
+  return v;
+}
+
+/// Where extra weight i starts in weights-0.bin: after the table and the
+/// extra weights before it, 64-byte aligned; the last entry is the file's end.
+std::vector<uint64_t> extraOffsets(const Spec &s) {
+  std::vector<uint64_t> at = {sizeof kTable};
+  for (int64_t n : s.extraWeights) {
+    at.back() = (at.back() + 63) / 64 * 64;
+    at.push_back(at.back() + uint64_t(n) * 4);
+  }
+  return at;
+}
 
 /// Tokens 3 and 1 at positions 0 and 1 through a CPU session of `plan`:
 /// its [2, 4] output into out.
@@ -103,7 +149,8 @@ protected:
         fb::CreateTensorDirect(b, "positions", fb::DType::I32, &tokenShape,
                                fb::Storage::Input),
         fb::CreateTensorDirect(b, "table", s.tableType, &s.tableShape, fb::Storage::Weight,
-                               s.tableFile, s.tableOffset, s.tableSize, checksum64(kTable, 64), s.scales,
+                               s.tableFile, s.tableOffset, s.tableSize,
+                               referenceChecksum(checksumsBy(s), kTable, 64), s.scales,
                                s.group, s.rowGroup, 0, 0, 1, s.int8Activations, s.layout),
         fb::CreateTensorDirect(b, "out", fb::DType::F32, &outShape, fb::Storage::Arena, 0,
                                s.outOffset, uint64_t(s.maxTokens * s.outCols) * 4)};
@@ -144,10 +191,28 @@ protected:
                                                        nullptr, nullptr, nullptr,
                                                        fb::CollectiveOp::AllReduce));
     }
+    uint64_t fileBytes = s.weightFileBytes;
+    if (!s.extraWeights.empty()) {
+      const std::vector<uint64_t> at = extraOffsets(s);
+      std::ofstream file(dir_ / "weights-0.bin", std::ios::binary | std::ios::trunc);
+      file.write(reinterpret_cast<const char *>(kTable), sizeof kTable);
+      for (size_t i = 0; i < s.extraWeights.size(); ++i) {
+        const std::vector<float> v = extraWeight(s, i);
+        const std::string name = "extra" + std::to_string(i);
+        std::vector<int64_t> shape = {s.extraWeights[i]};
+        tensors.push_back(fb::CreateTensorDirect(
+            b, name.c_str(), fb::DType::F32, &shape, fb::Storage::Weight, 0, at[i],
+            v.size() * 4, referenceChecksum(checksumsBy(s), v.data(), v.size() * 4)));
+        file.seekp(std::streamoff(at[i]));
+        if (!s.extraHoles)
+          file.write(reinterpret_cast<const char *>(v.data()), std::streamsize(v.size() * 4));
+      }
+      fileBytes = at.back();
+    }
     std::vector<flatbuffers::Offset<fb::WeightFile>> files = {
-        fb::CreateWeightFileDirect(b, s.weightFile.c_str(), s.weightFileBytes, 0)};
-    if (s.weightFileBytes > sizeof kTable) // the table, then a hole
-      fs::resize_file(dir_ / "weights-0.bin", s.weightFileBytes);
+        fb::CreateWeightFileDirect(b, s.weightFile.c_str(), fileBytes, 0)};
+    if (fileBytes > sizeof kTable) // the table, then a hole or the extra weights
+      fs::resize_file(dir_ / "weights-0.bin", fileBytes);
     for (int r = 1; r < s.ranks; ++r) {
       std::string name = "weights-" + std::to_string(r) + ".bin";
       std::ofstream(dir_ / name, std::ios::binary)
@@ -157,7 +222,7 @@ protected:
       std::vector<uint32_t> ins = {0, uint32_t(tensors.size())};
       tensors.push_back(fb::CreateTensorDirect(b, "table", s.tableType, &s.tableShape,
                                                fb::Storage::Weight, uint32_t(r), 0, 64,
-                                               checksum64(kTable, 64)));
+                                               referenceChecksum(checksumsBy(s), kTable, 64)));
       insts[size_t(r)].push_back(fb::CreateInstructionDirect(
           b, fb::OpCode::Embedding, &ins, &s.outs, fb::OpParams::NONE, 0));
     }
@@ -186,8 +251,12 @@ protected:
     std::vector<flatbuffers::Offset<fb::KvLayer>> layers;
     auto config = fb::CreateModelConfigDirect(b, "mixtral", s.vocab, 4, 1, 1, 1, 8);
     auto kv = fb::CreateKvCacheSpecDirect(b, fb::DType::F32, 8, &layers);
-    auto plan = fb::CreatePlanDirect(b, kFormatMajor, kFormatMinor, config, &tensors, &files,
-                                     &programs, s.maxTokens, kv, 0, &placement);
+    if (!s.weightChecksum)
+      b.ForceDefaults(false); // Plan.weight_checksum left out, as before format 2.10
+    auto plan = fb::CreatePlanDirect(
+        b, kFormatMajor, s.weightChecksum ? kFormatMinor : 9, config, &tensors, &files,
+        &programs, s.maxTokens, kv, 0, &placement, 0,
+        s.weightChecksum.value_or(fb::WeightChecksum::Checksum64));
     fb::FinishPlanBuffer(b, plan);
     std::ofstream out(dir_ / kPlanFileName, std::ios::binary);
     out.write(reinterpret_cast<const char *>(b.GetBufferPointer()), b.GetSize());
@@ -263,6 +332,238 @@ TEST_F(PlanLoaderTest, ClosedWhileBackgroundPrefaultRuns) {
   (*loaded)->waitForPrefault();
   EXPECT_EQ((*loaded)->prefault().state, PrefaultProgress::State::Done);
   EXPECT_EQ((*loaded)->prefault().populated, s.weightFileBytes);
+}
+
+// Format 2.10: a plan names its weights' checksum algorithm; one that names
+// none (before 2.10) is checked with checksum64. Checksums of another
+// algorithm than the one named are a mismatch, named.
+TEST_F(PlanLoaderTest, WeightsAreCheckedWithTheAlgorithmThePlanNames) {
+  using C = fb::WeightChecksum;
+  for (std::optional<C> named : {std::optional<C>(), std::optional<C>(C::Checksum64),
+                                 std::optional<C>(C::XXH3_64)}) {
+    SCOPED_TRACE(named ? weightChecksumName(*named) : "absent");
+    const C algorithm = named.value_or(C::Checksum64);
+    Spec s;
+    s.weightChecksum = named;
+    s.extraWeights = {1000};
+    write(s);
+    std::ifstream in(dir_ / kPlanFileName, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    const auto *table = reinterpret_cast<const flatbuffers::Table *>(fb::GetPlan(bytes.data()));
+    EXPECT_EQ(table->CheckField(fb::Plan::VT_WEIGHT_CHECKSUM), named.has_value());
+    LoadOptions o;
+    o.verifyWeights = true;
+    auto loaded = LoadedPlan::open(dir_.string(), o);
+    ASSERT_TRUE(loaded) << loaded.status().message();
+    const PrefaultProgress p = (*loaded)->prefault();
+    EXPECT_TRUE(p.weightsVerified());
+    EXPECT_EQ(p.checksum, algorithm);
+    EXPECT_EQ(p.verified, 64u + 4000u);
+
+    s.checksumsBy = algorithm == C::XXH3_64 ? C::Checksum64 : C::XXH3_64;
+    write(s);
+    auto wrong = LoadedPlan::open(dir_.string(), o);
+    ASSERT_FALSE(wrong);
+    EXPECT_NE(wrong.status().message().find("checksum mismatch in weight 'table'"),
+              std::string::npos)
+        << wrong.status().message();
+  }
+}
+
+TEST_F(PlanLoaderTest, RejectsAnUnknownWeightChecksum) {
+  Spec s;
+  s.weightChecksum = fb::WeightChecksum(7);
+  EXPECT_ERROR(s, "weight checksum algorithm 7 is not one this runtime knows (0: checksum64, "
+                  "1: xxh3-64)");
+}
+
+/// A table and four weights no instruction reads, in weights-0.bin of 33
+/// MiB: extra0 spans three prefault chunks (8 MiB), the last ends the file
+/// 12 bytes past a page.
+Spec verifiedWeights() {
+  Spec s;
+  s.weightChecksum = fb::WeightChecksum::XXH3_64;
+  s.extraWeights = {(20 << 20) / 4 + 5, 1000, (12 << 20) / 4, 1027};
+  return s;
+}
+
+/// The sum of `s`'s weights' sizes: the table's and the extra ones'.
+uint64_t weightTotal(const Spec &s) {
+  uint64_t total = sizeof kTable;
+  for (int64_t n : s.extraWeights)
+    total += uint64_t(n) * 4;
+  return total;
+}
+
+// A verifying prefault, in the background or before open returns, checks
+// every weight as it populates its pages: every byte of every weight.
+TEST_F(PlanLoaderTest, VerifiesWhilePrefaulting) {
+  const Spec s = verifiedWeights();
+  write(s);
+  const uint64_t fileBytes = extraOffsets(s).back();
+  for (Prefault mode : {Prefault::Background, Prefault::Sync}) {
+    SCOPED_TRACE(prefaultName(mode));
+    LoadOptions o;
+    o.prefault = mode;
+    o.verifyWhilePrefaulting = true;
+    auto loaded = LoadedPlan::open(dir_.string(), o);
+    ASSERT_TRUE(loaded) << loaded.status().message();
+    (*loaded)->waitForPrefault();
+    const PrefaultProgress p = (*loaded)->prefault();
+    EXPECT_EQ(p.mode, mode);
+    EXPECT_EQ(p.state, PrefaultProgress::State::Done);
+    EXPECT_TRUE(p.weightsVerified());
+    EXPECT_EQ(p.checksum, fb::WeightChecksum::XXH3_64);
+    EXPECT_EQ(p.weightBytes, weightTotal(s));
+    EXPECT_EQ(p.verified, weightTotal(s));
+    EXPECT_EQ(p.bytes, fileBytes);
+    EXPECT_EQ(p.populated, fileBytes);
+    EXPECT_EQ(p.error, "");
+  }
+  // A plain prefault checks nothing.
+  auto plain = LoadedPlan::open(dir_.string(), LoadOptions{});
+  ASSERT_TRUE(plain) << plain.status().message();
+  (*plain)->waitForPrefault();
+  EXPECT_FALSE((*plain)->prefault().verifying);
+  EXPECT_FALSE((*plain)->prefault().weightsVerified());
+  EXPECT_EQ((*plain)->prefault().verified, 0u);
+}
+
+// One flipped byte, first or last of each weight or in the middle of one
+// that spans several chunks, is reported naming that weight and its bytes:
+// by a background verifying prefault (Failed), and by open for a sync one
+// and for verifyWeights.
+TEST_F(PlanLoaderTest, NamesTheWeightWhoseByteFlipped) {
+  const Spec s = verifiedWeights();
+  const std::vector<uint64_t> at = extraOffsets(s);
+  struct Flip {
+    uint64_t byte;
+    std::string weight;
+    uint64_t begin, end;
+  };
+  std::vector<Flip> flips = {{0, "table", 0, 64}, {63, "table", 0, 64}};
+  for (size_t i = 0; i < s.extraWeights.size(); ++i) {
+    const std::string name = "extra" + std::to_string(i);
+    const uint64_t end = at[i] + uint64_t(s.extraWeights[i]) * 4;
+    flips.push_back({at[i], name, at[i], end});
+    flips.push_back({end - 1, name, at[i], end});
+  }
+  const uint64_t end0 = at[0] + uint64_t(s.extraWeights[0]) * 4;
+  flips.push_back({at[0] + (11 << 20) + 3, "extra0", at[0], end0}); // in chunk 2 of 3
+  for (const Flip &f : flips) {
+    SCOPED_TRACE("byte " + std::to_string(f.byte));
+    write(s);
+    {
+      std::fstream file(dir_ / "weights-0.bin", std::ios::in | std::ios::out | std::ios::binary);
+      file.seekg(std::streamoff(f.byte));
+      const char c = char(file.get() ^ 0x10);
+      file.seekp(std::streamoff(f.byte));
+      file.put(c);
+    }
+    const std::string want = dir_.string() + "/weights-0.bin: checksum mismatch in weight '" +
+                             f.weight + "' (bytes " + std::to_string(f.begin) + ".." +
+                             std::to_string(f.end) +
+                             "): the weight file is corrupt or belongs to another plan";
+    LoadOptions o;
+    o.verifyWhilePrefaulting = true;
+    auto background = LoadedPlan::open(dir_.string(), o);
+    ASSERT_TRUE(background) << background.status().message();
+    (*background)->waitForPrefault();
+    const PrefaultProgress p = (*background)->prefault();
+    EXPECT_EQ(p.state, PrefaultProgress::State::Failed);
+    EXPECT_FALSE(p.weightsVerified());
+    EXPECT_EQ(p.error, want);
+    EXPECT_LT(p.verified, p.weightBytes);
+    o.prefault = Prefault::Sync;
+    auto sync = LoadedPlan::open(dir_.string(), o);
+    ASSERT_FALSE(sync);
+    EXPECT_EQ(sync.status().message(), want);
+    LoadOptions before;
+    before.verifyWeights = true;
+    auto verified = LoadedPlan::open(dir_.string(), before);
+    ASSERT_FALSE(verified);
+    EXPECT_EQ(verified.status().message(), want);
+  }
+}
+
+// A rank verifies its own weight files only; a tool that maps every rank's
+// (rank unset) verifies them all.
+TEST_F(PlanLoaderTest, VerifiesTheRanksOwnWeightFiles) {
+  Spec s;
+  s.ranks = 2;
+  s.collective = fb::CollectiveOp::AllReduce;
+  write(s);
+  {
+    std::fstream file(dir_ / "weights-1.bin", std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(5);
+    file.put(char(0x7f));
+  }
+  LoadOptions o;
+  o.prefault = Prefault::Sync;
+  o.verifyWhilePrefaulting = true;
+  o.rank = 0;
+  auto rank0 = LoadedPlan::open(dir_.string(), o);
+  ASSERT_TRUE(rank0) << rank0.status().message();
+  EXPECT_TRUE((*rank0)->prefault().weightsVerified());
+  EXPECT_EQ((*rank0)->prefault().verified, sizeof kTable);
+  const std::string want = dir_.string() + "/weights-1.bin: checksum mismatch in weight 'table' "
+                           "(bytes 0..64): the weight file is corrupt or belongs to another plan";
+  for (std::optional<int> rank : {std::optional<int>(1), std::optional<int>()}) {
+    o.rank = rank;
+    auto other = LoadedPlan::open(dir_.string(), o);
+    ASSERT_FALSE(other);
+    EXPECT_EQ(other.status().message(), want);
+  }
+}
+
+TEST_F(PlanLoaderTest, VerifyingRefusesNoPrefaultOrNoMapping) {
+  write(Spec());
+  LoadOptions o;
+  o.verifyWhilePrefaulting = true;
+  o.prefault = Prefault::Off;
+  auto off = LoadedPlan::open(dir_.string(), o);
+  ASSERT_FALSE(off);
+  EXPECT_EQ(off.status().message(),
+            (dir_ / kPlanFileName).string() +
+                ": the weights cannot be verified while they are prefaulted with the prefault "
+                "off: prefault them (background or sync), or do not verify them");
+  o.verifyWeights = true; // checked before open returns: no prefault needed
+  auto before = LoadedPlan::open(dir_.string(), o);
+  ASSERT_TRUE(before) << before.status().message();
+  EXPECT_TRUE((*before)->prefault().weightsVerified());
+  o.mapWeights = false;
+  auto unmapped = LoadedPlan::open(dir_.string(), o);
+  ASSERT_FALSE(unmapped);
+  EXPECT_NE(unmapped.status().message().find("cannot be verified without mapping them"),
+            std::string::npos);
+}
+
+// A plan destroyed while its verifying prefault runs stops both workers
+// within a chunk and joins them before unmapping (ASan would see a use
+// after unmap), as a plain prefault does.
+TEST_F(PlanLoaderTest, ClosedWhileVerifying) {
+  Spec s;
+  s.weightChecksum = fb::WeightChecksum::XXH3_64;
+  s.extraWeights = {(256 << 20) / 4}; // 256 MiB of zeros in a sparse file
+  s.extraHoles = true;
+  write(s);
+  LoadOptions o;
+  o.verifyWhilePrefaulting = true;
+  int closedRunning = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto loaded = LoadedPlan::open(dir_.string(), o);
+    ASSERT_TRUE(loaded) << loaded.status().message();
+    const PrefaultProgress p = (*loaded)->prefault();
+    EXPECT_TRUE(p.verifying);
+    closedRunning += p.state == PrefaultProgress::State::Running;
+    // destroyed here, most likely before the 256 MiB are checked
+  }
+  EXPECT_GT(closedRunning, 0) << "the check always ended before the plan closed";
+  auto loaded = LoadedPlan::open(dir_.string(), o);
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  (*loaded)->waitForPrefault();
+  EXPECT_TRUE((*loaded)->prefault().weightsVerified());
+  EXPECT_EQ((*loaded)->prefault().verified, weightTotal(s));
 }
 
 /// The table as I8 with a scale per row: kTable's first 16 bytes are the

@@ -1,7 +1,9 @@
 // The weights' prefault after load (LoadOptions::prefault): every mode runs
 // the trained example to the same logits, and after a sync prefault every
-// page of the weight file is resident and mapped. (A plan closed while its
-// background prefault runs: PlanLoaderTest.ClosedWhileBackgroundPrefaultRuns.)
+// page of the weight file is resident and mapped; a verifying one checks
+// every weight byte. (A plan closed while its background prefault runs:
+// PlanLoaderTest.ClosedWhileBackgroundPrefaultRuns, ClosedWhileVerifying;
+// flipped bytes: PlanLoaderTest.NamesTheWeightWhoseByteFlipped.)
 // And the CPU device's makeResident brings in every page of a buffer; a
 // session uses it for its KV cache unless told not to.
 #include "moe/runtime/Hal.h"
@@ -115,16 +117,61 @@ TEST(PrefaultTest, SyncLeavesEveryPageResidentAndMapped) {
   EXPECT_GE(mappedBytes(data), (long long)(size / page * page));
 }
 
+/// The bytes of the plan's weights, their sizes summed.
+uint64_t weightBytes(const LoadedPlan &plan) {
+  uint64_t bytes = 0;
+  for (const auto *t : *plan.plan().tensors())
+    if (t->storage() == moe::plan::Storage::Weight)
+      bytes += t->size();
+  return bytes;
+}
+
+// verifyWeights checks every weight before open returns, as a sync
+// prefault that verifies, whatever the prefault mode; an Off prefault maps
+// nothing in.
 TEST(PrefaultTest, OffMapsNothingAndVerifyingReadsEverything) {
   auto off = open(Prefault::Off);
   ASSERT_TRUE(off);
   EXPECT_EQ(mappedBytes(off->fileData(0)), 0);
   off->waitForPrefault(); // returns at once
+  for (Prefault mode : {Prefault::Off, Prefault::Background}) {
+    SCOPED_TRACE(prefaultName(mode));
+    LoadOptions o;
+    o.prefault = mode;
+    o.verifyWeights = true;
+    auto verified = LoadedPlan::open(MOE_KJV_PLAN, o);
+    ASSERT_TRUE(verified) << verified.status().message();
+    const PrefaultProgress p = (*verified)->prefault();
+    EXPECT_EQ(p.mode, Prefault::Sync);
+    EXPECT_TRUE(p.weightsVerified());
+    EXPECT_EQ(p.checksum, moe::plan::WeightChecksum::XXH3_64); // a plan compiled here
+    EXPECT_EQ(p.verified, weightBytes(**verified));
+    const uint64_t size = (*verified)->plan().weight_files()->Get(0)->size();
+    const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+    EXPECT_GE(mappedBytes((*verified)->fileData(0)), (long long)(size / page * page));
+  }
+}
+
+// The trained example, verified while prefaulted in the background, runs
+// meanwhile to the logits of an unverified plan; in the end every byte of
+// every weight was checked.
+TEST(PrefaultTest, VerifyingInTheBackgroundRunsToTheSameLogits) {
+  auto off = open(Prefault::Off);
+  ASSERT_TRUE(off);
+  const std::vector<float> want = logits(*off);
+  ASSERT_FALSE(want.empty());
   LoadOptions o;
-  o.verifyWeights = true; // the checksums fault every page in
-  auto verified = LoadedPlan::open(MOE_KJV_PLAN, o);
-  ASSERT_TRUE(verified) << verified.status().message();
-  EXPECT_EQ((*verified)->prefault().state, PrefaultProgress::State::Off);
+  o.verifyWhilePrefaulting = true;
+  auto plan = LoadedPlan::open(MOE_KJV_PLAN, o);
+  ASSERT_TRUE(plan) << plan.status().message();
+  EXPECT_EQ(logits(**plan), want);
+  (*plan)->waitForPrefault();
+  const PrefaultProgress p = (*plan)->prefault();
+  EXPECT_EQ(p.mode, Prefault::Background);
+  EXPECT_TRUE(p.weightsVerified());
+  EXPECT_EQ(p.weightBytes, weightBytes(**plan));
+  EXPECT_EQ(p.verified, p.weightBytes);
+  EXPECT_EQ(p.populated, p.bytes);
 }
 
 TEST(PrefaultTest, CpuBuffersMadeResidentHaveEveryPage) {
@@ -180,6 +227,7 @@ TEST(PrefaultTest, NamesRoundTrip) {
     EXPECT_EQ(parsePrefault(prefaultName(m)), m);
   EXPECT_FALSE(parsePrefault("populate"));
   EXPECT_STREQ(prefaultStateName(PrefaultProgress::State::Running), "running");
+  EXPECT_STREQ(prefaultStateName(PrefaultProgress::State::Failed), "failed");
 }
 
 } // namespace

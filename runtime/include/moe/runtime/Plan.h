@@ -45,30 +45,40 @@ const char *prefaultName(Prefault mode);
 std::optional<Prefault> parsePrefault(const std::string &name);
 
 struct LoadOptions {
-  /// Recompute every weight's checksum (reads all weight bytes; the default
-  /// load only maps them).
+  /// Check every weight's checksum before open returns: open fails naming
+  /// a weight whose bytes differ (the first found). Runs as a Sync prefault
+  /// that verifies (see verifyWhilePrefaulting), whatever `prefault` says.
   bool verifyWeights = false;
   /// The rank that runs the plan (format 2.0): only its weight files are
-  /// mapped, and program() is its program. Unset: every rank's files are
-  /// mapped (tools that inspect or verify a whole plan) and program() is
-  /// rank 0's.
+  /// mapped (and verified), and program() is its program. Unset: every
+  /// rank's files are mapped (tools that inspect or verify a whole plan)
+  /// and program() is rank 0's.
   std::optional<int> rank;
   /// Map the weight files (false: the plan alone, for tools that only read
-  /// it, such as the simulator; weightData() is then null).
+  /// it, such as the simulator; weightData() is then null). Verifying needs
+  /// them mapped.
   bool mapWeights = true;
   /// What is done to the mapped weight files after mapping (nothing without
-  /// mapWeights; with verifyWeights the checksums have read every page, so
-  /// nothing more is done).
+  /// mapWeights).
   Prefault prefault = Prefault::Background;
+  /// The prefault also checks each weight's checksum, right after its pages
+  /// are populated (while they are in the page cache): prefault() says
+  /// verified (Done) or Failed, naming the weight. With Background the
+  /// plan can be used meanwhile, unchecked: a caller that must not serve
+  /// from bad weights waits for Done (moe-serve's /health). With Sync, open
+  /// fails on a mismatch, as with verifyWeights. With Off, open refuses
+  /// (nothing pages the weights in to check them).
+  bool verifyWhilePrefaulting = false;
 };
 
 /// Where a plan's prefault stands (LoadedPlan::prefault()).
 struct PrefaultProgress {
   enum class State {
     Off,     ///< nothing was or will be done (Prefault::Off, no weights mapped)
-    Running, ///< the background thread is at work
-    Done,    ///< every mapped page was populated
-    Stopped, ///< the plan was closed first (seen only by its own thread)
+    Running, ///< the background threads are at work
+    Done,    ///< every mapped page was populated (and, verifying, every weight matched)
+    Stopped, ///< the plan was closed first (seen only by its own threads)
+    Failed,  ///< verifying: a weight's checksum differs (`error` names the first found)
   };
   Prefault mode = Prefault::Off;
   State state = State::Off;
@@ -82,9 +92,23 @@ struct PrefaultProgress {
   /// The kernel accepted MADV_HUGEPAGE on every mapping (whether it then
   /// backs a file mapping with huge pages is its own choice).
   bool hugePageAdvice = false;
+  /// The prefault checks every weight's checksum (LoadOptions::verifyWeights
+  /// or verifyWhilePrefaulting), with this algorithm (the plan's).
+  bool verifying = false;
+  plan::WeightChecksum checksum = plan::WeightChecksum::Checksum64;
+  uint64_t weightBytes = 0; ///< verifying: bytes of the weights to check (their sizes summed)
+  uint64_t verified = 0;    ///< of those, bytes of weights whose checksum matched so far
+  /// Failed: "<dir>/<file>: checksum mismatch in weight '<name>' (bytes
+  /// <begin>..<end>): ...", one line.
+  std::string error;
+
+  /// Every weight was checked and matched.
+  bool weightsVerified() const { return verifying && state == State::Done; }
 };
 
 const char *prefaultStateName(PrefaultProgress::State state);
+
+struct ScanPlan; // the work of a prefault (runtime/src/WeightScan.h)
 
 class LoadedPlan {
 public:
@@ -113,9 +137,8 @@ public:
   const void *weightData(uint32_t id) const;
   /// The mapped bytes of weight file `file`; null for another rank's.
   const void *fileData(uint32_t file) const { return mappings_[file].data; }
-  /// Recomputes every weight's checksum; names the first bad tensor.
-  Status verifyWeights() const;
-  /// Where the weights' prefault (LoadOptions::prefault) stands.
+  /// Where the weights' prefault (LoadOptions::prefault) stands, and their
+  /// check (LoadOptions::verifyWhilePrefaulting).
   PrefaultProgress prefault() const;
   /// Blocks until the prefault has ended (at once when it is not running).
   void waitForPrefault() const;
@@ -124,9 +147,14 @@ private:
   LoadedPlan() = default;
   Status check() const;
   Status mapWeights(const std::optional<int> &rank);
-  void startPrefault(Prefault mode);
-  /// Populates every mapping, chunk by chunk, until done or stopped.
-  void populate();
+  /// Starts the prefault (Sync: runs it) over the mapped files, verifying
+  /// each weight on the way when asked.
+  void startPrefault(Prefault mode, bool verify);
+  /// Populates (and checks) every mapping, on this thread and a helper for
+  /// a verifying prefault, until done, stopped or a checksum differs.
+  void runPrefault(const ScanPlan &scan);
+  /// The error that names weight `tensor`, whose checksum differs.
+  std::string checksumMismatch(uint32_t tensor) const;
 
   struct Mapping {
     void *data = nullptr;
@@ -139,11 +167,13 @@ private:
   const plan::Plan *plan_ = nullptr;
   std::vector<Mapping> mappings_;
 
-  // The prefault: written by its thread (or open, for Sync) under mutex_.
+  // The prefault: written by its threads (or open's, for Sync) under mutex_.
   mutable std::mutex mutex_;
   mutable std::condition_variable ended_;
   PrefaultProgress progress_;
   std::chrono::steady_clock::time_point prefaultStart_;
+  /// Set when the plan closes, or when a checksum differs: every worker
+  /// stops before its next chunk.
   std::atomic<bool> stop_{false};
   std::thread prefaultThread_;
 };

@@ -36,9 +36,15 @@ inline constexpr const char *kWeightFilePrefix = "weights-";
 /// 2.6: the checkpoint's tokenizer.json and chat template (Plan.text).
 /// 2.7: W8A8 weights (Tensor.int8_activations).
 /// 2.8: weights in panels of 8 rows (Tensor.layout). 2.9: an embedding
-/// table in panels (tied to an LM head in panels).
+/// table in panels (tied to an LM head in panels). 2.10: the weights'
+/// checksum algorithm (Plan.weight_checksum): XXH3-64 (kWeightChecksum).
 inline constexpr uint16_t kFormatMajor = 2;
-inline constexpr uint16_t kFormatMinor = 9;
+inline constexpr uint16_t kFormatMinor = 10;
+
+/// The checksum algorithm of the weights of a plan the compiler writes
+/// (WeightChecksum.h computes each algorithm; readers, and `moe-plan synth`
+/// rewriting a plan's weights, use the one the plan names).
+inline constexpr plan::WeightChecksum kWeightChecksum = plan::WeightChecksum::XXH3_64;
 
 /// plan.moeplan ends with this 8-byte tag and an 8-byte little-endian
 /// checksum64 of every byte before the tag, so that any flipped byte is
