@@ -46,8 +46,9 @@ def start_server(name, *args):
     port_file = os.path.join(WORK, name + ".port")
     if os.path.exists(port_file):
         os.remove(port_file)
-    server = subprocess.Popen([os.path.join(BIN, "moe-serve"), PLAN, "--port", "0", "--port-file",
-                               port_file, *args], stderr=subprocess.DEVNULL)
+    # Given as PLAN/, the server still answers to the directory's name.
+    server = subprocess.Popen([os.path.join(BIN, "moe-serve"), PLAN + "/", "--port", "0",
+                               "--port-file", port_file, *args], stderr=subprocess.DEVNULL)
     for _ in range(600):
         if os.path.exists(port_file) and open(port_file).read().strip():
             return server, int(open(port_file).read())
@@ -142,8 +143,8 @@ try:
     print(f"overload over HTTP: {o['completed']} completed, {o['refused_busy']} refused 429, "
           f"none lost")
 
-    # Bad requests: moe-bench shows what the server answered them. The plan
-    # directory given as PLAN/ names the same model as PLAN.
+    # Bad requests: moe-bench shows what the server answered them. Given as
+    # PLAN/, moe-bench names the directory's model too.
     bad = os.path.join(WORK, "bad.json")
     rc, _, err = bench(PLAN + "/", "--workload", WORKLOAD, "--concurrency", "4", "--url", url,
                        "--json", bad)
