@@ -84,14 +84,14 @@ def main():
     with open(a.out, "w") as f:
         f.write("\n".join(svg) + "\n")
 
-    print("| preemption | concurrency | req/s | output tok/s | TTFT p99 ms | ITL p50 / p99 ms "
+    print("| preemption | concurrency | req/s | output tok/s | TTFT p99 ms | ITL median / p99 ms "
           "| preemptions (swapped / recomputed) | host swap MiB out / in |")
     print("|---|---|---|---|---|---|---|---|")
     for label, pts in runs:
         for x, l in pts:
             print(f"| {label} | {x} | {l['requests_per_second']:.1f} | "
                   f"{l['output_tokens_per_second']:.0f} | {l['ttft_ms']['p99']:.1f} | "
-                  f"{l['itl_ms']['p50']:.2f} / {l['itl_ms']['p99']:.2f} | {l['preemptions']} "
+                  f"{l['itl_ms']['median']:.2f} / {l['itl_ms']['p99']:.2f} | {l['preemptions']} "
                   f"({l['swap_outs']} / {l['preemptions'] - l['swap_outs']}) | "
                   f"{l['swap_out_bytes'] / 2**20:.2f} / {l['swap_in_bytes'] / 2**20:.2f} |")
 

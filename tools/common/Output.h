@@ -61,19 +61,15 @@ private:
   std::optional<rt::OutputFile> file_;
 };
 
-/// The p-th percentile (nearest rank) of `sorted` (ascending); 0 if empty.
+/// The p-th percentile of `sorted` (ascending), interpolated linearly
+/// between the two nearest ranks as numpy's percentile and median do (and
+/// so `vllm bench serve`); 0 if empty.
 inline double percentile(const std::vector<double> &sorted, double p) {
   if (sorted.empty())
     return 0.0;
-  return sorted[std::min(sorted.size() - 1, size_t(p / 100.0 * double(sorted.size())))];
-}
-
-/// Percentiles as named keys, as `vllm bench` reports them: {"p50", "p90",
-/// "p99"} of `sorted` (ascending), multiplied by `scale`.
-inline nlohmann::json percentileJson(const std::vector<double> &sorted, double scale = 1.0) {
-  return {{"p50", scale * percentile(sorted, 50)},
-          {"p90", scale * percentile(sorted, 90)},
-          {"p99", scale * percentile(sorted, 99)}};
+  const double rank = p / 100.0 * double(sorted.size() - 1);
+  const size_t below = size_t(rank), above = std::min(below + 1, sorted.size() - 1);
+  return sorted[below] + (sorted[above] - sorted[below]) * (rank - double(below));
 }
 
 } // namespace moe::tools

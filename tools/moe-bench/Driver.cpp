@@ -11,6 +11,33 @@
 
 namespace moe::bench {
 
+const char *unservedKey(Unserved kind) {
+  switch (kind) {
+  case Unserved::Busy: return "refused_busy";
+  case Unserved::Unavailable: return "refused_unavailable";
+  case Unserved::Invalid: return "invalid";
+  case Unserved::Failed: return "failed";
+  }
+  return "";
+}
+
+const char *unservedWords(Unserved kind) {
+  switch (kind) {
+  case Unserved::Busy: return "refused as busy";
+  case Unserved::Unavailable: return "refused as unavailable";
+  case Unserved::Invalid: return "invalid";
+  case Unserved::Failed: return "failed";
+  }
+  return "";
+}
+
+size_t Outcome::settled() const {
+  size_t n = results.size();
+  for (const std::vector<Rejection> &r : unserved)
+    n += r.size();
+  return n;
+}
+
 rt::Expected<Outcome> drive(const rt::LoadedPlan &plan, rt::Device &device,
                             const rt::EngineOptions &options,
                             const std::vector<rt::GenerationRequest> &requests, const Load &load,
@@ -20,6 +47,7 @@ rt::Expected<Outcome> drive(const rt::LoadedPlan &plan, rt::Device &device,
     return engine.status();
   rt::Engine &e = **engine;
   Outcome out;
+  out.kvBlocks = options.numBlocks;
   out.kvBytesPerBlock = e.kvBytesPerBlock();
   out.hostBlocks = e.hostBlocks();
   bool open = !load.arrivals.empty();
@@ -34,14 +62,13 @@ rt::Expected<Outcome> drive(const rt::LoadedPlan &plan, rt::Device &device,
   out.requests = mine.size();
   size_t next = 0;
   std::map<int64_t, size_t> requestOf; // engine id -> index in `requests`
-  auto settled = [&] { return out.results.size() + out.invalid.size() + out.queueFull; };
   // Several ranks in open loop: start the clocks together (rank 0's
   // decides the arrivals; a rank that started later would sleep longer).
   if (open && ranks > 1)
     if (auto together = rt::gatherWords(*load.ranks, device, {0}); !together)
       return together.status();
   double start = e.clock();
-  while (settled() < mine.size()) {
+  while (out.settled() < mine.size()) {
     double t = e.clock() - start;
     size_t arrived = size_t(std::upper_bound(load.arrivals.begin(), load.arrivals.end(), t) -
                             load.arrivals.begin());
@@ -52,14 +79,14 @@ rt::Expected<Outcome> drive(const rt::LoadedPlan &plan, rt::Device &device,
       arrived = size_t((*agreed)[0]); // rank 0's
     }
     while (next < mine.size() &&
-           (open ? mine[next] < arrived : int64_t(next - settled()) < load.concurrency)) {
+           (open ? mine[next] < arrived : int64_t(next - out.settled()) < load.concurrency)) {
+      const bool busy = e.queueFull(); // asked first, as EngineService does
       auto id = e.submit(requests[mine[next]]);
       if (id)
         requestOf[*id] = mine[next];
-      else if (id.status().message().find("queue is full") != std::string::npos)
-        ++out.queueFull;
       else
-        out.invalid.push_back({mine[next], id.status().message()});
+        out.of(busy ? Unserved::Busy : Unserved::Invalid)
+            .push_back({mine[next], id.status().message()});
       ++next;
     }
     if (e.idle()) {

@@ -4,6 +4,8 @@
 
 #include "moe/runtime/Engine.h"
 
+#include <array>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -23,7 +25,23 @@ struct Load {
   rt::Collective *ranks = nullptr;
 };
 
-/// A request the engine refused for a reason other than a full queue.
+/// Why a request was not completed. Busy and Unavailable are a server
+/// refusing for load, not for the request: its waiting queue is full (the
+/// engine's --max-waiting; HTTP 429), or it is at its --max-connections or
+/// draining (HTTP 503). Invalid is the request refused as such (the engine's
+/// reason; HTTP 400 and the other 4xx). Failed is the rest, over HTTP only:
+/// no connection, another 5xx, a stream that ended with an error event or
+/// without its usage.
+enum class Unserved { Busy, Unavailable, Invalid, Failed };
+inline constexpr Unserved kUnservedKinds[] = {Unserved::Busy, Unserved::Unavailable,
+                                              Unserved::Invalid, Unserved::Failed};
+
+/// The kind's key in the JSON report ("refused_busy", "refused_unavailable",
+/// "invalid", "failed") and its words in the text report.
+const char *unservedKey(Unserved kind);
+const char *unservedWords(Unserved kind);
+
+/// A request that was not completed, and what the engine or server said.
 struct Rejection {
   size_t request;
   std::string reason;
@@ -36,14 +54,19 @@ struct Outcome {
   /// The requests this outcome is of: all, or (ranks holding different
   /// tokens, on a rank but 0) this rank's share.
   size_t requests = 0;
-  std::vector<Rejection> invalid;
-  uint64_t queueFull = 0;
+  /// The requests not completed, by why (indexed by Unserved).
+  std::array<std::vector<Rejection>, std::size(kUnservedKinds)> unserved;
+  std::vector<Rejection> &of(Unserved kind) { return unserved[size_t(kind)]; }
+  const std::vector<Rejection> &of(Unserved kind) const { return unserved[size_t(kind)]; }
+  /// Completed or not: every request this outcome is of, unless one was lost.
+  size_t settled() const;
   rt::EngineStats stats;
   std::vector<rt::ExpertLoad> expertLoad; ///< tokens per (MoE layer, expert)
   uint64_t collectiveBytes = 0;           ///< handed to the plan's collectives
   double seconds = 0;
-  int64_t kvBytesPerBlock = 0, hostBlocks = 0;
-  int64_t kvBlocks = 0; ///< the pool, when not the options' (a server's)
+  /// The KV pool that served the requests (in process, the options'; over
+  /// HTTP, the server's): blocks, bytes per block, host-pool blocks.
+  int64_t kvBlocks = 0, kvBytesPerBlock = 0, hostBlocks = 0;
 };
 
 /// Runs every request through a fresh engine. Rejected requests are

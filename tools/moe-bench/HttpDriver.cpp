@@ -20,6 +20,9 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+/// moe-serve's KV pool in /metrics: the pool every figure is of.
+constexpr const char *kPoolMetric = "moe_kv_blocks_total";
+
 httplib::Headers headers(const HttpTarget &t) {
   httplib::Headers h;
   if (!t.apiKey.empty())
@@ -62,7 +65,7 @@ void engineDelta(const std::map<std::string, double> &a, const std::map<std::str
   s.peakHostBlocks = int64_t(at("moe_host_kv_blocks_peak"));
   out.kvBytesPerBlock = int64_t(at("moe_kv_block_bytes"));
   out.hostBlocks = int64_t(at("moe_host_kv_blocks_total"));
-  out.kvBlocks = int64_t(at("moe_kv_blocks_total"));
+  out.kvBlocks = int64_t(at(kPoolMetric));
   static const std::regex expert(R"re(moe_expert_tokens_total\{layer="(-?\d+)",expert="(\d+)"\})re");
   std::map<int, std::vector<uint64_t>> layers;
   for (auto &[key, value] : b) {
@@ -77,6 +80,35 @@ void engineDelta(const std::map<std::string, double> &a, const std::map<std::str
   }
   for (auto &[layer, counts] : layers)
     out.expertLoad.push_back({layer, counts});
+}
+
+/// The server's words for a request it did not answer with a stream: an
+/// OpenAI error body's error.message; for any other body its first bytes,
+/// on one line (a proxy's HTML page, a plain-text error).
+std::string errorMessage(const std::string &body) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_object() &&
+      j["error"].contains("message") && j["error"]["message"].is_string())
+    return j["error"]["message"].get<std::string>();
+  if (body.empty())
+    return "(an empty body)";
+  constexpr size_t kShown = 200;
+  std::string shown = body.substr(0, kShown);
+  for (char &c : shown)
+    if (static_cast<unsigned char>(c) < 0x20)
+      c = ' ';
+  return shown + (body.size() > kShown ? "..." : "");
+}
+
+/// What an HTTP status other than 200 says of the request.
+Unserved unservedKind(int status) {
+  if (status == 429)
+    return Unserved::Busy;
+  if (status == 503)
+    return Unserved::Unavailable;
+  if (status >= 400 && status < 500)
+    return Unserved::Invalid;
+  return Unserved::Failed;
 }
 
 json requestBody(const HttpTarget &t, const rt::GenerationRequest &r) {
@@ -96,10 +128,10 @@ json requestBody(const HttpTarget &t, const rt::GenerationRequest &r) {
   return body;
 }
 
-/// What one request came to.
+/// What one request came to: a result, or why not.
 struct Answer {
   std::optional<rt::GenerationResult> result;
-  int status = 0;
+  Unserved kind = Unserved::Failed;
   std::string error;
 };
 
@@ -110,6 +142,11 @@ Answer send(const HttpTarget &t, const rt::GenerationRequest &r, Clock::time_poi
   result.submitted = now();
   std::string buffer, finish;
   int64_t completion = -1;
+  int status = 0;
+  // A refusal's body (an error, not a stream), kept up to this size: enough
+  // for any OpenAI error body, and a hostile one costs no more.
+  constexpr size_t kErrorBodyBytes = 64 << 10;
+  std::string errorBody;
   httplib::Client client(t.url);
   client.set_read_timeout(3600);
   httplib::Request req;
@@ -118,7 +155,17 @@ Answer send(const HttpTarget &t, const rt::GenerationRequest &r, Clock::time_poi
   req.headers = headers(t);
   req.set_header("Content-Type", "application/json");
   req.body = requestBody(t, r).dump();
+  // The body of every status comes to the content receiver (res->body stays
+  // empty): the status, known first, says whether it is a stream.
+  req.response_handler = [&](const httplib::Response &res) {
+    status = res.status;
+    return true;
+  };
   req.content_receiver = [&](const char *data, size_t size, uint64_t, uint64_t) {
+    if (status != 200) {
+      errorBody.append(data, std::min(size, kErrorBodyBytes - errorBody.size()));
+      return true;
+    }
     buffer.append(data, size);
     for (size_t end; (end = buffer.find("\n\n")) != std::string::npos;) {
       std::string event = buffer.substr(0, end);
@@ -127,7 +174,7 @@ Answer send(const HttpTarget &t, const rt::GenerationRequest &r, Clock::time_poi
         continue;
       json chunk = json::parse(event.substr(6), nullptr, false);
       if (chunk.contains("error")) {
-        a.error = chunk["error"].value("message", "error");
+        a.error = "the stream ended with an error: " + errorMessage(event.substr(6));
         continue;
       }
       if (chunk.contains("usage") && chunk["usage"].is_object())
@@ -151,12 +198,9 @@ Answer send(const HttpTarget &t, const rt::GenerationRequest &r, Clock::time_poi
     a.error = "no answer: " + httplib::to_string(res.error());
     return a;
   }
-  a.status = res->status;
   if (res->status != 200) {
-    json body = json::parse(res->body, nullptr, false);
-    a.error = body.is_object() && body.contains("error")
-                  ? body["error"].value("message", res->body)
-                  : res->body;
+    a.kind = unservedKind(res->status);
+    a.error = "HTTP " + std::to_string(res->status) + ": " + errorMessage(errorBody);
     return a;
   }
   if (!a.error.empty() || completion < 0) {
@@ -177,7 +221,7 @@ Answer send(const HttpTarget &t, const rt::GenerationRequest &r, Clock::time_poi
 
 } // namespace
 
-rt::Status connect(HttpTarget &target) {
+rt::Expected<Served> connect(const HttpTarget &target) {
   if (target.url.rfind("http://", 0) != 0)
     return rt::Status::error("--url " + target.url + ": give http://HOST:PORT");
   httplib::Client client(target.url);
@@ -186,15 +230,27 @@ rt::Status connect(HttpTarget &target) {
     return rt::Status::error("--url " + target.url + ": " + httplib::to_string(res.error()) +
                              "; is moe-serve running there?");
   if (res->status != 200)
-    return rt::Status::error("--url " + target.url + "/v1/models: HTTP " +
-                             std::to_string(res->status) + " " + res->body);
+    return rt::Status::error(
+        "--url " + target.url + "/v1/models: HTTP " + std::to_string(res->status) + ": " +
+        errorMessage(res->body) +
+        (res->status == 401 ? " (give --api-key-file, with a key the server takes)" : ""));
   json models = json::parse(res->body, nullptr, false);
-  if (!models.is_object() || !models.contains("data") || !models["data"].is_array() ||
-      models["data"].empty() || !models["data"][0].contains("id"))
+  Served served;
+  if (models.is_object() && models.contains("data") && models["data"].is_array())
+    for (const json &m : models["data"])
+      if (m.is_object() && m.contains("id") && m["id"].is_string())
+        served.models.push_back(m["id"].get<std::string>());
+  if (served.models.empty())
     return rt::Status::error("--url " + target.url + "/v1/models: no model listed");
-  if (target.model.empty())
-    target.model = models["data"][0]["id"].get<std::string>();
-  return rt::Status::ok();
+  auto metrics = scrape(target);
+  if (!metrics)
+    return metrics.status();
+  auto pool = metrics->find(kPoolMetric);
+  if (pool == metrics->end())
+    return rt::Status::error("--url " + target.url + "/metrics: no " + kPoolMetric +
+                             "; moe-bench --url measures a moe-serve");
+  served.kvBlocks = int64_t(pool->second);
+  return served;
 }
 
 rt::Expected<Outcome> driveHttp(const HttpTarget &target,
@@ -206,7 +262,6 @@ rt::Expected<Outcome> driveHttp(const HttpTarget &target,
   Outcome out;
   out.requests = requests.size();
   std::mutex mutex;
-  std::optional<std::string> failure;
   const auto start = Clock::now();
   auto record = [&](size_t i, Answer a) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -215,16 +270,11 @@ rt::Expected<Outcome> driveHttp(const HttpTarget &target,
       if (!load.arrivals.empty()) // latency counts from arrival
         a.result->submitted = load.arrivals[i];
       out.results.push_back(std::move(*a.result));
-    } else if (a.status == 429) {
-      ++out.queueFull;
-    } else if (a.status != 0) {
-      out.invalid.push_back({i, "HTTP " + std::to_string(a.status) + ": " + a.error});
-    } else if (!failure) {
-      failure = a.error;
+    } else {
+      out.of(a.kind).push_back({i, std::move(a.error)});
     }
     if (progress)
-      std::fprintf(stderr, "\r  %zu/%zu requests answered   ",
-                   out.results.size() + out.queueFull + out.invalid.size(), requests.size());
+      std::fprintf(stderr, "\r  %zu/%zu requests answered   ", out.settled(), requests.size());
   };
   std::vector<std::thread> threads;
   std::atomic<size_t> next{0}; // closed loop: the next request to send
@@ -246,8 +296,6 @@ rt::Expected<Outcome> driveHttp(const HttpTarget &target,
     t.join();
   if (progress)
     std::fprintf(stderr, "\r%80s\r", "");
-  if (failure)
-    return rt::Status::error("--url " + target.url + ": " + *failure);
   out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   auto after = scrape(target);
   if (!after)
@@ -255,6 +303,9 @@ rt::Expected<Outcome> driveHttp(const HttpTarget &target,
   engineDelta(*before, *after, out);
   std::sort(out.results.begin(), out.results.end(),
             [](const auto &a, const auto &b) { return a.id < b.id; });
+  for (std::vector<Rejection> &kind : out.unserved)
+    std::sort(kind.begin(), kind.end(),
+              [](const auto &a, const auto &b) { return a.request < b.request; });
   return out;
 }
 

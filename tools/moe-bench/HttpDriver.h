@@ -4,11 +4,13 @@
 // streaming /v1/completions requests with the prompts' token ids, timed at
 // the client. The engine's counters (prefill and decode tokens and time,
 // preemptions, swaps, expert load) are the differences of the server's
-// /metrics before and after; its peak KV blocks are the server's peak since
-// it started. Over HTTP the token ids are not returned: a result holds as
-// many tokens as the server's usage reports (their ids unknown), and its
-// token times are the arrivals of the stream's chunks (one per engine step
-// that released text), so inter-token latency is between chunks.
+// /metrics before and after; its KV pool and peak KV blocks are the
+// server's (the peak since it started). Over HTTP the token ids are not
+// returned: a result holds as many tokens as the server's usage reports
+// (their ids unknown), its token times are the arrivals of the stream's
+// chunks (one per engine step that released text), so inter-token latency
+// is between chunks, and it finishes when the stream has been read to its
+// end.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_TOOLS_MOEBENCH_HTTPDRIVER_H
@@ -20,13 +22,24 @@ namespace moe::bench {
 
 struct HttpTarget {
   std::string url;    ///< http://HOST:PORT
-  std::string model;  ///< the served model's id (GET /v1/models when empty)
+  std::string model;  ///< the model id every request names
   std::string apiKey; ///< sent as "Authorization: Bearer KEY" when not empty
 };
 
-/// Checks the server answers and names its model (filling target.model).
-rt::Status connect(HttpTarget &target);
+/// What the server says of itself before the run.
+struct Served {
+  std::vector<std::string> models; ///< GET /v1/models
+  int64_t kvBlocks = 0;            ///< its KV pool (/metrics moe_kv_blocks_total)
+};
 
+/// Asks the server (with the key) which models it serves and how large its
+/// KV pool is; an error when it does not answer as moe-serve does.
+rt::Expected<Served> connect(const HttpTarget &target);
+
+/// Sends `requests` as `load` says. Every request ends completed or in one
+/// of the outcome's Unserved kinds, with the server's words (an OpenAI
+/// error's message, or the first bytes of another body); an error only
+/// when /metrics cannot be read.
 rt::Expected<Outcome> driveHttp(const HttpTarget &target,
                                 const std::vector<rt::GenerationRequest> &requests,
                                 const Load &load, bool progress);

@@ -48,15 +48,17 @@ void write(Words &w, const Outcome &o) {
   const rt::EngineStats &s = o.stats;
   for (uint64_t v : {s.steps, s.prefillTokens, s.decodeTokens, s.preemptions, s.recomputedTokens,
                      s.rejected, s.cachedTokens, s.swapOuts, s.swapIns, s.swapOutBytes,
-                     s.swapInBytes, o.queueFull, uint64_t(o.requests)})
+                     s.swapInBytes, uint64_t(o.requests)})
     w.wide(v);
   w.word(s.peakBlocks);
   w.word(s.peakHostBlocks);
   for (double v : {s.prefillSeconds, s.decodeSeconds, s.swapSeconds, o.seconds})
     w.seconds(v);
-  w.word(int64_t(o.invalid.size()));
-  for (const Rejection &r : o.invalid)
-    w.word(int64_t(r.request));
+  for (const std::vector<Rejection> &kind : o.unserved) {
+    w.word(int64_t(kind.size()));
+    for (const Rejection &r : kind)
+      w.word(int64_t(r.request));
+  }
   w.word(int64_t(o.results.size()));
   for (const rt::GenerationResult &r : o.results) {
     w.word(r.id);
@@ -78,16 +80,17 @@ void add(Reader &r, int rank, Outcome &into) {
   rt::EngineStats &s = into.stats;
   for (uint64_t *v : {&s.steps, &s.prefillTokens, &s.decodeTokens, &s.preemptions,
                       &s.recomputedTokens, &s.rejected, &s.cachedTokens, &s.swapOuts,
-                      &s.swapIns, &s.swapOutBytes, &s.swapInBytes, &into.queueFull})
+                      &s.swapIns, &s.swapOutBytes, &s.swapInBytes})
     *v += r.wide();
   into.requests += size_t(r.wide());
   s.peakBlocks = std::max<int64_t>(s.peakBlocks, r.word());
   s.peakHostBlocks = std::max<int64_t>(s.peakHostBlocks, r.word());
   for (double *v : {&s.prefillSeconds, &s.decodeSeconds, &s.swapSeconds, &into.seconds})
     *v = std::max(*v, r.seconds());
-  for (int64_t n = r.word(); n > 0; --n)
-    into.invalid.push_back({size_t(r.word()), "refused on rank " + std::to_string(rank) +
-                                                  " (its standard error says why)"});
+  for (std::vector<Rejection> &kind : into.unserved)
+    for (int64_t n = r.word(); n > 0; --n)
+      kind.push_back({size_t(r.word()), "refused on rank " + std::to_string(rank) +
+                                            " (its standard error says why)"});
   for (int64_t n = r.word(); n > 0; --n) {
     rt::GenerationResult g;
     g.id = r.word();
@@ -122,6 +125,7 @@ rt::Status mergeOverRanks(Outcome &out, double start, rt::Collective &ranks,
   if (ranks.rank() != 0)
     return rt::Status::ok();
   Outcome merged;
+  merged.kvBlocks = out.kvBlocks;
   merged.kvBytesPerBlock = out.kvBytesPerBlock;
   merged.hostBlocks = out.hostBlocks;
   merged.expertLoad = std::move(out.expertLoad);

@@ -2,8 +2,9 @@
 //
 // Sends a workload (random prompts, or a JSON Lines file) through the
 // runtime's Engine, closed loop (--concurrency: keep C requests in flight)
-// or open loop (--rate: Poisson arrivals), and reports throughput, time to
-// first token and inter-token latency percentiles, KV use, preemptions and
+// or open loop (--rate: Poisson arrivals), or over HTTP to a moe-serve
+// (--url), and reports throughput, the latencies `vllm bench serve` reports
+// (TTFT, TPOT, ITL, E2EL: mean, median, p90, p99), KV use, preemptions and
 // host-swap traffic. --verify reruns every request alone and checks that the
 // batched output is token-identical. Under mpirun (a plan of several
 // ranks) every rank serves the same requests, or with data-parallel
@@ -25,13 +26,13 @@
 #include "tools/moe-bench/Driver.h"
 #include "tools/moe-bench/HttpDriver.h"
 #include "tools/common/ApiKeys.h"
+#include "tools/common/ModelName.h"
 #include "tools/moe-bench/Report.h"
 #include "tools/moe-bench/Workload.h"
 
 #include <unistd.h>
 
 #include <algorithm>
-#include <iostream>
 #include <optional>
 
 using namespace moe;
@@ -39,9 +40,15 @@ using namespace moe::bench;
 
 namespace {
 
+/// A flag that does not apply with --url, and why.
+struct InProcessOnly {
+  const CLI::Option *option;
+  std::string why;
+};
+
 struct Flags {
   std::string planDir, promptLen, outputLen, workload, json, routingProfile, outputs, compareTo,
-      url, apiKeyFile, device = "cpu";
+      url, apiKeyFile, modelName, device = "cpu";
   int64_t rounds = 5;
   std::vector<int64_t> concurrency;
   std::vector<double> rate;
@@ -50,10 +57,19 @@ struct Flags {
   double profileDecay = 1;
   uint64_t seed = 0;
   int threads = 0;
-  bool verify = false, prefixCaching = false, ignoreEos = false;
+  bool verify = false, prefixCaching = false, ignoreEos = false, perRequest = false;
   std::vector<std::string> stop;
   tools::TimelineFlags timeline;
+  std::vector<InProcessOnly> inProcessOnly; ///< refused by name with --url
 };
+
+/// The options `add` puts on `app`, in the order it adds them.
+template <class Add> std::vector<const CLI::Option *> optionsAddedBy(CLI::App &app, Add add) {
+  const size_t before = app.get_options().size();
+  add();
+  std::vector<CLI::Option *> all = app.get_options();
+  return {all.begin() + std::ptrdiff_t(before), all.end()};
+}
 
 /// "A:B" (or "A") with 1 <= A <= B; `dflt` when the flag is absent.
 std::pair<int64_t, int64_t> range(const std::string &name, const std::string &v,
@@ -140,24 +156,35 @@ int benchMain(Flags f, tools::Cli &cli) {
   const plan::Plan &p = (*plan)->plan();
   int64_t context = p.kv_cache()->max_context(), vocab = p.config()->vocab_size();
   std::optional<HttpTarget> server; // --url
+  std::optional<Served> served;      // what it said of itself
   if (!f.url.empty()) {
-    for (auto [given, flag] : {std::pair{f.verify, "--verify"},
-                               {!f.compareTo.empty(), "--compare-to"},
-                               {f.prefixCaching, "--prefix-caching (give it to moe-serve)"},
-                               {!f.outputs.empty(), "--outputs (token ids do not come back)"},
-                               {!f.timeline.trace.empty(), "--trace"},
-                               {ranks.size() > 1, "several ranks"}})
-      if (given)
-        return fail(std::string("--url: ") + flag + " works in process only");
-    server = HttpTarget{f.url, "", ""};
+    for (const InProcessOnly &flag : f.inProcessOnly)
+      if (flag.option->count() > 0)
+        return fail("--url: " + flag.option->get_name() + " " + flag.why);
+    if (ranks.size() > 1)
+      return fail("--url: several ranks work in process only; run one moe-bench");
+    server = HttpTarget{f.url, f.modelName.empty() ? tools::planModelName(f.planDir) : f.modelName,
+                        ""};
     if (!f.apiKeyFile.empty()) {
       auto keys = tools::ApiKeys::load(f.apiKeyFile);
       if (!keys)
         return fail(keys.status().message());
       server->apiKey = keys->first();
     }
-    if (rt::Status st = connect(*server); !st)
-      return fail(st.message());
+    auto answer = connect(*server);
+    if (!answer)
+      return fail(answer.status().message());
+    served = answer.take();
+    // The requests are made from the plan (its vocabulary, context and
+    // tokenizer): a server of another model would refuse or misread them.
+    if (std::find(served->models.begin(), served->models.end(), server->model) ==
+        served->models.end())
+      return fail("--url " + f.url + " serves model '" + served->models[0] + "', not '" +
+                  server->model + "' (" +
+                  (f.modelName.empty() ? "the plan directory's name" : "--model-name") +
+                  "); give --model-name " + served->models[0] +
+                  " if it serves this plan under that name, or point --url at a moe-serve of " +
+                  f.planDir);
   }
   if (f.verify && tools::ranksHoldDifferentTokens(**plan, ranks.rank()))
     return fail("--verify: the plan's ranks hold different tokens (data-parallel "
@@ -228,12 +255,20 @@ int benchMain(Flags f, tools::Cli &cli) {
   options.trace = *trace ? &(*trace)->trace : nullptr;
 
   bool progress = ::isatty(2);
-  nlohmann::json document = {{"plan", f.planDir},
-                             {"kv_blocks", options.numBlocks},
-                             {"block_size", options.blockSize},
-                             {"host_pool_bytes", options.hostPoolBytes.value_or(0)},
-                             {"levels", nlohmann::json::array()}};
-  size_t invalid = 0, submitted = 0;
+  // The engine measured: this process's, or the server's (whose block size
+  // and host pool /metrics does not say).
+  nlohmann::json document = {{"plan", f.planDir}};
+  if (server) {
+    document["url"] = server->url;
+    document["model"] = server->model;
+    document["kv_blocks"] = served->kvBlocks;
+  } else {
+    document["kv_blocks"] = options.numBlocks;
+    document["block_size"] = options.blockSize;
+    document["host_pool_bytes"] = options.hostPoolBytes.value_or(0);
+  }
+  document["levels"] = nlohmann::json::array();
+  size_t invalid = 0, failed = 0, submitted = 0;
   uint64_t collectiveBytes = 0; // of the measured runs
   // Tokens per (MoE layer, expert) of the measured runs of every level; a
   // profile file this run could not add to is refused before the work.
@@ -277,19 +312,19 @@ int benchMain(Flags f, tools::Cli &cli) {
     if (!outcome)
       return fail(outcome.status().message());
     const Outcome &o = *outcome;
-    for (size_t i = 0; i < o.invalid.size() && i < 5; ++i)
-      std::cerr << "moe-bench: request " << o.invalid[i].request << ": "
-                << o.invalid[i].reason << "\n";
-    if (o.invalid.size() > 5)
-      std::cerr << "moe-bench: ... and " << o.invalid.size() - 5 << " more rejected\n";
-    invalid += o.invalid.size();
+    printUnserved(o);
+    invalid += o.of(Unserved::Invalid).size();
+    failed += o.of(Unserved::Failed).size();
     submitted += requests.size();
     collectiveBytes += o.collectiveBytes;
     for (size_t l = 0; l < traffic.size(); ++l) {
       if (o.expertLoad.size() != traffic.size() || o.expertLoad[l].layer != traffic[l].layer ||
           o.expertLoad[l].counts.size() != traffic[l].counts.size())
-        return fail("the plan's routers and its placement table name different MoE layers; "
-                    "recompile the plan");
+        return fail(server ? "--url " + f.url + "/metrics counts the tokens of other MoE "
+                                 "layers or experts (moe_expert_tokens_total) than " +
+                                 f.planDir + "'s; is it serving another plan?"
+                           : "the plan's routers and its placement table name different MoE "
+                             "layers; recompile the plan");
       for (size_t e = 0; e < traffic[l].counts.size(); ++e)
         traffic[l].counts[e] += o.expertLoad[l].counts[e];
     }
@@ -308,8 +343,8 @@ int benchMain(Flags f, tools::Cli &cli) {
         return fail(identical.status().message());
       report.identical = *identical;
     }
-    printLevel(out.text(), report, o.kvBlocks ? o.kvBlocks : options.numBlocks);
-    nlohmann::json levelDoc = levelJson(report);
+    printLevel(out.text(), report);
+    nlohmann::json levelDoc = levelJson(report, f.perRequest);
     if (compared) {
       printComparison(out.text(), f.compareTo, *compared);
       levelDoc["compared"] = comparisonJson(f.compareTo, *compared);
@@ -347,9 +382,8 @@ int benchMain(Flags f, tools::Cli &cli) {
         return fail(st.message());
     if (report.identical >= 0 && report.identical != int64_t(o.results.size()))
       return fail("batched outputs differ from solo runs");
-    if (o.results.size() + o.queueFull + o.invalid.size() != o.requests)
-      return fail("requests lost: " + std::to_string(o.requests - o.results.size() -
-                                                     o.queueFull - o.invalid.size()));
+    if (o.settled() != o.requests)
+      return fail("requests lost: " + std::to_string(o.requests - o.settled()));
   }
   if (*trace)
     if (rt::Status st = (*trace)->write(ranks, *device); !st)
@@ -379,9 +413,12 @@ int benchMain(Flags f, tools::Cli &cli) {
           !st)
         return fail(st.message());
   }
-  if (invalid)
-    return fail(std::to_string(invalid) + " of " + std::to_string(submitted) +
-                " requests rejected as invalid (reasons above); the others were served");
+  if (invalid || failed)
+    return fail(std::to_string(submitted) + " requests: " +
+                (invalid ? std::to_string(invalid) + " invalid" : "") +
+                (invalid && failed ? ", " : "") +
+                (failed ? std::to_string(failed) + " failed" : "") +
+                " (reasons above); the others were served or refused for load");
   return 0;
 }
 
@@ -389,9 +426,12 @@ int benchMain(Flags f, tools::Cli &cli) {
 
 int main(int argc, char **argv) {
   tools::Cli cli("moe-bench", "moe-bench: serving benchmark (continuous batching, paged KV "
-                              "cache). Requests the engine refuses (too long, bad token ids, "
-                              "more KV blocks than the pool) are reported and the rest served; "
-                              "the exit status is then 1.");
+                              "cache), in process or against moe-serve (--url). Requests "
+                              "refused for load (a full queue; over HTTP 429 or 503) are "
+                              "counted; invalid ones (too long, bad token ids, more KV blocks "
+                              "than the pool; over HTTP another 4xx) and failed ones (over "
+                              "HTTP: no answer, another 5xx, an error mid-stream) are reported "
+                              "and the rest served, and the exit status is then 1.");
   Flags f;
   CLI::App &app = cli.app;
   cli.addPlan(f.planDir);
@@ -435,19 +475,31 @@ int main(int argc, char **argv) {
   app.add_option("--seed", f.seed, "seed of prompts and arrivals (default 0)")
       ->check(moe::tools::integerIn(0, INT64_MAX))
       ->type_name("S");
-  tools::addEngineFlags(cli, f.engine, "32 of the longest requests");
+  // The flags that set up this process's engine: with --url the server's is
+  // moe-serve's, which takes each of them.
+  std::vector<const CLI::Option *> engine = optionsAddedBy(
+      app, [&] { tools::addEngineFlags(cli, f.engine, "32 of the longest requests"); });
   tools::addStopFlags(cli, f.ignoreEos, f.stop);
-  app.add_flag("--prefix-caching", f.prefixCaching,
-               "share KV blocks of common prefixes; each level also runs without it and "
-               "prints the ratios");
-  app.add_flag("--verify", f.verify, "rerun each request alone; require identical outputs");
+  engine.push_back(app.add_flag("--prefix-caching", f.prefixCaching,
+                                "share KV blocks of common prefixes; each level also runs "
+                                "without it and prints the ratios"));
+  const CLI::Option *verify =
+      app.add_flag("--verify", f.verify, "rerun each request alone; require identical outputs");
   auto *url = app.add_option("--url", f.url,
                              "send the requests to a running moe-serve at http://HOST:PORT "
-                             "(the same PLAN) instead of running them in this process")
+                             "instead of running them in this process; it must serve PLAN "
+                             "(see --model-name), and the flags that set up the engine are "
+                             "its own")
                   ->type_name("URL");
   app.add_option("--api-key-file", f.apiKeyFile, "with --url: the first key in FILE")
       ->needs(url)
       ->type_name("FILE");
+  app.add_option("--model-name", f.modelName,
+                 "with --url: the model id the requests name, which the server must serve "
+                 "(default: the plan directory's name, as moe-serve names it without its "
+                 "--model-name)")
+      ->needs(url)
+      ->type_name("NAME");
   CLI::Option *compareTo =
       app.add_option("--compare-to", f.compareTo,
                      "also run each level's requests through this plan and this one in turn "
@@ -458,15 +510,31 @@ int main(int argc, char **argv) {
       ->check(tools::integerIn(1, 1000))
       ->needs(compareTo)
       ->type_name("N");
-  app.add_option("--outputs", f.outputs,
-                 "write each completed request's generated tokens to FILE, one JSON line per "
-                 "level and request: {\"level\", \"request\", \"tokens\"} (to compare runs)")
+  const CLI::Option *outputs = app.add_option(
+      "--outputs", f.outputs,
+      "write each completed request's generated tokens to FILE, one JSON line per level and "
+      "request: {\"level\", \"request\", \"tokens\"} (to compare runs)")
       ->type_name("FILE");
-  cli.addJson(f.json);
+  CLI::Option *json = cli.addJson(f.json);
+  app.add_flag("--per-request", f.perRequest,
+               "with --json: each level also lists every completed request's output tokens, "
+               "TTFT, TPOT, E2EL and inter-token latencies (ms), as vllm bench serve "
+               "--save-detailed does")
+      ->needs(json);
   tools::addRoutingProfile(cli, f.routingProfile, f.profileDecay);
-  tools::addTimelineFlags(cli, f.timeline);
-  cli.addThreads(f.threads);
-  cli.addDevice(f.device);
+  std::vector<const CLI::Option *> timeline =
+      optionsAddedBy(app, [&] { tools::addTimelineFlags(cli, f.timeline); });
+  engine.push_back(cli.addThreads(f.threads));
+  engine.push_back(cli.addDevice(f.device));
+  for (const CLI::Option *o : engine)
+    f.inProcessOnly.push_back(
+        {o, "sets up the engine in this process, not the server's; give it to moe-serve"});
+  f.inProcessOnly.push_back({verify, "works in process only (it reruns each request alone)"});
+  f.inProcessOnly.push_back({compareTo, "works in process only (it runs two plans here)"});
+  f.inProcessOnly.push_back({outputs, "works in process only (token ids do not come back over "
+                                      "HTTP)"});
+  for (const CLI::Option *o : timeline)
+    f.inProcessOnly.push_back({o, "works in process only (it is of this process's ranks)"});
   if (auto code = cli.parse(argc, argv))
     return *code;
   return benchMain(f, cli);

@@ -14,11 +14,11 @@
 #include "moe/runtime/Registry.h"
 #include "tools/common/Cli.h"
 #include "tools/common/EngineFlags.h"
+#include "tools/common/ModelName.h"
 #include "tools/moe-serve/Server.h"
 
 #include <csignal>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <pthread.h>
 #include <thread>
@@ -41,7 +41,7 @@ struct Flags {
 std::string modelName(const Flags &f) {
   if (!f.modelName.empty())
     return f.modelName;
-  return std::filesystem::absolute(f.planDir).lexically_normal().filename().string();
+  return tools::planModelName(f.planDir);
 }
 
 int serveMain(Flags &f, tools::Cli &cli) {
