@@ -41,7 +41,9 @@ public:
   /// An object's key order is kept, which `tojson` and printing show; a
   /// `nlohmann::json` argument has its keys sorted already, so pass an
   /// `ordered_json` when that order matters (tool schemas, arguments).
-  /// `raise_exception(msg)` in the template fails with exactly `msg`.
+  /// `raise_exception(msg)` in the template fails with exactly `msg`. A
+  /// context that nests deeper than kMaxJsonDepth (moe/runtime/JsonDepth.h)
+  /// is refused, naming its key, before anything copies it.
   Expected<std::string> render(const nlohmann::ordered_json &context) const;
   Expected<std::string> render(const nlohmann::json &context) const;
 
