@@ -23,6 +23,8 @@ namespace {
 Status located(const std::string &source, const chat::TemplateError &e) {
   if (e.raised)
     return Status::error(e.message);
+  if (e.offset == chat::kUnlocated)
+    return Status::error("chat template: " + e.message);
   size_t offset = std::min(e.offset, source.size());
   size_t line = 1, lineStart = 0;
   for (size_t i = 0; i < offset; ++i)

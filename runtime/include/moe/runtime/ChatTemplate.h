@@ -8,6 +8,9 @@
 // subset of Jinja2 (runtime/text/chat/README.md lists it) and refuses everything
 // else with one line naming the construct and its line:column, so that an
 // unsupported template fails loudly instead of rendering a wrong prompt.
+// Untrusted input cannot crash or exhaust it: nesting, recursion and the
+// strings a render builds are bounded, each refused past its limit with an
+// error that names it (the README's "Limits").
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_CHATTEMPLATE_H
