@@ -138,9 +138,16 @@ Value repeat(const Value &seq, int64_t n, size_t offset) {
       return pyMod(a, b, offset);
   } else if (op == "**") {
     if (ints && b.asInt() >= 0) {
+      // By squaring: 63 steps at most, whatever the exponent. A square
+      // that overflows while bits remain means the power does too.
       int64_t result = 1, base = a.asInt();
-      for (int64_t e = b.asInt(); e > 0; --e)
-        result = checked(mul, result, base, offset);
+      for (int64_t e = b.asInt(); e > 0;) {
+        if (e & 1)
+          result = checked(mul, result, base, offset);
+        e >>= 1;
+        if (e > 0)
+          base = checked(mul, base, base, offset);
+      }
       return Value(result);
     }
     if (nums)

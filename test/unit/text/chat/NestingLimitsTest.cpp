@@ -489,4 +489,32 @@ TEST(ListSize, ListsUpToTheLimitAreBuiltAndLongerOnesAreNot) {
   EXPECT_EQ(render(doubling), errorAt(doubling.find("+"), listTooLong(uint64_t(1) << 20)));
 }
 
+// --- integer powers --------------------------------------------------------------
+
+TEST(Power, HugeExponentsTakeNoTimeAndOverflowIsAnError) {
+  // Against repeated multiplication in 128 bits.
+  auto naive = [](int64_t base, int64_t exponent) -> std::string {
+    __int128 r = 1;
+    for (int64_t i = 0; i < exponent; ++i) {
+      r *= base;
+      if (r > INT64_MAX || r < INT64_MIN)
+        return "overflow";
+    }
+    return std::to_string(static_cast<int64_t>(r));
+  };
+  for (auto [base, exponent] : std::vector<std::pair<int64_t, int64_t>>{
+           {2, 0}, {2, 62}, {2, 63}, {-2, 63}, {-2, 64}, {3, 39}, {3, 40}, {-3, 39}, {10, 18}, {10, 19}, {7, 5},
+           {0, 0}, {0, 9}, {1, 1000}, {-1, 1001}}) {
+    std::string expected = naive(base, exponent);
+    std::string source = "{{ (" + std::to_string(base) + ") ** " + std::to_string(exponent) + " }}";
+    std::string out = render(source);
+    if (expected == "overflow")
+      EXPECT_NE(out.find("integer overflow"), std::string::npos) << source << " gave " << out;
+    else
+      EXPECT_EQ(out, expected) << source;
+  }
+  EXPECT_EQ(render("{{ 1 ** 4611686018427387904 }} {{ (-1) ** 4611686018427387905 }} {{ 0 ** 9223372036854775807 }}"),
+            "1 -1 0");
+}
+
 } // namespace
