@@ -27,6 +27,7 @@ struct Expr {
   };
   Kind kind;
   size_t offset;
+  int height = 1;   ///< Levels of this tree, the node included (kMaxExpressionHeight).
   Value literal;    ///< Literal.
   std::string name; ///< Name, Attr, Filter, Test; the operator of Binary.
   ExprPtr target;   ///< Object, callee, filtered or tested value, left operand.

@@ -1,6 +1,8 @@
 //===- ChatTemplate.cpp - parse and render chat templates ----------------===//
 #include "moe/runtime/ChatTemplate.h"
 
+#include "moe/runtime/JsonDepth.h"
+
 #include "Ast.h"
 #include "Error.h"
 #include "Evaluate.h"
@@ -21,6 +23,8 @@ namespace {
 Status located(const std::string &source, const chat::TemplateError &e) {
   if (e.raised)
     return Status::error(e.message);
+  if (e.offset == chat::kUnlocated)
+    return Status::error("chat template: " + e.message);
   size_t offset = std::min(e.offset, source.size());
   size_t line = 1, lineStart = 0;
   for (size_t i = 0; i < offset; ++i)
@@ -61,6 +65,18 @@ nlohmann::ordered_json normaliseMessage(const nlohmann::ordered_json &message) {
   return out;
 }
 
+/// The context is an object that nests at most kMaxJsonDepth arrays and
+/// objects, itself included. Checked before anything copies or converts
+/// it: both recurse.
+template <class Json> Status checkContext(const Json &context) {
+  if (!context.is_object())
+    return Status::error(std::string("chat template context must be a JSON object, not ") + context.type_name());
+  if (std::optional<std::string> key = memberNestedTooDeep(context))
+    return Status::error("chat template context: \"" + *key + "\" nests deeper than the limit of " +
+                         std::to_string(kMaxJsonDepth) + " arrays and objects (the context's own included)");
+  return Status::ok();
+}
+
 } // namespace
 
 Expected<ChatTemplate> ChatTemplate::parse(std::string_view source) {
@@ -75,12 +91,14 @@ Expected<ChatTemplate> ChatTemplate::parse(std::string_view source) {
 }
 
 Expected<std::string> ChatTemplate::render(const nlohmann::json &context) const {
+  if (Status valid = checkContext(context); !valid)
+    return valid;
   return render(nlohmann::ordered_json(context));
 }
 
 Expected<std::string> ChatTemplate::render(const nlohmann::ordered_json &context) const {
-  if (!context.is_object())
-    return Status::error(std::string("chat template context must be a JSON object, not ") + context.type_name());
+  if (Status valid = checkContext(context); !valid)
+    return valid;
   try {
     chat::Dict variables;
     for (const auto &[k, v] : context.items()) {

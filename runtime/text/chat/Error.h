@@ -10,12 +10,18 @@
 #define MOE_RUNTIME_TEXT_CHAT_ERROR_H
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace moe::rt::chat {
 
+/// The offset of an error raised where no source position is known, such as
+/// a comparison of two values nested too deep; the evaluator gives it the
+/// position of the expression it was evaluating.
+inline constexpr size_t kUnlocated = SIZE_MAX;
+
 struct TemplateError {
-  size_t offset;       ///< Byte offset into the (newline-normalised) source.
+  size_t offset;       ///< Byte offset into the (newline-normalised) source, or kUnlocated.
   std::string message; ///< One line, without the "chat template L:C:" prefix.
   /// raise_exception(): the message is the template's own and is reported
   /// as is, without a location, as transformers reports it.

@@ -10,6 +10,7 @@
 
 #include "Error.h"
 #include "Json.h"
+#include "Limits.h"
 #include "StringOps.h"
 #include "Utf8.h"
 
@@ -146,6 +147,7 @@ Value fJoin(const Value &v, CallArgs &a, size_t o) {
       out += text(sep, o);
     first = false;
     out += text(attribute.isNone() ? item : attrPath(item, attribute, o), o);
+    checkTextBytes(out.size(), o);
   }
   return Value(out);
 }
@@ -220,7 +222,7 @@ Value fReplace(const Value &v, CallArgs &a, size_t o) {
   a.finish("replace", o);
   if (!count.isNone() && !count.isInt())
     fail(o, "replace count must be an integer");
-  return Value(pyReplace(text(v, o), text(from, o), text(to, o), count.isNone() ? -1 : count.asInt()));
+  return Value(pyReplace(text(v, o), text(from, o), text(to, o), count.isNone() ? -1 : count.asInt(), o));
 }
 
 Value fAbs(const Value &v, CallArgs &a, size_t o) {

@@ -8,6 +8,7 @@
 #include "Json.h"
 
 #include "Error.h"
+#include "Limits.h"
 #include "Utf8.h"
 
 #include <algorithm>
@@ -59,7 +60,7 @@ struct JsonWriter {
   size_t offset;
   std::string out;
 
-  void string(const std::string &s) {
+  [[gnu::noinline]] void string(const std::string &s) {
     out += '"';
     for (char32_t c : decodeUtf8(s)) {
       switch (c) {
@@ -123,6 +124,11 @@ struct JsonWriter {
     }
   }
 
+  // write() recurses through writeList() and writeDict(), which are kept
+  // out of line so that its frame holds no locals of theirs: a small frame
+  // per level of the value.
+
+  /// Writes `v`, `depth` containers deep.
   void write(const Value &v, int depth) {
     switch (v.kind()) {
     case Value::Kind::None:
@@ -143,50 +149,59 @@ struct JsonWriter {
       string(v.str());
       return;
     case Value::Kind::List:
-    case Value::Kind::Tuple: {
-      const List &items = v.items();
-      if (items.empty()) {
-        out += "[]";
-        return;
-      }
-      out += '[';
-      for (size_t i = 0; i < items.size(); ++i) {
-        if (i)
-          out += itemSep;
-        newline(depth + 1);
-        write(items[i], depth + 1);
-      }
-      newline(depth);
-      out += ']';
+    case Value::Kind::Tuple:
+      writeList(v.items(), depth);
       return;
-    }
-    case Value::Kind::Dict: {
-      std::vector<const std::pair<Value, Value> *> entries;
-      for (const auto &e : v.dictValue().entries)
-        entries.push_back(&e);
-      if (entries.empty()) {
-        out += "{}";
-        return;
-      }
-      if (sortKeys)
-        std::stable_sort(entries.begin(), entries.end(),
-                         [&](auto *a, auto *b) { return lessThan(a->first, b->first, offset); });
-      out += '{';
-      for (size_t i = 0; i < entries.size(); ++i) {
-        if (i)
-          out += itemSep;
-        newline(depth + 1);
-        key(entries[i]->first);
-        out += keySep;
-        write(entries[i]->second, depth + 1);
-      }
-      newline(depth);
-      out += '}';
+    case Value::Kind::Dict:
+      writeDict(v.dictValue(), depth);
       return;
-    }
     default:
       fail(offset, std::string("Object of type ") + v.typeName() + " is not JSON serializable");
     }
+  }
+
+  [[gnu::noinline]] void writeList(const List &items, int depth) {
+    checkValueDepth(depth + 1, offset);
+    if (items.empty()) {
+      out += "[]";
+      return;
+    }
+    out += '[';
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i)
+        out += itemSep;
+      newline(depth + 1);
+      write(items[i], depth + 1);
+      checkTextBytes(out.size(), offset);
+    }
+    newline(depth);
+    out += ']';
+  }
+
+  [[gnu::noinline]] void writeDict(const Dict &dict, int depth) {
+    checkValueDepth(depth + 1, offset);
+    std::vector<const std::pair<Value, Value> *> entries;
+    for (const auto &e : dict.entries)
+      entries.push_back(&e);
+    if (entries.empty()) {
+      out += "{}";
+      return;
+    }
+    if (sortKeys)
+      std::stable_sort(entries.begin(), entries.end(),
+                       [&](auto *a, auto *b) { return lessThan(a->first, b->first, offset); });
+    out += '{';
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (i)
+        out += itemSep;
+      newline(depth + 1);
+      key(entries[i]->first);
+      out += keySep;
+      write(entries[i]->second, depth + 1);
+      checkTextBytes(out.size(), offset);
+    }
+    newline(depth);
+    out += '}';
   }
 };
 

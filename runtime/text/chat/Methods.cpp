@@ -9,6 +9,7 @@
 #include "Builtins.h"
 
 #include "Error.h"
+#include "Limits.h"
 #include "StringOps.h"
 #include "Utf8.h"
 
@@ -86,7 +87,7 @@ const std::pair<const char *, Method> strMethods[] = {
        std::string to = argString(a.take(1, "new"), "replace argument", o);
        int64_t count = argInt(a.take(2, "count"), -1, "count", o);
        a.finish("str.replace()", o);
-       return Value(pyReplace(s.str(), from, to, count));
+       return Value(pyReplace(s.str(), from, to, count, o));
      }},
     {"find",
      [](const Value &s, CallArgs &a, size_t o) {
@@ -118,6 +119,7 @@ const std::pair<const char *, Method> strMethods[] = {
            out += s.str();
          first = false;
          out += argString(v, "join item", o);
+         checkTextBytes(out.size(), o);
        }
        return Value(out);
      }},

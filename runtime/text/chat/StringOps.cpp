@@ -2,6 +2,7 @@
 #include "StringOps.h"
 
 #include "Error.h"
+#include "Limits.h"
 #include "Utf8.h"
 
 #include <algorithm>
@@ -108,7 +109,8 @@ List pySplit(const std::string &s, const Value &sep, int64_t maxsplit, bool from
   return parts;
 }
 
-std::string pyReplace(const std::string &s, const std::string &from, const std::string &to, int64_t count) {
+std::string pyReplace(const std::string &s, const std::string &from, const std::string &to, int64_t count,
+                      size_t offset) {
   std::string out;
   if (from.empty()) {
     // Python inserts `to` before every character and at the end.
@@ -120,6 +122,7 @@ std::string pyReplace(const std::string &s, const std::string &from, const std::
         ++done;
       }
       appendUtf8(out, c);
+      checkTextBytes(out.size(), offset); // Each character gains a copy of `to`.
     }
     if (count < 0 || done < count)
       out += to;
@@ -133,6 +136,7 @@ std::string pyReplace(const std::string &s, const std::string &from, const std::
       break;
     out.append(s, start, at - start);
     out += to;
+    checkTextBytes(out.size(), offset);
     start = at + from.size();
     ++done;
   }

@@ -18,8 +18,9 @@ enum class StripSide { Both, Left, Right };
 std::string pyStrip(const std::string &s, const Value &chars, StripSide side, size_t offset);
 /// str.split(sep=None, maxsplit=-1), or rsplit when `fromRight`.
 List pySplit(const std::string &s, const Value &sep, int64_t maxsplit, bool fromRight, size_t offset);
-/// str.replace(old, new, count=-1).
-std::string pyReplace(const std::string &s, const std::string &from, const std::string &to, int64_t count);
+/// str.replace(old, new, count=-1); fails past kMaxTextBytes.
+std::string pyReplace(const std::string &s, const std::string &from, const std::string &to, int64_t count,
+                      size_t offset);
 /// Case mapping; text with non-ASCII cased letters is refused (`what` names the caller).
 std::string pyUpper(const std::string &s, const char *what, size_t offset);
 std::string pyLower(const std::string &s, const char *what, size_t offset);

@@ -2,16 +2,56 @@
 #include "Value.h"
 
 #include "Error.h"
+#include "Limits.h"
 #include "Utf8.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <type_traits>
+#include <variant>
 
 namespace moe::rt::chat {
 
 Value Value::dict(Dict d) { return Value(Kind::Dict, std::make_shared<const Dict>(std::move(d))); }
+
+namespace {
+
+/// While a container is being freed, the containers whose last reference
+/// its values drop wait here instead of being freed inside its destructor,
+/// so freeing a chain of any length takes constant stack (the trashcan
+/// that CPython's deallocators use for the same reason).
+thread_local std::vector<std::shared_ptr<const void>> *deferredReleases = nullptr;
+
+} // namespace
+
+void Value::releaseContainer() noexcept {
+  std::shared_ptr<const void> node;
+  std::visit(
+      [&](auto &held) {
+        using Held = std::decay_t<decltype(held)>;
+        if constexpr (!std::is_same_v<Held, std::shared_ptr<const std::string>> &&
+                      std::is_convertible_v<Held, std::shared_ptr<const void>>)
+          node = std::move(held);
+      },
+      data_);
+  if (!node || node.use_count() != 1)
+    return; // Not the last reference: dropping `node` only counts down.
+  if (deferredReleases) {
+    deferredReleases->push_back(std::move(node));
+    return;
+  }
+  std::vector<std::shared_ptr<const void>> pending;
+  deferredReleases = &pending;
+  node.reset();
+  while (!pending.empty()) {
+    std::shared_ptr<const void> next = std::move(pending.back());
+    pending.pop_back();
+    next.reset();
+  }
+  deferredReleases = nullptr;
+}
 
 const char *Value::typeName() const {
   switch (kind_) {
@@ -116,7 +156,9 @@ bool truthy(const Value &v) {
   return false;
 }
 
-bool equals(const Value &a, const Value &b) {
+namespace {
+
+bool equalsAt(const Value &a, const Value &b, int level) {
   if (a.isNumber() && b.isNumber()) {
     if (a.isInt() && b.isInt())
       return a.asInt() == b.asInt();
@@ -133,20 +175,27 @@ bool equals(const Value &a, const Value &b) {
   case Value::Kind::List:
   case Value::Kind::Tuple: {
     const List &x = a.items(), &y = b.items();
+    if (&x == &y) // The same object: Python finds items that are the same object equal, unvisited.
+      return true;
     if (x.size() != y.size())
       return false;
+    checkValueDepth(level + 1, kUnlocated);
     for (size_t i = 0; i < x.size(); ++i)
-      if (!equals(x[i], y[i]))
+      if (!equalsAt(x[i], y[i], level + 1))
         return false;
     return true;
   }
   case Value::Kind::Dict: {
     const Dict &x = a.dictValue(), &y = b.dictValue();
+    if (&x == &y)
+      return true;
     if (x.entries.size() != y.entries.size())
       return false;
+    checkValueDepth(level + 1, kUnlocated);
     for (const auto &[k, v] : x.entries) {
-      const Value *other = y.find(k);
-      if (!other || !equals(v, *other))
+      auto other = std::find_if(y.entries.begin(), y.entries.end(),
+                                [&](const auto &entry) { return equalsAt(entry.first, k, level + 1); });
+      if (other == y.entries.end() || !equalsAt(v, other->second, level + 1))
         return false;
     }
     return true;
@@ -160,7 +209,7 @@ bool equals(const Value &a, const Value &b) {
   }
 }
 
-bool lessThan(const Value &a, const Value &b, size_t offset) {
+bool lessThanAt(const Value &a, const Value &b, size_t offset, int level) {
   if (a.isNumber() && b.isNumber()) {
     if (a.isInt() && b.isInt())
       return a.asInt() < b.asInt();
@@ -170,9 +219,10 @@ bool lessThan(const Value &a, const Value &b, size_t offset) {
     return a.str() < b.str(); // UTF-8 byte order is code point order.
   if (a.kind() == b.kind() && a.isSequence()) {
     const List &x = a.items(), &y = b.items();
+    checkValueDepth(level + 1, offset);
     for (size_t i = 0; i < x.size() && i < y.size(); ++i)
-      if (!equals(x[i], y[i]))
-        return lessThan(x[i], y[i], offset);
+      if (!equalsAt(x[i], y[i], level + 1))
+        return lessThanAt(x[i], y[i], offset, level + 1);
     return x.size() < y.size();
   }
   if (a.isUndefined() || b.isUndefined())
@@ -180,6 +230,12 @@ bool lessThan(const Value &a, const Value &b, size_t offset) {
   fail(offset, std::string("'<' is not supported between instances of '") + a.typeName() + "' and '" +
                    b.typeName() + "'");
 }
+
+} // namespace
+
+bool equals(const Value &a, const Value &b) { return equalsAt(a, b, 0); }
+
+bool lessThan(const Value &a, const Value &b, size_t offset) { return lessThanAt(a, b, offset, 0); }
 
 std::string floatRepr(double d) {
   if (std::isnan(d))
@@ -254,65 +310,101 @@ std::string stringRepr(const std::string &s) {
   return out;
 }
 
-std::string dictRepr(const Dict &d, size_t offset) {
-  std::string out = "{";
-  for (size_t i = 0; i < d.entries.size(); ++i) {
-    if (i)
-      out += ", ";
-    out += repr(d.entries[i].first, offset) + ": " + repr(d.entries[i].second, offset);
+/// str() and repr() of values, written into one string as Python prints
+/// them. It recurses through sequence() and dict(), kept out of line so that
+/// each level of the value costs one small frame.
+struct Printer {
+  size_t offset; ///< Where errors point.
+  std::string out;
+
+  /// str(v); jinja2 prints Undefined as nothing.
+  void text(const Value &v, int level) {
+    switch (v.kind()) {
+    case Value::Kind::Undefined:
+      return;
+    case Value::Kind::None:
+      out += "None";
+      return;
+    case Value::Kind::Bool:
+      out += v.asBool() ? "True" : "False";
+      return;
+    case Value::Kind::Int:
+      out += std::to_string(v.asInt());
+      return;
+    case Value::Kind::Float:
+      out += floatRepr(v.asNumber());
+      return;
+    case Value::Kind::String:
+      out += v.str();
+      return;
+    case Value::Kind::List:
+    case Value::Kind::Tuple:
+      sequence(v.items(), v.kind() == Value::Kind::Tuple, level);
+      return;
+    case Value::Kind::Dict:
+      dict(v.dictValue(), level);
+      return;
+    case Value::Kind::Namespace: // Its attributes may hold the namespace itself: the depth limit ends that.
+      out += "<Namespace ";
+      dict(v.nsValue().attrs, level);
+      out += '>';
+      return;
+    case Value::Kind::Callable:
+      fail(offset, "printing the function '" + v.callable().name + "' is not supported");
+    }
   }
-  return out + "}";
-}
+
+  /// repr(v), as lists and dicts print their items.
+  void repr(const Value &v, int level) {
+    if (v.isString())
+      out += stringRepr(v.str());
+    else if (v.isUndefined())
+      out += "Undefined";
+    else
+      text(v, level);
+  }
+
+  [[gnu::noinline]] void sequence(const List &items, bool tuple, int level) {
+    checkValueDepth(level + 1, offset);
+    out += tuple ? '(' : '[';
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i)
+        out += ", ";
+      repr(items[i], level + 1);
+      checkTextBytes(out.size(), offset);
+    }
+    if (tuple && items.size() == 1)
+      out += ',';
+    out += tuple ? ')' : ']';
+  }
+
+  [[gnu::noinline]] void dict(const Dict &d, int level) {
+    checkValueDepth(level + 1, offset);
+    out += '{';
+    for (size_t i = 0; i < d.entries.size(); ++i) {
+      if (i)
+        out += ", ";
+      repr(d.entries[i].first, level + 1);
+      out += ": ";
+      repr(d.entries[i].second, level + 1);
+      checkTextBytes(out.size(), offset);
+    }
+    out += '}';
+  }
+};
 
 } // namespace
 
 std::string repr(const Value &v, size_t offset) {
-  switch (v.kind()) {
-  case Value::Kind::String:
-    return stringRepr(v.str());
-  case Value::Kind::Undefined:
-    return "Undefined";
-  default:
-    return toText(v, offset);
-  }
+  Printer p{offset, {}};
+  p.repr(v, 0);
+  return std::move(p.out);
 }
 
 std::string toText(const Value &v, size_t offset) {
-  switch (v.kind()) {
-  case Value::Kind::Undefined:
-    return "";
-  case Value::Kind::None:
-    return "None";
-  case Value::Kind::Bool:
-    return v.asBool() ? "True" : "False";
-  case Value::Kind::Int:
-    return std::to_string(v.asInt());
-  case Value::Kind::Float:
-    return floatRepr(v.asNumber());
-  case Value::Kind::String:
-    return v.str();
-  case Value::Kind::List:
-  case Value::Kind::Tuple: {
-    bool tuple = v.kind() == Value::Kind::Tuple;
-    std::string out = tuple ? "(" : "[";
-    const List &items = v.items();
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (i)
-        out += ", ";
-      out += repr(items[i], offset);
-    }
-    if (tuple && items.size() == 1)
-      out += ",";
-    return out + (tuple ? ")" : "]");
-  }
-  case Value::Kind::Dict:
-    return dictRepr(v.dictValue(), offset);
-  case Value::Kind::Namespace:
-    return "<Namespace " + dictRepr(v.nsValue().attrs, offset) + ">";
-  case Value::Kind::Callable:
-    fail(offset, "printing the function '" + v.callable().name + "' is not supported");
-  }
-  return "";
+  Printer p{offset, {}};
+  p.text(v, 0);
+  return std::move(p.out);
 }
 
 } // namespace moe::rt::chat

@@ -34,9 +34,22 @@ struct Callable {
 
 class Value {
 public:
+  /// The containers (values that hold values) come last, from List on.
   enum class Kind { Undefined, None, Bool, Int, Float, String, List, Tuple, Dict, Namespace, Callable };
 
   Value() = default; ///< Undefined.
+  Value(const Value &) = default;
+  Value(Value &&) noexcept = default;
+  Value &operator=(const Value &) = default;
+  Value &operator=(Value &&) noexcept = default;
+  /// Containers may nest deeper than destructors can recurse (a template
+  /// can build a list 100,000 deep in a loop), so the last reference to a
+  /// list, tuple, dict, namespace or callable frees it without recursion.
+  ~Value() {
+    if (kind_ >= Kind::List)
+      releaseContainer();
+  }
+
   static Value undefined(std::string hint) {
     Value v;
     v.hint_ = std::make_shared<std::string>(std::move(hint));
@@ -82,6 +95,7 @@ public:
 
 private:
   template <typename T> Value(Kind k, T data) : kind_(k), data_(std::move(data)) {}
+  void releaseContainer() noexcept;
   Kind kind_ = Kind::Undefined;
   std::variant<std::monostate, bool, int64_t, double, std::shared_ptr<const std::string>,
                std::shared_ptr<const List>, std::shared_ptr<const Dict>, std::shared_ptr<Namespace>,
@@ -118,7 +132,12 @@ private:
   std::vector<bool> usedNamed_;
 };
 
+// The walks below recurse into lists, tuples and dicts, and fail past
+// kMaxValueDepth levels (Limits.h); equals fails at kUnlocated, for the
+// evaluator to locate. Printing fails past kMaxTextBytes.
+
 bool truthy(const Value &v);
+/// Python's a == b.
 bool equals(const Value &a, const Value &b);
 /// Python's a < b; fails (at `offset`) for types Python does not order.
 bool lessThan(const Value &a, const Value &b, size_t offset);

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/HfTokenizer.h"
 
+#include "moe/runtime/JsonDepth.h"
+
 #include "AddedTokens.h"
 #include "Bpe.h"
 #include "Decoder.h"
@@ -53,6 +55,11 @@ Expected<std::unique_ptr<HfTokenizer::Impl>> HfTokenizer::Impl::parse(const Json
   if (!json.is_object())
     return Status::error("tokenizer.json: expected an object at the top level, found " +
                          std::string(json.type_name()));
+  // Components nest (a Sequence holds components) and are parsed, run and
+  // quoted in errors by recursion: bound the depth before any of that.
+  if (std::optional<std::string> key = memberNestedTooDeep(json))
+    return Status::error("tokenizer.json: \"" + *key + "\" nests deeper than the limit of " +
+                         std::to_string(kMaxJsonDepth) + " arrays and objects (the file's own included)");
   if (json.contains("version")) {
     MOE_TOK_TRY(std::string version, field<std::string>(json, "version", "tokenizer"));
     if (version != "1.0")

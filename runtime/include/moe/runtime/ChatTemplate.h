@@ -8,6 +8,9 @@
 // subset of Jinja2 (runtime/text/chat/README.md lists it) and refuses everything
 // else with one line naming the construct and its line:column, so that an
 // unsupported template fails loudly instead of rendering a wrong prompt.
+// Untrusted input cannot crash or exhaust it: nesting, recursion and the
+// strings a render builds are bounded, each refused past its limit with an
+// error that names it (the README's "Limits").
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_CHATTEMPLATE_H
@@ -41,7 +44,9 @@ public:
   /// An object's key order is kept, which `tojson` and printing show; a
   /// `nlohmann::json` argument has its keys sorted already, so pass an
   /// `ordered_json` when that order matters (tool schemas, arguments).
-  /// `raise_exception(msg)` in the template fails with exactly `msg`.
+  /// `raise_exception(msg)` in the template fails with exactly `msg`. A
+  /// context that nests deeper than kMaxJsonDepth (moe/runtime/JsonDepth.h)
+  /// is refused, naming its key, before anything copies it.
   Expected<std::string> render(const nlohmann::ordered_json &context) const;
   Expected<std::string> render(const nlohmann::json &context) const;
 
