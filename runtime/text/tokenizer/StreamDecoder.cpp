@@ -5,14 +5,27 @@
 // while the text ends in U+FFFD (a character still missing bytes). Because
 // the window starts at an id that was decoded before, decoders that treat
 // the first token specially (Strip, Metaspace) cut the same way in both.
+// Unlike DecodeStream, it also holds back while the window ends in a
+// `<0xNN>` byte token: the ByteFallback decoder replaces a whole run of
+// them when the run is not UTF-8, so a valid start ('d' as <0x64>) is not
+// final until the run ends. The pieces then always add up to decode().
 //
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/HfTokenizer.h"
+
+#include <cctype>
 
 namespace moe::rt {
 
 namespace {
 const std::string Replacement = "\xEF\xBF\xBD";
+
+/// "<0xNN>": what the ByteFallback decoder turns into a byte.
+bool byteToken(const std::optional<std::string> &token) {
+  auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+  return token && token->size() == 6 && token->compare(0, 3, "<0x") == 0 && hex((*token)[3]) &&
+         hex((*token)[4]) && (*token)[5] == '>';
+}
 
 bool endsWithReplacement(const std::string &s) {
   return s.size() >= Replacement.size() &&
@@ -36,6 +49,8 @@ StreamDecoder::StreamDecoder(const HfTokenizer &tokenizer, bool skipSpecialToken
 
 std::string StreamDecoder::push(int32_t id) {
   window_.push_back(id);
+  if (byteToken(tokenizer_.idToToken(id)))
+    return ""; // its run may yet turn out not UTF-8
   std::string text = tokenizer_.decode(window_, skipSpecialTokens_);
   if (text.size() <= prefix_.size() || endsWithReplacement(text))
     return "";

@@ -57,10 +57,9 @@ private:
 /// of push()... finish() concatenate to decode(all ids). Like the
 /// `tokenizers` DecodeStream, it decodes a short window of recent ids, so
 /// context-dependent decoders (the SentencePiece leading-space strip) stay
-/// right. One exception, as in DecodeStream: a run of byte-fallback tokens
-/// that turns invalid after its valid start was emitted is replaced by
-/// decode as a whole (one U+FFFD per byte); the stream cannot take back
-/// what it emitted and continues after it.
+/// right. Unlike it, a run of byte-fallback tokens is held until it ends, so
+/// that one that turns out not to be UTF-8 (decode replaces it whole, one
+/// U+FFFD per byte) is never emitted in part.
 class StreamDecoder {
 public:
   explicit StreamDecoder(const HfTokenizer &tokenizer, bool skipSpecialTokens = true);
