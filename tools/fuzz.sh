@@ -18,7 +18,7 @@ cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
   -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer" \
   > "$work.cmake.log" 2>&1 || { cat "$work.cmake.log"; exit 1; }
-targets=(plan checkpoint config ir profile)
+targets=(plan checkpoint config ir profile completions chat)
 ninja -C "$build" -j2 "${targets[@]/#/fuzz-}"
 
 # Seeds: plans compiled from the examples (the fuzzer appends the checksum
@@ -56,6 +56,10 @@ for prompt in "And God said" "In the beginning"; do
   "$bin/moe-run" "$work/plans/kjv-moe" --prompt "$prompt" --max-new-tokens 8 \
     --routing-profile "$work/profile/seeds/kjv-moe.json" --profile-decay 0.5 > /dev/null
 done
+
+# moe-serve's request bodies: the hand-written ones of the regressions
+# (valid requests with every field, and hostile ones) are their seeds.
+for t in completions chat; do cp "$root/test/fuzz/regressions/$t"/* "$work/$t/seeds/"; done
 
 status=0
 for t in "${targets[@]}"; do

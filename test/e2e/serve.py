@@ -22,102 +22,27 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_common  # noqa: E402
+from serve_common import KEY  # noqa: E402
+
 BIN, PLAN, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
-KEY = "sk-test-0123456789"
 spec = importlib.util.spec_from_file_location(
     "ckpt", os.path.join(os.path.dirname(os.path.abspath(__file__)), "make-text-checkpoint.py"))
 ckpt = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ckpt)
 
 
-class Server:
-    def __init__(self, *flags):
-        os.makedirs(WORK, exist_ok=True)
-        self.port_file = os.path.join(WORK, "port")
-        if os.path.exists(self.port_file):
-            os.remove(self.port_file)
-        keys = os.path.join(WORK, "keys")
-        with open(keys, "w") as f:
-            f.write("# test keys\n" + KEY + "\n")
-        self.log = open(os.path.join(WORK, "server.log"), "w+")
-        self.proc = subprocess.Popen(
-            [os.path.join(BIN, "moe-serve"), PLAN, "--port", "0", "--port-file", self.port_file,
-             "--api-key-file", keys, "--model-name", "kjv", *flags],
-            stderr=self.log, stdout=self.log)
-        for _ in range(600):
-            if os.path.exists(self.port_file) and open(self.port_file).read().strip():
-                self.port = int(open(self.port_file).read())
-                return
-            if self.proc.poll() is not None:
-                raise SystemExit("moe-serve exited: " + self.stderr())
-            time.sleep(0.05)
-        raise SystemExit("moe-serve did not start: " + self.stderr())
-
-    def stderr(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
-
-    def request(self, method, path, body=None, key=KEY, raw=None, headers=None):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        h = dict(headers or {})
-        if key:
-            h["Authorization"] = "Bearer " + key
-        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
-        if data is not None:
-            h["Content-Type"] = "application/json"
-        c.request(method, path, body=data, headers=h)
-        r = c.getresponse()
-        text = r.read().decode()
-        c.close()
-        return r.status, text
-
-    def post(self, path, body, **kw):
-        status, text = self.request("POST", path, body, **kw)
-        return status, json.loads(text) if text else None
-
-    def stream(self, path, body):
-        """The SSE events of a streaming request, parsed."""
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        c.request("POST", path, body=json.dumps(body),
-                  headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
-        r = c.getresponse()
-        assert r.status == 200, (r.status, r.read())
-        assert r.getheader("Content-Type").startswith("text/event-stream")
-        events = []
-        for line in r.read().decode().split("\n\n"):
-            if line.startswith("data: "):
-                events.append(line[6:] if line[6:] == "[DONE]" else json.loads(line[6:]))
-        c.close()
-        return events
-
-    def metric(self, name):
-        status, text = self.request("GET", "/metrics", key=None)
-        assert status == 200, status
-        for line in text.splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[-1])
-        raise AssertionError(name + " not in /metrics")
-
-    def stop(self, grace_check=None):
-        self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=60)
-        assert code == 0, (code, self.stderr())
+def Server(*flags):
+    return serve_common.Server(BIN, PLAN, WORK, *flags)
 
 
 def moe_run(prompt, n, temperature, seed, stop=None):
-    """The in-process generation: moe-run on the same plan."""
-    cmd = [os.path.join(BIN, "moe-run"), PLAN, "--prompt", prompt, "--max-new-tokens", str(n),
-           "--temperature", str(temperature), "--seed", str(seed), "--json", "-"]
-    for s in stop or []:
-        cmd += ["--stop", s]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
+    return serve_common.moe_run(BIN, PLAN, prompt, n, temperature, seed, stop)
 
 
 def check_outputs():
@@ -203,8 +128,10 @@ def check_errors():
         ("wrong type", dict(body={**good, "max_tokens": "four"}), 400, "\"max_tokens\" must be an integer"),
         ("out of range", dict(body={**good, "temperature": 9}), 400, "\"temperature\" must lie in"),
         ("unknown field", dict(body={**good, "frobnicate": 1}), 400, "unknown field \"frobnicate\""),
-        ("unsupported", dict(body={**good, "logprobs": 3}), 400, "\"logprobs\" is not supported"),
-        ("n > 1", dict(body={**good, "n": 2}), 400, "only n = 1"),
+        ("unsupported", dict(body={**good, "logit_bias": {"5": 3}}), 400, "\"logit_bias\" is not supported"),
+        ("a schema", dict(body={**good, "response_format": {"type": "json_object"}}), 400,
+         "\"response_format\" other than"),
+        ("n too large", dict(body={**good, "n": 65}), 400, "\"n\" must lie in [1, 64]"),
         ("long prompt", dict(body={**good, "prompt": "x" * 100}), 400, "at most 64"),
         ("past the context", dict(body={**good, "max_tokens": 100000}), 400, "exceed the model's context"),
         ("unknown model", dict(body={**good, "model": "gpt-9"}), 404, "does not exist"),

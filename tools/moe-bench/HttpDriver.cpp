@@ -1,6 +1,6 @@
 //===- HttpDriver.cpp - feed a workload to moe-serve over HTTP ------------===//
 #include "tools/moe-bench/HttpDriver.h"
-#include "tools/common/EngineCounters.h"
+#include "moe/serve/EngineCounters.h"
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -59,8 +59,8 @@ void engineDelta(const std::map<std::string, double> &a, const std::map<std::str
   };
   auto at = [&](const std::string &key) { return value(b, key); };
   rt::EngineStats &s = out.stats;
-  for (const tools::EngineCounter &c : tools::kEngineCounters)
-    tools::setCounter(s, c, at(tools::engineMetric(c)) - value(a, tools::engineMetric(c)));
+  for (const serve::EngineCounter &c : serve::kEngineCounters)
+    serve::setCounter(s, c, at(serve::engineMetric(c)) - value(a, serve::engineMetric(c)));
   s.peakBlocks = int64_t(at("moe_kv_blocks_peak"));
   s.peakHostBlocks = int64_t(at("moe_host_kv_blocks_peak"));
   out.kvBytesPerBlock = int64_t(at("moe_kv_block_bytes"));

@@ -25,7 +25,7 @@
 #include "tools/common/EngineFlags.h"
 #include "tools/moe-bench/Driver.h"
 #include "tools/moe-bench/HttpDriver.h"
-#include "tools/common/ApiKeys.h"
+#include "moe/serve/ApiKeys.h"
 #include "tools/common/ModelName.h"
 #include "tools/moe-bench/Report.h"
 #include "tools/moe-bench/Workload.h"
@@ -166,7 +166,7 @@ int benchMain(Flags f, tools::Cli &cli) {
     server = HttpTarget{f.url, f.modelName.empty() ? tools::planModelName(f.planDir) : f.modelName,
                         ""};
     if (!f.apiKeyFile.empty()) {
-      auto keys = tools::ApiKeys::load(f.apiKeyFile);
+      auto keys = serve::ApiKeys::load(f.apiKeyFile);
       if (!keys)
         return fail(keys.status().message());
       server->apiKey = keys->first();

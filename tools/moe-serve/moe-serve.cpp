@@ -2,20 +2,26 @@
 //
 //   moe-serve PLAN [--host 127.0.0.1] [--port 8000] [--api-key-file FILE]
 //
-// Loads the plan, starts the engine on its own thread (EngineService) and
-// serves it over HTTP (Server.h). SIGTERM or SIGINT: stop admitting, let
-// the running requests finish for --grace seconds, cancel the rest, and
-// report what was cancelled.
+// Loads the plan, checks its weights' checksums as their pages come in
+// (unless --no-verify-weights; /health is 503 until they match), starts the
+// engine on its own thread (EngineService) and serves it over HTTP (the
+// moe_serve library). SIGTERM or SIGINT: stop admitting, let the running
+// requests finish for --grace seconds, cancel the rest, and report what
+// was cancelled.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/ChatTemplate.h"
 #include "moe/runtime/EngineService.h"
+#include "moe/runtime/File.h"
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/Registry.h"
+#include "moe/serve/Server.h"
 #include "tools/common/Cli.h"
 #include "tools/common/EngineFlags.h"
 #include "tools/common/ModelName.h"
-#include "tools/moe-serve/Server.h"
+#include "tools/common/RuntimeFlags.h"
+
+#include <sys/resource.h>
 
 #include <csignal>
 #include <cstdio>
@@ -28,20 +34,66 @@ using namespace moe;
 namespace {
 
 struct Flags {
-  std::string planDir, modelName, apiKeyFile, portFile, device = "cpu", prefault;
+  std::string planDir, modelName, apiKeyFile, portFile, chatTemplate, device = "cpu", prefault;
   tools::EngineFlags engine;
   serve::ServeOptions serve;
-  double maxBodyMiB = 1, pricePerHour = 0, grace = 30;
-  int64_t maxPromptTokens = 0;
-  bool prefixCaching = false;
+  double maxBodyMiB = 1, pricePerHour = 0, grace = 30, headerTimeout = 10, bodyTimeout = 30,
+         keepAlive = 5;
+  int64_t maxPromptTokens = 0, maxOpenConnections = 1024;
+  bool prefixCaching = false, noVerifyWeights = false;
   int threads = 0;
 };
+
+void note(const std::string &line) { std::fprintf(stderr, "moe-serve: %s\n", line.c_str()); }
 
 /// The model's name in requests: --model-name, else the plan directory's.
 std::string modelName(const Flags &f) {
   if (!f.modelName.empty())
     return f.modelName;
   return tools::planModelName(f.planDir);
+}
+
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(int64_t(seconds * 1e3));
+}
+
+/// Room for --max-open-connections descriptors (and the plan's and the
+/// engine's); the soft limit is raised to the hard one if need be.
+void raiseDescriptorLimit(int64_t connections) {
+  rlimit l{};
+  if (::getrlimit(RLIMIT_NOFILE, &l) != 0)
+    return;
+  const rlim_t want = rlim_t(connections) + 256;
+  if (l.rlim_cur >= want)
+    return;
+  l.rlim_cur = std::min(want, l.rlim_max);
+  ::setrlimit(RLIMIT_NOFILE, &l);
+  if (l.rlim_cur < want)
+    note("warning: the descriptor limit (ulimit -n " + std::to_string(l.rlim_max) +
+         ") is below --max-open-connections + 256; beyond it idle connections are closed "
+         "to make room");
+}
+
+/// The weights' check as /health and generation requests see it.
+serve::Readiness readiness(const rt::LoadedPlan &plan, bool verifying) {
+  serve::Readiness r;
+  if (!verifying)
+    return r;
+  rt::PrefaultProgress p = plan.prefault();
+  r.verifiedBytes = p.verified;
+  r.totalBytes = p.weightBytes;
+  if (p.weightsVerified())
+    return r;
+  if (p.state == rt::PrefaultProgress::State::Running) {
+    r.state = serve::Readiness::State::Loading;
+    r.detail = std::to_string(p.weightBytes ? 100 * p.verified / p.weightBytes : 0) +
+               "% of the weights verified";
+    return r;
+  }
+  r.state = serve::Readiness::State::Failed;
+  r.detail = p.error.empty() ? std::string("the check stopped: ") + prefaultStateName(p.state)
+                             : p.error;
+  return r;
 }
 
 int serveMain(Flags &f, tools::Cli &cli) {
@@ -60,6 +112,11 @@ int serveMain(Flags &f, tools::Cli &cli) {
     return fail(device.status().message());
   rt::LoadOptions loadOptions;
   loadOptions.prefault = tools::prefaultMode(f.prefault);
+  const bool verify = !f.noVerifyWeights;
+  if (verify && loadOptions.prefault == rt::Prefault::Off)
+    return fail("--prefault off pages nothing in, so nothing checks the weights; use "
+                "--prefault background or sync, or --no-verify-weights");
+  loadOptions.verifyWhilePrefaulting = verify;
   auto plan = rt::LoadedPlan::open(f.planDir, loadOptions);
   if (!plan)
     return fail(plan.status().message());
@@ -74,16 +131,27 @@ int serveMain(Flags &f, tools::Cli &cli) {
   serve::ModelInfo model;
   model.name = modelName(f);
   model.tokenizer = tokenizer->get();
+  model.eosTokens = rt::eosTokens(p);
   if (const plan::TextSpec *text = p.text()) {
-    if (text->chat_template() && text->chat_template()->size()) {
-      auto parsed = rt::ChatTemplate::parse(text->chat_template()->string_view());
-      if (!parsed)
-        return fail("the plan's chat template: " + parsed.status().message());
-      chat = parsed.take();
-      model.chatTemplate = &*chat;
-    }
+    if (text->chat_template())
+      model.chatTemplateText = text->chat_template()->str();
     model.bosToken = text->bos_token() ? text->bos_token()->str() : "";
     model.eosToken = text->eos_token() ? text->eos_token()->str() : "";
+  }
+  if (!f.chatTemplate.empty()) {
+    auto file = rt::readFile(f.chatTemplate, 1u << 20);
+    if (!file)
+      return fail("--chat-template: " + file.status().message());
+    model.chatTemplateText = *file;
+  }
+  if (!model.chatTemplateText.empty()) {
+    auto parsed = rt::ChatTemplate::parse(model.chatTemplateText);
+    if (!parsed)
+      return fail((f.chatTemplate.empty() ? std::string("the plan's chat template")
+                                          : "--chat-template " + f.chatTemplate) +
+                  ": " + parsed.status().message());
+    chat = parsed.take();
+    model.chatTemplate = &*chat;
   }
 
   const int64_t context = p.kv_cache()->max_context();
@@ -96,20 +164,37 @@ int serveMain(Flags &f, tools::Cli &cli) {
   auto engine = rt::Engine::create(**plan, **device, options);
   if (!engine)
     return fail(engine.status().message());
+  model.vocabSize = (*engine)->session().vocabSize();
   model.maxContext = (*engine)->session().maxContext();
   model.maxPromptTokens = f.maxPromptTokens > 0 ? f.maxPromptTokens : model.maxContext;
   const rt::EngineLoad idle = (*engine)->load();
 
   if (!f.apiKeyFile.empty()) {
-    auto keys = tools::ApiKeys::load(f.apiKeyFile);
+    auto keys = serve::ApiKeys::load(f.apiKeyFile);
     if (!keys)
       return fail(keys.status().message());
     f.serve.apiKeys = keys.take();
+    if (serve::ApiKeys::worldReadable(f.apiKeyFile))
+      note("warning: " + f.apiKeyFile + " can be read by every user of this machine; "
+           "chmod o-r it");
   }
-  f.serve.maxBodyBytes = size_t(f.maxBodyMiB * 1048576.0);
+  if (!f.serve.apiKeys && f.serve.host != "127.0.0.1" && f.serve.host != "::1" &&
+      f.serve.host != "localhost")
+    note("warning: listening on " + f.serve.host + " without --api-key-file: anyone who "
+         "reaches this address can use the model");
+  serve::http::Limits &limits = f.serve.limits;
+  limits.bodyBytes = size_t(f.maxBodyMiB * 1048576.0);
+  limits.headerTime = millis(f.headerTimeout);
+  limits.bodyTime = millis(f.bodyTimeout);
+  limits.idleTime = millis(f.keepAlive);
+  limits.openConnections = size_t(f.maxOpenConnections);
+  raiseDescriptorLimit(f.maxOpenConnections);
+
   rt::EngineService service(engine.take());
   serve::Metrics metrics(f.pricePerHour);
-  serve::Server server(service, model, metrics, f.serve);
+  const rt::LoadedPlan &loaded = **plan;
+  serve::Server server(
+      service, model, metrics, f.serve, [&] { return readiness(loaded, verify); }, note);
   if (rt::Status st = server.bind(); !st)
     return fail(st.message());
   std::fprintf(stderr,
@@ -121,6 +206,18 @@ int serveMain(Flags &f, tools::Cli &cli) {
                chat ? "yes" : "none", (long long)idle.totalBlocks,
                (long long)options.blockSize, (long long)model.maxContext,
                (long long)f.serve.maxConnections);
+  // The check's outcome, in the log as soon as it is known.
+  std::thread checker;
+  if (verify)
+    checker = std::thread([&loaded] {
+      loaded.waitForPrefault();
+      rt::PrefaultProgress pr = loaded.prefault();
+      if (pr.weightsVerified())
+        note("weights verified: " + std::to_string(pr.verified) + " bytes in " +
+             std::to_string(pr.seconds) + " s; /health is ok");
+      else if (pr.state == rt::PrefaultProgress::State::Failed)
+        note("error: " + pr.error + "; the weights are not served (/health stays 503)");
+    });
   if (!f.portFile.empty()) // last: whoever waits for it may connect at once
     std::ofstream(f.portFile) << server.port() << '\n';
 
@@ -130,7 +227,7 @@ int serveMain(Flags &f, tools::Cli &cli) {
     std::fprintf(stderr, "moe-serve: %s: no new requests; %g s for the running ones\n",
                  signal == SIGTERM ? "SIGTERM" : "SIGINT", f.grace);
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<int64_t> cancelled = service.drain(std::chrono::milliseconds(int64_t(f.grace * 1e3)));
+    std::vector<int64_t> cancelled = service.drain(millis(f.grace));
     std::string ids;
     for (int64_t id : cancelled)
       ids += (ids.empty() ? "" : ", ") + std::to_string(id);
@@ -146,6 +243,8 @@ int serveMain(Flags &f, tools::Cli &cli) {
   });
   server.run();
   stopper.join();
+  if (checker.joinable())
+    checker.join();
   if (auto failure = service.failure())
     return fail("the engine stopped: " + *failure);
   return 0;
@@ -172,20 +271,35 @@ int main(int argc, char **argv) {
                  "the model's id in requests and /v1/models (default: the plan directory's "
                  "name)")
       ->type_name("NAME");
+  app.add_option("--chat-template", f.chatTemplate,
+                 "a Jinja chat template to use instead of the plan's")
+      ->type_name("FILE");
   app.add_option("--api-key-file", f.apiKeyFile,
-                 "require \"Authorization: Bearer KEY\" on /v1/ with a KEY from FILE (one per "
-                 "line)")
+                 "require \"Authorization: Bearer KEY\" on every route but /health and "
+                 "/metrics, with a KEY from FILE (one per line)")
       ->type_name("FILE");
   app.add_option("--max-connections", f.serve.maxConnections,
-                 "generation requests served at once; beyond them 503 (default 64)")
+                 "generation requests answered at once; beyond them 503 (default 64)")
       ->check(tools::integerIn(1, 4096))
       ->type_name("N");
-  app.add_option("--request-timeout", f.serve.requestTimeout,
-                 "cancel a request that runs longer (default 600 s)")
-      ->check(tools::positiveFinite())
-      ->type_name("SECONDS");
+  app.add_option("--max-open-connections", f.maxOpenConnections,
+                 "HTTP connections open at once; beyond them the longest-idle one is closed "
+                 "(default 1024)")
+      ->check(tools::integerIn(1, 1 << 20))
+      ->type_name("N");
+  auto seconds = [&](const char *flag, double &value, const std::string &help) {
+    app.add_option(flag, value, help)->check(tools::positiveFinite())->type_name("SECONDS");
+  };
+  seconds("--request-timeout", f.serve.requestTimeout,
+          "cancel a request that runs longer (default 600 s)");
+  seconds("--header-timeout", f.headerTimeout,
+          "a request's headers must arrive within this long of its first byte (default 10 s)");
+  seconds("--body-timeout", f.bodyTimeout,
+          "a request's body must arrive within this long of its headers (default 30 s)");
+  seconds("--keep-alive", f.keepAlive,
+          "an idle kept-alive connection is closed after this long (default 5 s)");
   app.add_option("--max-body", f.maxBodyMiB,
-                 "largest request body; beyond it 413 (default 1 MiB)")
+                 "largest request body, chunked or not; beyond it 413 (default 1 MiB)")
       ->check(tools::positiveFinite())
       ->type_name("MIB");
   app.add_option("--max-prompt-tokens", f.maxPromptTokens,
@@ -202,6 +316,9 @@ int main(int argc, char **argv) {
                  "generated tokens")
       ->check(tools::positiveFinite())
       ->type_name("PRICE");
+  app.add_flag("--no-verify-weights", f.noVerifyWeights,
+               "serve without checking the weights' checksums as they are paged in (for "
+               "weights checked at install time); by default /health is 503 until they match");
   tools::addEngineFlags(cli, f.engine, "8 sequences of the full context");
   app.add_flag("--prefix-caching", f.prefixCaching, "share KV blocks of common prompt prefixes");
   tools::addPrefault(cli, f.prefault);

@@ -5,14 +5,14 @@
 // so that the two never disagree on a name.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MOE_TOOLS_COMMON_ENGINECOUNTERS_H
-#define MOE_TOOLS_COMMON_ENGINECOUNTERS_H
+#ifndef MOE_SERVE_ENGINECOUNTERS_H
+#define MOE_SERVE_ENGINECOUNTERS_H
 
 #include "moe/runtime/Engine.h"
 
 #include <string>
 
-namespace moe::tools {
+namespace moe::serve {
 
 struct EngineCounter {
   const char *name;
@@ -54,6 +54,6 @@ inline void setCounter(rt::EngineStats &s, const EngineCounter &c, double v) {
     s.*c.seconds = v;
 }
 
-} // namespace moe::tools
+} // namespace moe::serve
 
 #endif

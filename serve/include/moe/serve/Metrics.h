@@ -3,14 +3,16 @@
 // GET /metrics: the engine's queue, sequences and KV blocks (from the
 // service's snapshot), request outcomes, token counters, a tokens/s gauge
 // over the last ten seconds, TTFT and inter-token latency histograms,
-// per-(layer, expert) token counts, and with --price-per-hour the cost per
-// million tokens at the current rate. Text exposition format 0.0.4.
+// per-(layer, expert) token counts, HTTP connections, the process's
+// resident memory, and with --price-per-hour the cost per million tokens
+// at the current rate. Text exposition format 0.0.4.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MOE_TOOLS_MOESERVE_METRICS_H
-#define MOE_TOOLS_MOESERVE_METRICS_H
+#ifndef MOE_SERVE_METRICS_H
+#define MOE_SERVE_METRICS_H
 
 #include "moe/runtime/EngineService.h"
+#include "moe/serve/Http.h"
 
 #include <chrono>
 #include <deque>
@@ -48,7 +50,9 @@ public:
   /// "timeout", "disconnected".
   void outcome(const std::string &what);
   void connections(int64_t active);
-  std::string text(const rt::ServiceSnapshot &s);
+  /// The exposition of the engine's snapshot `s`, the HTTP layer's
+  /// connections and what this object counted.
+  std::string text(const rt::ServiceSnapshot &s, const http::ConnectionCounts &http);
 
 private:
   double tokensPerSecond(std::chrono::steady_clock::time_point now);

@@ -1,9 +1,12 @@
 //===- Metrics.cpp - the server's figures in Prometheus text --------------===//
-#include "tools/moe-serve/Metrics.h"
-#include "tools/common/EngineCounters.h"
+#include "moe/serve/Metrics.h"
+#include "moe/serve/EngineCounters.h"
+
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 
 namespace moe::serve {
@@ -21,6 +24,14 @@ void gauge(std::ostringstream &os, const std::string &name, const std::string &h
            const char *type = "gauge") {
   os << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n'
      << name << ' ' << number(v) << '\n';
+}
+
+/// The process's resident memory, from /proc/self/statm (0 if unread).
+double residentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return double(resident) * double(::sysconf(_SC_PAGESIZE));
 }
 
 } // namespace
@@ -91,7 +102,7 @@ double Metrics::tokensPerSecond(std::chrono::steady_clock::time_point now) {
   return double(tokens) / std::min(kWindowSeconds, std::max(up, 1e-3));
 }
 
-std::string Metrics::text(const rt::ServiceSnapshot &s) {
+std::string Metrics::text(const rt::ServiceSnapshot &s, const http::ConnectionCounts &http) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto now = std::chrono::steady_clock::now();
   std::ostringstream os;
@@ -105,7 +116,26 @@ std::string Metrics::text(const rt::ServiceSnapshot &s) {
         double(s.load.usedHostBlocks));
   gauge(os, "moe_draining", "1 while the server finishes its requests before exiting",
         s.draining ? 1 : 0);
-  gauge(os, "moe_connections_active", "HTTP requests being served", double(connections_));
+  gauge(os, "moe_connections_active", "generation requests being answered (--max-connections)",
+        double(connections_));
+  gauge(os, "moe_http_connections_open", "HTTP connections open", double(http.open));
+  gauge(os, "moe_http_connections_idle",
+        "HTTP connections waiting for or reading a request (evicted first at "
+        "--max-open-connections)",
+        double(http.idle));
+  gauge(os, "moe_http_connections_accepted_total", "HTTP connections accepted",
+        double(http.accepted), "counter");
+  gauge(os, "moe_http_connections_evicted_total",
+        "idle HTTP connections closed to make room for new ones", double(http.evicted),
+        "counter");
+  gauge(os, "moe_http_connections_refused_total",
+        "HTTP connections refused (503) with every open one busy", double(http.refused),
+        "counter");
+  gauge(os, "moe_http_timeouts_total",
+        "HTTP connections closed for taking too long over their headers or body",
+        double(http.timedOut), "counter");
+  gauge(os, "process_resident_memory_bytes", "resident memory of the server process",
+        residentBytes());
   os << "# HELP moe_requests_total requests by outcome\n# TYPE moe_requests_total counter\n";
   for (auto &[what, n] : outcomes_)
     os << "moe_requests_total{outcome=\"" << what << "\"} " << n << '\n';
@@ -115,9 +145,9 @@ std::string Metrics::text(const rt::ServiceSnapshot &s) {
         double(generatedTokens_), "counter");
   // The engine's own counters (moe-bench --url reads them before and after).
   const rt::EngineStats &st = s.stats;
-  for (const tools::EngineCounter &c : tools::kEngineCounters)
-    gauge(os, tools::engineMetric(c), std::string("the engine's ") + c.name + " (EngineStats)",
-          tools::counterValue(st, c), "counter");
+  for (const EngineCounter &c : kEngineCounters)
+    gauge(os, engineMetric(c), std::string("the engine's ") + c.name + " (EngineStats)",
+          counterValue(st, c), "counter");
   gauge(os, "moe_kv_blocks_peak", "most KV blocks in use at once since the start",
         double(st.peakBlocks));
   gauge(os, "moe_host_kv_blocks_peak", "most host-pool blocks in use at once since the start",

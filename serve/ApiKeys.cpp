@@ -1,11 +1,14 @@
 //===- ApiKeys.cpp - who may call the API ---------------------------------===//
-#include "tools/common/ApiKeys.h"
+#include "moe/serve/ApiKeys.h"
 
 #include "moe/runtime/File.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <sstream>
 
-namespace moe::tools {
+namespace moe::serve {
 
 rt::Expected<ApiKeys> ApiKeys::load(const std::string &path) {
   auto text = rt::readFile(path, 1u << 20);
@@ -17,16 +20,27 @@ rt::Expected<ApiKeys> ApiKeys::load(const std::string &path) {
     size_t a = line.find_first_not_of(" \t\r"), b = line.find_last_not_of(" \t\r");
     if (a == std::string::npos || line[a] == '#')
       continue;
-    keys.keys_.push_back(line.substr(a, b - a + 1));
+    std::string key = line.substr(a, b - a + 1);
+    if (std::any_of(key.begin(), key.end(), [](char c) { return uint8_t(c) < 0x20 || c == 0x7f; }))
+      return rt::Status::error(path + ": a key holds a control character; keys are printable "
+                               "text, one per line");
+    keys.keys_.push_back(std::move(key));
   }
   if (keys.keys_.empty())
     return rt::Status::error(path + ": holds no API key (one per line)");
   return keys;
 }
 
+bool ApiKeys::worldReadable(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && (st.st_mode & S_IROTH);
+}
+
 bool ApiKeys::accepts(std::string_view authorization) const {
-  constexpr std::string_view kBearer = "Bearer ";
-  if (authorization.substr(0, kBearer.size()) != kBearer)
+  constexpr std::string_view kBearer = "bearer ";
+  if (authorization.size() < kBearer.size() ||
+      !std::equal(kBearer.begin(), kBearer.end(), authorization.begin(),
+                  [](char a, char b) { return a == std::tolower(uint8_t(b)); }))
     return false;
   std::string_view given = authorization.substr(kBearer.size());
   // Every key is compared to the end, and no comparison stops early.
@@ -40,4 +54,4 @@ bool ApiKeys::accepts(std::string_view authorization) const {
   return accepted != 0;
 }
 
-} // namespace moe::tools
+} // namespace moe::serve
