@@ -5,7 +5,7 @@ JOBS ?= 2
 LIT ?= /usr/lib/llvm-19/build/utils/lit/lit.py
 PYTHON ?= python3
 
-.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-contention bench-placement bench-placement-runtime bench-overlap bench-routing bench-roofline bench-quantization bench-vs-llamacpp bench-ab-kernels fuzz test-asan check-transformers clean
+.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-contention bench-placement bench-placement-runtime bench-overlap bench-routing bench-roofline bench-quantization bench-vs-llamacpp bench-ab-kernels fuzz test-asan check-transformers check-lm-eval clean
 
 all: build
 
@@ -113,6 +113,13 @@ PARITY_SEEDS ?= 0:60
 check-transformers: build
 	@tools/setup-venv.sh
 	@.venv/bin/python tools/parity-random-configs.py $(BUILD)/bin --seeds $(PARITY_SEEDS)
+
+# lm-evaluation-harness against moe-serve (test/e2e/lm-eval.test): installs
+# lm_eval into .venv-lmeval once (about 150 MB, no torch), then runs the
+# test, which `make test` otherwise reports UNSUPPORTED.
+check-lm-eval: build
+	@tools/setup-lmeval.sh
+	$(PYTHON) $(LIT) -sv $(BUILD)/test --filter lm-eval
 
 # FUZZ_SECONDS=60 per target by default.
 fuzz: build

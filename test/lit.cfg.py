@@ -66,6 +66,13 @@ config.substitutions.append(("%ldflags", config.moe_exe_linker_flags))
 config.substitutions.append(("%check-bpb", f"{config.python_executable} {config.moe_src_root}/test/e2e/check-bpb.py"))
 config.substitutions.append(("%check-profile", f"{config.python_executable} {config.moe_src_root}/test/e2e/check-profile.py"))
 
+# lm-evaluation-harness, when tools/setup-lmeval.sh installed it (make
+# check-lm-eval): test/e2e/lm-eval.test is UNSUPPORTED without it.
+_lm_eval = os.path.join(config.moe_src_root, ".venv-lmeval", "bin", "lm_eval")
+if os.access(_lm_eval, os.X_OK):
+    config.available_features.add("lm-eval")
+    config.substitutions.append(("%lm_eval", _lm_eval))
+
 # %unprivileged runs a command as nobody when the tests run as root, so that
 # a file with mode 000 is really unreadable to it (root reads any file).
 if os.geteuid() == 0:
