@@ -2,7 +2,8 @@
 # Plan benchmark on a generated Qwen3-MoE-shaped checkpoint of ~1.7 GiB (BF16):
 # moe-compile wall time and peak RSS (weight packing streams, so RSS stays far
 # below the checkpoint size), plan load time (mmap: should be milliseconds),
-# full weight verification throughput, and one short greedy run.
+# full weight verification throughput, the prefault with and without the
+# weights' checksums (hot and cold; bench-verify.py), and one short greedy run.
 #   bench-plan.sh <build-bin-dir> [work-dir]
 set -euo pipefail
 bin=${1:?usage: bench-plan.sh <build/bin> [work-dir]}
@@ -33,4 +34,6 @@ start=$(date +%s%N)
 end=$(date +%s%N)
 bytes=$(stat -c %s "$work/plan/weights-0.bin")
 awk -v ns=$((end - start)) -v b="$bytes" 'BEGIN { printf "moe-plan verify (every weight checksum): %.2f s, %.2f GB/s\n", ns / 1e9, b / ns }'
+echo "prefault alone against prefault + every weight's checksum (sync; ms):"
+python3 "$here/bench-verify.py" "$bin" "$work/plan"
 "$bin/moe-run" "$work/plan" --prompt-tokens 1,2,3,4,5,6,7,8 --max-new-tokens 8 | tail -1

@@ -62,12 +62,13 @@ struct LoadOptions {
   /// mapWeights).
   Prefault prefault = Prefault::Background;
   /// The prefault also checks each weight's checksum, right after its pages
-  /// are populated (while they are in the page cache): prefault() says
-  /// verified (Done) or Failed, naming the weight. With Background the
-  /// plan can be used meanwhile, unchecked: a caller that must not serve
-  /// from bad weights waits for Done (moe-serve's /health). With Sync, open
-  /// fails on a mismatch, as with verifyWeights. With Off, open refuses
-  /// (nothing pages the weights in to check them).
+  /// are populated (while they are in the page cache), on two threads:
+  /// prefault() says Running, Done (weightsVerified()) or Failed, naming
+  /// the weight. With Background the plan can be used meanwhile, unchecked:
+  /// a caller that must not serve from bad weights waits for
+  /// weightsVerified() (moe-serve's /health). With Sync, open fails on a
+  /// mismatch, as with verifyWeights. With Off, open refuses (nothing pages
+  /// the weights in to check them).
   bool verifyWhilePrefaulting = false;
 };
 
