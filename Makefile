@@ -5,7 +5,7 @@ JOBS ?= 2
 LIT ?= /usr/lib/llvm-19/build/utils/lit/lit.py
 PYTHON ?= python3
 
-.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-contention bench-placement bench-placement-runtime bench-overlap bench-routing bench-roofline bench-quantization bench-vs-llamacpp bench-ab-kernels fuzz test-asan check-transformers check-lm-eval clean
+.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-contention bench-placement bench-placement-runtime bench-overlap bench-routing bench-roofline bench-quantization bench-vs-llamacpp bench-ab-kernels bench-serve-ab fuzz test-asan check-transformers check-lm-eval clean
 
 all: build
 
@@ -87,6 +87,13 @@ REF ?= HEAD
 AB_FLAGS ?=
 bench-ab-kernels: build
 	@tools/ab-kernels.sh $(BUILD)/bin $(REF) $(AB_FLAGS)
+
+# moe-serve of git revision REF against this build's over HTTP (moe-bench
+# --url), rounds interleaved, tokens/s, TTFT and TPOT per concurrency
+# (tools/bench-serve-ab.sh: builds REF's moe-serve once, minutes). E.g.
+# make bench-serve-ab REF=c18e529 AB_FLAGS="--rounds 5 --per-client 16".
+bench-serve-ab: build
+	@tools/bench-serve-ab.sh $(BUILD)/bin $(REF) $(AB_FLAGS)
 
 # Precision policies: bytes, KL/top-1/bits per byte vs f32 and decode speed on
 # the trained example; int8/int4 vs bf16 decode on the medium model.
