@@ -24,6 +24,13 @@ with tempfile.TemporaryDirectory() as tmp:
                 sys.exit("moe-serve exited with status %d" % server.returncode)
             time.sleep(0.05)
         port = int(open(port_file).read())
+        # Healthy once the weights are verified (milliseconds for this model).
+        while True:
+            h = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            h.request("GET", "/health")
+            if h.getresponse().status == 200:
+                break
+            time.sleep(0.01)
         body = {"model": "kjv-moe", "prompt": prompt, "max_tokens": 120, "temperature": 0.7,
                 "seed": 3, "stream": True, "stream_options": {"include_usage": True}}
         print(f"POST http://127.0.0.1:{port}/v1/completions (stream):\n{prompt}", end="",

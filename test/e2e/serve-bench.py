@@ -51,7 +51,7 @@ def start_server(name, *args):
                                "--port-file", port_file, *args], stderr=subprocess.DEVNULL)
     for _ in range(600):
         if os.path.exists(port_file) and open(port_file).read().strip():
-            return server, int(open(port_file).read())
+            return server, int(open(port_file).read())  # moe-bench waits for /health
         time.sleep(0.05)
     server.kill()
     sys.exit(f"serve-bench.py: moe-serve {' '.join(args)} did not start")

@@ -81,10 +81,18 @@ def check_flipped():
         status, r = s.post("/v1/completions", REQUEST)
         assert status == 503 and r["error"]["code"] == "not_ready", (status, r)
         assert f"'{tensor}'" in r["error"]["message"], r
+        if i == 0:  # moe-bench --url names it too, before sending anything
+            bench = subprocess.run([os.path.join(BIN, "moe-bench"), PLAN, "--url",
+                                    f"http://127.0.0.1:{s.port}", "--model-name", "kjv",
+                                    "--api-key-file", os.path.join(WORK, f"run-{i}", "keys")],
+                                   capture_output=True, text=True)
+            assert bench.returncode != 0 and "corrupt" in bench.stderr and tensor in bench.stderr, \
+                bench.stderr
         s.stop()
         assert f"checksum mismatch in weight '{tensor}'" in s.stderr(), s.stderr()
     print(f"flipped: {len(spots)} flips (first tensor, middle of the largest, last byte): "
-          f"503 corrupt naming the tensor, requests refused 503, never healthy")
+          f"503 corrupt naming the tensor, requests refused 503, never healthy; moe-bench "
+          f"--url refuses to run against it")
     return plan
 
 

@@ -221,9 +221,40 @@ Answer send(const HttpTarget &t, const rt::GenerationRequest &r, Clock::time_poi
 
 } // namespace
 
+/// Waits for the server's /health to be ok: a moe-serve answers 503
+/// "loading" while it verifies its weights (up to kReadyWait), "corrupt"
+/// when one failed.
+rt::Status awaitHealthy(const HttpTarget &target) {
+  constexpr auto kReadyWait = std::chrono::minutes(5);
+  httplib::Client client(target.url);
+  const auto deadline = Clock::now() + kReadyWait;
+  for (bool said = false;;) {
+    auto res = client.Get("/health");
+    if (!res)
+      return rt::Status::error("--url " + target.url + "/health: " +
+                               httplib::to_string(res.error()));
+    if (res->status == 200)
+      return rt::Status::ok();
+    json health = json::parse(res->body, nullptr, false);
+    const std::string status =
+        health.is_object() ? health.value("status", std::string()) : std::string();
+    if (status != "loading" || Clock::now() > deadline)
+      return rt::Status::error("--url " + target.url + "/health: HTTP " +
+                               std::to_string(res->status) + ": " +
+                               (health.is_object() ? health.dump() : res->body.substr(0, 200)));
+    if (!said)
+      std::fprintf(stderr, "moe-bench: %s is verifying its weights (%s); waiting\n",
+                   target.url.c_str(), health.value("detail", std::string()).c_str());
+    said = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 rt::Expected<Served> connect(const HttpTarget &target) {
   if (target.url.rfind("http://", 0) != 0)
     return rt::Status::error("--url " + target.url + ": give http://HOST:PORT");
+  if (rt::Status st = awaitHealthy(target); !st)
+    return st;
   httplib::Client client(target.url);
   auto res = client.Get("/v1/models", headers(target));
   if (!res)

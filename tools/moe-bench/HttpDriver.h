@@ -32,8 +32,10 @@ struct Served {
   int64_t kvBlocks = 0;            ///< its KV pool (/metrics moe_kv_blocks_total)
 };
 
-/// Asks the server (with the key) which models it serves and how large its
-/// KV pool is; an error when it does not answer as moe-serve does.
+/// Waits for the server's /health to be ok (a moe-serve verifies its
+/// weights first), then asks it (with the key) which models it serves and
+/// how large its KV pool is; an error when it does not answer as moe-serve
+/// does, or its weights failed their check.
 rt::Expected<Served> connect(const HttpTarget &target);
 
 /// Sends `requests` as `load` says. Every request ends completed or in one
