@@ -167,10 +167,16 @@ def check_errors():
     assert ok == 200, (ok, r)
     status, models = s.request("GET", "/v1/models")
     assert status == 200 and json.loads(models)["data"][0]["id"] == "kjv", models
+    status, model = s.request("GET", "/v1/models/kjv")
+    assert status == 200 and json.loads(model)["id"] == "kjv", model
+    status, model = s.request("GET", "/v1/models/gpt-9")
+    assert status == 404 and json.loads(model)["error"]["code"] == "model_not_found", model
+    status, body = s.request("POST", "/v1/models", body={})
+    assert status == 405 and json.loads(body)["error"]["code"] == "method_not_allowed", body
     status, health = s.request("GET", "/health", key=None)
     assert status == 200 and json.loads(health)["status"] == "ok", health
     s.stop()
-    print(f"errors: {len(cases) + 2} bad requests answered with their status and an error "
+    print(f"errors: {len(cases) + 4} bad requests answered with their status and an error "
           f"body; the server kept serving")
 
 
