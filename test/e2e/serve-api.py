@@ -76,6 +76,13 @@ def check_logprobs(server, plan, vocab, work):
         for a, t in zip(tops, sorted([ref[t] for t in set(best) | {tokens[i]}], reverse=True)):
             assert close(a, t), (i, a, t)
         checked += 1 + len(tops)
+    # Scoring only (max_tokens 0): the prompt's logprobs and nothing else.
+    status, score = server.post("/v1/completions", {
+        "model": server.name, "prompt": prompt, "max_tokens": 0, "logprobs": 0, "echo": True})
+    assert status == 200, score
+    only = score["choices"][0]["logprobs"]["token_logprobs"]
+    assert only[1:] == lp["token_logprobs"][1:len(prompt)] and len(only) == len(prompt), only
+    assert score["usage"]["completion_tokens"] == 0, score
     # The same generated tokens' logprobs in chat's form.
     status, c = server.post("/v1/chat/completions", {
         "model": server.name, "messages": [{"role": "user", "content": "the LORD said"}],
