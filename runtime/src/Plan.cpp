@@ -268,9 +268,13 @@ Expected<std::unique_ptr<LoadedPlan>> LoadedPlan::open(const std::string &dir,
   }
   if (Status s = loaded->mapWeights(options.rank); !s)
     return s;
-  loaded->startPrefault(options.verifyWeights ? Prefault::Sync : options.prefault, verify);
-  if (const PrefaultProgress p = loaded->prefault(); p.state == PrefaultProgress::State::Failed)
-    return Status::error(p.error); // Sync: open is where it fails
+  const Prefault mode = options.verifyWeights ? Prefault::Sync : options.prefault;
+  loaded->startPrefault(mode, verify);
+  // Sync: open is where a mismatch fails. In the background the check may
+  // have failed already too (a small plan), but the caller asks prefault().
+  if (const PrefaultProgress p = loaded->prefault();
+      mode == Prefault::Sync && p.state == PrefaultProgress::State::Failed)
+    return Status::error(p.error);
   return std::move(loaded);
 }
 
