@@ -86,7 +86,8 @@ Expected<RoutingProfile> parseRoutingProfile(const std::string &text) {
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return Status::error("not JSON, or not an object");
-  if (j.value("format", "") != kFormat)
+  // value() would throw for a "format" that is not a string.
+  if (!j.contains("format") || j["format"] != kFormat)
     return Status::error(std::string("its \"format\" is not \"") + kFormat + "\"");
   if (!j.contains("version") || j["version"] != kVersion)
     return Status::error("version " + (j.contains("version") ? j["version"].dump() : "?") +
