@@ -54,13 +54,27 @@ Generation::Generation(Context context, ApiRequest request)
   }
 }
 
-Generation::~Generation() { cancelAll(); }
+void Generation::Waker::operator()() {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (wake)
+    wake();
+}
+
+void Generation::Waker::clear() {
+  std::lock_guard<std::mutex> lock(mutex);
+  wake = nullptr;
+}
+
+Generation::~Generation() {
+  waker_->clear();
+  cancelAll();
+}
 
 void Generation::start(std::function<void()> wake) {
-  wake_ = wake;
+  waker_->wake = std::move(wake);
   rt::EngineService &service = context_.service;
   for (size_t i = 0; i < choices_.size(); ++i)
-    service.submit(choices_[i].request, [weak = weak_from_this(), i, wake,
+    service.submit(choices_[i].request, [weak = weak_from_this(), i, waker = waker_,
                                          &service](rt::Submitted s) {
       auto self = weak.lock();
       bool cancel = !self;
@@ -77,9 +91,9 @@ void Generation::start(std::function<void()> wake) {
         if (cancel) // its answer is gone already
           service.cancel(s.stream->id());
         else
-          s.stream->setNotify(wake);
+          s.stream->setNotify([waker] { (*waker)(); });
       }
-      wake();
+      (*waker)();
     });
 }
 
@@ -96,6 +110,7 @@ void Generation::cancelAll() {
 }
 
 void Generation::abandon() {
+  waker_->clear();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     abandoned_ = true;
@@ -194,6 +209,7 @@ http::Producer::Step Generation::poll() {
     }
   }
   if (refused) {
+    waker_->clear();
     cancelAll();
     return errorStep(*refused);
   }
@@ -204,7 +220,10 @@ http::Producer::Step Generation::poll() {
     cancelAll();
   }
   collect();
-  return request_.stream ? streamStep() : answer();
+  Step step = request_.stream ? streamStep() : answer();
+  if (step.done)
+    waker_->clear(); // the answer is over: the engine has nothing more to say
+  return step;
 }
 
 std::string Generation::echo(Choice &c) {

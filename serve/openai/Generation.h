@@ -86,7 +86,16 @@ private:
   /// and refused, and abandoned_.
   std::mutex mutex_;
   std::vector<Choice> choices_;
-  std::function<void()> wake_;
+  /// The connection's wake-up, as the engine's thread calls it: cleared
+  /// once the answer is over or abandoned, under its lock, so that no call
+  /// from the engine reaches a connection (or its I/O context) after that.
+  struct Waker {
+    std::mutex mutex;
+    std::function<void()> wake;
+    void operator()();
+    void clear();
+  };
+  const std::shared_ptr<Waker> waker_ = std::make_shared<Waker>();
   bool headSent_ = false, timedOut_ = false, abandoned_ = false, done_ = false;
   std::chrono::steady_clock::time_point lastWrite_;
 };
