@@ -86,6 +86,17 @@ int64_t firstVisible(int32_t position, int64_t window) {
   return window > 0 ? std::max<int64_t>(0, position - window + 1) : 0;
 }
 
+/// Whether token t + 1 sees the rows token t sees, in the same cache rows,
+/// and one more (its own): the next position of the same sequence.
+bool continuesRows(const KvCache &cache, const int32_t *positions, int64_t window, int64_t t) {
+  const int64_t lo = firstVisible(positions[t], window);
+  if (positions[t + 1] != positions[t] + 1 || firstVisible(positions[t + 1], window) != lo)
+    return false;
+  const int32_t *a = cache.tables + t * cache.tableStride, *b = a + cache.tableStride;
+  return std::equal(a + lo / cache.blockSize, a + positions[t] / cache.blockSize + 1,
+                    b + lo / cache.blockSize);
+}
+
 /// scores[h][j] = dot(q[h], key at position lo + j) for j < n, h < heads
 /// (query heads that share the key head), block by block. `scratch` holds
 /// a block's rows of one head (KvCache::rows).
@@ -141,16 +152,8 @@ void gqaAttention(const float *q, const float *k, const float *v,
     cache.store(cache.k, t, positions[t], kRow.data());
     cache.store(cache.v, t, positions[t], v + t * kvWidth);
   });
-  // Whether token t + 1 sees the rows token t sees, in the same cache rows,
-  // and one more (its own): the next position of the same sequence.
   auto continues = [&](int64_t t) {
-    const int64_t lo = firstVisible(positions[t], p.slidingWindow);
-    if (positions[t + 1] != positions[t] + 1 ||
-        firstVisible(positions[t + 1], p.slidingWindow) != lo)
-      return false;
-    const int32_t *a = cache.tables + t * cache.tableStride, *b = a + cache.tableStride;
-    return std::equal(a + lo / cache.blockSize, a + positions[t] / cache.blockSize + 1,
-                      b + lo / cache.blockSize);
+    return continuesRows(cache, positions, p.slidingWindow, t);
   };
   bool shares = false;
   for (int64_t t = 0; t + 1 < tokens && !shares; ++t)
@@ -239,64 +242,164 @@ void gqaAttention(const float *q, const float *k, const float *v,
   });
 }
 
+namespace {
+
+// Tokens times heads whose absorbed queries and attended latents one pass
+// of mlaAttention holds (a prefill goes in passes): 4,096 pairs are 9 MB of
+// queries and 8 MB of latents at DeepSeek's rank 512, 256 tokens of
+// V2-Lite's 16 heads, 32 of V3's 128.
+constexpr int64_t kMlaPairsPerPass = 4096;
+// Tokens whose queries one unit absorbs together: each converted kv_b row
+// serves all of them (their sums, 8 x rank floats, stay in L1 and L2).
+constexpr int64_t kAbsorbTokens = 8;
+
+/// The MLA step of one pass, tokens [t0, t0 + count) of a call; buffers are
+/// head-major: row (h * count + i) is token t0 + i's head h.
+struct MlaPass {
+  const MlaParams &p;
+  const float *q;
+  Weight kvB;
+  const int32_t *positions;
+  const float *cs; ///< ropeTable of the call
+  KvCache &cache;
+  int64_t t0, count;
+  float *absorbed; ///< [heads * count][rank + rope]: W_uk^T q_nope, then rotated q_pe
+  float *context;  ///< [heads * count][rank]: the attended latent
+  float *values;   ///< [heads * count][vDim]: W_uv context
+
+  int64_t rank() const { return p.kvLoraRank; }
+  int64_t width() const { return p.kvLoraRank + p.ropeDim; }
+  int64_t headRows() const { return p.nopeDim + p.vDim; }
+
+  /// absorbed = [W_uk[h]^T q_nope, rope(q_pe)] for every (token, head): a
+  /// unit is one head's W_uk rows, each converted once to f32 and added
+  /// into up to kAbsorbTokens tokens' sums (the same sum per token, in the
+  /// same order, whatever the batch: i = 0, 1, ... nope - 1, unfused).
+  void absorbQueries() const {
+    const int64_t heads = p.numHeads, qkDim = p.nopeDim + p.ropeDim;
+    const int64_t tiles = (count + kAbsorbTokens - 1) / kAbsorbTokens, units = heads * tiles;
+    parallelChunks(units, [&](Chunks &chunks) {
+      std::vector<float> row(static_cast<size_t>(rank()));
+      forClaimed(chunks, units, 1, [&](int64_t unit) {
+        const int64_t h = unit / tiles, i0 = unit % tiles * kAbsorbTokens,
+                      i1 = std::min(count, i0 + kAbsorbTokens);
+        auto query = [&](int64_t i) { return q + (t0 + i) * heads * qkDim + h * qkDim; };
+        auto to = [&](int64_t i) { return absorbed + (h * count + i) * width(); };
+        for (int64_t i = i0; i < i1; ++i) {
+          std::fill(to(i), to(i) + rank(), 0.0f);
+          std::copy(query(i) + p.nopeDim, query(i) + qkDim, to(i) + rank());
+          applyRope(to(i) + rank(), cs + (t0 + i) * p.rope.pairs * 2, p.rope);
+        }
+        for (int64_t d = 0; d < p.nopeDim; ++d) {
+          detail::toF32(kvB, size_t((h * headRows() + d) * rank()), size_t(rank()), row.data());
+          for (int64_t i = i0; i < i1; ++i)
+            mulAddRow(query(i)[d], row.data(), to(i), rank());
+        }
+      });
+    });
+  }
+
+  /// context = softmax(scale * (q_latent . latents + q_pe . rope keys))
+  /// weighing the latents, for every (token, head): a unit is a token and
+  /// up to kMaxUnitHeads of its heads, which read each cached row once.
+  void attend() const {
+    const int64_t heads = p.numHeads;
+    // All heads a unit, but split when there are too few tokens for every
+    // thread (a decode step of one sequence).
+    const int64_t perToken = (kernelThreads() + count - 1) / count;
+    const int64_t span = std::clamp<int64_t>((heads + perToken - 1) / perToken, 1, kMaxUnitHeads);
+    const int64_t groups = (heads + span - 1) / span, units = count * groups;
+    const int64_t grain = grainOf(units);
+    parallelChunks(chunksOf(units, grain), [&](Chunks &chunks) {
+      std::vector<float> scores, ropeScores;
+      // One buffer for the latent and the RoPE key rows: each call below
+      // is done with it before the next.
+      float *const scratch = widenedRows(cache, std::max(rank(), p.ropeDim));
+      forClaimed(chunks, units, grain, [&](int64_t unit) {
+        const int64_t i = unit / groups, h0 = unit % groups * span;
+        const int64_t hs = std::min(span, heads - h0), t = t0 + i, n = positions[t] + 1;
+        // A decode batch's next sequence reads its own rows from memory:
+        // requested while this one is attended.
+        if (unit % groups == groups - 1 && i + 1 < count && !continuesRows(cache, positions, 0, t)) {
+          cache.prefetch(cache.k, t + 1, 0, positions[t + 1] + 1, 0);
+          cache.prefetch(cache.v, t + 1, 0, positions[t + 1] + 1, 0);
+        }
+        scores.resize(size_t(hs * n));
+        ropeScores.resize(size_t(hs * n));
+        const float *latentQuery[kMaxUnitHeads], *ropeQuery[kMaxUnitHeads];
+        float *s[kMaxUnitHeads], *sr[kMaxUnitHeads], *ctx[kMaxUnitHeads];
+        for (int64_t h = 0; h < hs; ++h) {
+          const int64_t row = (h0 + h) * count + i;
+          latentQuery[h] = absorbed + row * width();
+          ropeQuery[h] = latentQuery[h] + rank();
+          s[h] = scores.data() + h * n;
+          sr[h] = ropeScores.data() + h * n;
+          ctx[h] = context + row * rank();
+          std::fill(ctx[h], ctx[h] + rank(), 0.0f);
+        }
+        keyScores(cache, cache.k, t, 0, n, 0, latentQuery, hs, rank(), scratch, s);
+        keyScores(cache, cache.v, t, 0, n, 0, ropeQuery, hs, p.ropeDim, scratch, sr);
+        for (int64_t h = 0; h < hs; ++h)
+          for (int64_t j = 0; j < n; ++j)
+            s[h][j] += sr[h][j];
+        scaledSoftmaxRows(s, hs, n, p.scale);
+        weightedValues(cache, cache.k, t, 0, n, 0, s, hs, rank(), scratch, ctx);
+      });
+    });
+  }
+
+  /// values = W_uv[h] context for every (token, head): one linear() per
+  /// head, all in one linearGroup (each token's sums in linear()'s fixed
+  /// order, whatever the batch).
+  void projectValues() const {
+    const int64_t heads = p.numHeads;
+    Weight w = kvB;
+    w.int8Activations = false; // the attended latent stays f32 (AssignPrecision never sets it)
+    std::vector<LinearProblem> problems;
+    for (int64_t h = 0; h < heads; ++h)
+      problems.push_back({context + h * count * rank(), count, rank(),
+                          w.offset(size_t((h * headRows() + p.nopeDim) * rank())), p.vDim,
+                          nullptr, values + h * count * p.vDim});
+    linearGroup(problems.data(), problems.size());
+  }
+};
+
+} // namespace
+
 void mlaAttention(const float *q, const float *kvA, Weight kvNorm, Weight kvB,
                   const int32_t *positions, int64_t tokens, const MlaParams &p,
                   KvCache &cache, float *out) {
-  const int64_t rank = p.kvLoraRank, nope = p.nopeDim, rope = p.ropeDim,
-                vDim = p.vDim, qkDim = nope + rope, headRows = nope + vDim;
-  // Cache the normalised latent and the rotated shared RoPE key.
+  const int64_t rank = p.kvLoraRank, rope = p.ropeDim, heads = p.numHeads, vDim = p.vDim;
+  // Every token's normalised latent and rotated shared RoPE key into the
+  // cache first: a prefill's later tokens attend to its earlier ones.
   const std::vector<float> cs = ropeTable(positions, tokens, p.rope);
-  std::vector<float> latent(static_cast<size_t>(rank)), kpe(static_cast<size_t>(rope));
-  for (int64_t t = 0; t < tokens; ++t) {
-    const float *row = kvA + t * (rank + rope);
-    rmsNorm(row, 1, rank, kvNorm, p.normEps, latent.data());
-    std::copy(row + rank, row + rank + rope, kpe.begin());
-    applyRope(kpe.data(), cs.data() + t * p.rope.pairs * 2, p.rope);
-    cache.store(cache.k, t, positions[t], latent.data());
-    cache.store(cache.v, t, positions[t], kpe.data());
-  }
-  const int64_t pairs = tokens * p.numHeads;
-  const int64_t grain = grainOf(pairs);
-  parallelChunks(chunksOf(pairs, grain), [&](Chunks &chunks) {
-    std::vector<float> qLatent(rank), qPe(rope), context(rank), scores, peScores;
-    // One buffer for the latent and the RoPE key rows: each call below is
-    // done with it before the next.
-    float *const scratch = widenedRows(cache, std::max(rank, rope));
-    forClaimed(chunks, pairs, grain, [&](int64_t pair) {
-      const int64_t t = pair / p.numHeads, h = pair % p.numHeads;
-      const float *qh = q + t * p.numHeads * qkDim + h * qkDim;
-      // Absorb W_uk into the query: qLatent = W_uk[h]^T q_nope.
-      std::fill(qLatent.begin(), qLatent.end(), 0.0f);
-      Weight wUk = kvB.offset(h * headRows * rank);
-      for (int64_t i = 0; i < nope; ++i)
-        for (int64_t r = 0; r < rank; ++r)
-          qLatent[r] += qh[i] * wUk.at(i * rank + r);
-      std::copy(qh + nope, qh + qkDim, qPe.begin());
-      applyRope(qPe.data(), cs.data() + t * p.rope.pairs * 2, p.rope);
-      int64_t n = positions[t] + 1;
-      scores.resize(n);
-      peScores.resize(n);
-      const float *ql = qLatent.data(), *qp = qPe.data();
-      float *sl = scores.data(), *sp = peScores.data();
-      keyScores(cache, cache.k, t, 0, n, 0, &ql, 1, rank, scratch, &sl);
-      keyScores(cache, cache.v, t, 0, n, 0, &qp, 1, rope, scratch, &sp);
-      for (int64_t j = 0; j < n; ++j)
-        scores[j] = (scores[j] + peScores[j]) * p.scale;
-      softmax(scores.data(), n);
-      std::fill(context.begin(), context.end(), 0.0f);
-      float *ctx = context.data();
-      weightedValues(cache, cache.k, t, 0, n, 0, &sl, 1, rank, scratch, &ctx);
-      // out = W_uv[h] context.
-      Weight wUv = kvB.offset((h * headRows + nope) * rank);
-      float *o = out + t * p.numHeads * vDim + h * vDim;
-      for (int64_t d = 0; d < vDim; ++d) {
-        float acc = 0;
-        for (int64_t r = 0; r < rank; ++r)
-          acc += wUv.at(d * rank + r) * context[r];
-        o[d] = acc;
-      }
-    });
+  const std::vector<float> normScale = headNormScale(&kvNorm, rank);
+  forRows(tokens, rank + rope, [&](int64_t t) {
+    thread_local std::vector<float> row;
+    row.resize(size_t(rank + rope));
+    const float *a = kvA + t * (rank + rope);
+    rmsNormRow(a, rank, normScale.data(), p.normEps, row.data());
+    std::copy(a + rank, a + rank + rope, row.data() + rank);
+    applyRope(row.data() + rank, cs.data() + t * p.rope.pairs * 2, p.rope);
+    cache.store(cache.k, t, positions[t], row.data());
+    cache.store(cache.v, t, positions[t], row.data() + rank);
   });
+  const int64_t perPass = std::clamp<int64_t>(kMlaPairsPerPass / heads, 1, tokens);
+  std::vector<float> absorbed(size_t(perPass * heads * (rank + rope))),
+      context(size_t(perPass * heads * rank)), values(size_t(perPass * heads * vDim));
+  for (int64_t t0 = 0; t0 < tokens; t0 += perPass) {
+    const int64_t count = std::min(perPass, tokens - t0);
+    const MlaPass pass{p,      q,  kvB,   positions,       cs.data(),     cache,
+                       t0,     count, absorbed.data(), context.data(), values.data()};
+    pass.absorbQueries();
+    pass.attend();
+    pass.projectValues();
+    forRows(count, heads * vDim, [&](int64_t i) {
+      for (int64_t h = 0; h < heads; ++h)
+        std::copy_n(values.data() + (h * count + i) * vDim, vDim,
+                    out + (t0 + i) * heads * vDim + h * vDim);
+    });
+  }
 }
 
 } // namespace moe::cpu

@@ -4,6 +4,7 @@
 #include "kernels/cpu/Numeric.h"
 #include "kernels/cpu/WeightDetail.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace moe::cpu {
@@ -90,8 +91,17 @@ void toF32(Weight w, size_t first, size_t count, float *dst) {
   case WeightType::I8:
   case WeightType::I4:
   case WeightType::F8:
-    for (size_t i = 0; i < count; ++i)
-      dst[i] = dequantize(w, first + i);
+    // A run of elements under one scale at a time (what dequantize() gives
+    // each, without a division per element: MLA converts kv_b's rows).
+    for (size_t i = 0; i < count;) {
+      const int64_t e = int64_t(first + i), row = e / w.cols, col = e % w.cols;
+      const int64_t end = std::min((col / w.group + 1) * w.group, w.cols);
+      const size_t run = std::min(count - i, size_t(end - col));
+      const float scale = w.scales[w.scaleIndex(row, col)];
+      for (size_t j = 0; j < run; ++j)
+        dst[i + j] = unscaled(w, first + i + j) * scale;
+      i += run;
+    }
     return;
   }
 }

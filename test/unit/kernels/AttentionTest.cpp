@@ -1,4 +1,4 @@
-//===- AttentionTest.cpp - softmax and GQA attention against double references ===//
+//===- AttentionTest.cpp - softmax, GQA and MLA attention against double references ===//
 //
 // The references are written from the semantics in Attention.h and
 // Vector.h and compute in double.
@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/Attention.h"
+#include "kernels/cpu/Numeric.h"
 #include "kernels/cpu/Vector.h"
 
 #include <gtest/gtest.h>
@@ -399,6 +400,171 @@ TEST(GqaAttention, TokensOfTwoSequencesInOneCall) {
     alone.insert(alone.end(), out.begin(), out.end());
   }
   EXPECT_EQ(0, std::memcmp(together.data(), alone.data(), alone.size() * sizeof(float)));
+}
+
+// DeepSeek MLA over one sequence in a paged f32 cache whose blocks are not
+// in order: 20 heads (more than one unit takes: a unit's heads are split),
+// latent rank 64, nope 16, interleaved rope 8, v 24; kv_b in bf16 or in
+// int4 with two scale groups a row. 100 tokens: a prefill goes through
+// several absorb tiles and threads.
+struct MlaLayer {
+  static constexpr int64_t kHeads = 20, kRank = 64, kNope = 16, kRope = 8, kV = 24,
+                           kBlock = 16, kTokens = 100, kBlocks = 8;
+  static constexpr int64_t kQk = kNope + kRope, kHeadRows = kNope + kV;
+  std::vector<float> invFreq, q, kvA, norm, scales;
+  std::vector<uint16_t> bf16;
+  std::vector<uint8_t> int4;
+  std::vector<int32_t> table; // block i of the sequence: cache block (3i + 5) mod 8
+  std::vector<float> latents, ropeKeys;
+  MlaParams params;
+  Weight kvB, kvNorm;
+
+  explicit MlaLayer(WeightType type) {
+    for (int32_t i = 0; i * kBlock < kTokens; ++i)
+      table.push_back((3 * i + 5) % int32_t(kBlocks));
+    std::mt19937 rng(17);
+    for (int64_t i = 0; i < kRope / 2; ++i)
+      invFreq.push_back(float(std::pow(10000.0, -2.0 * double(i) / double(kRope))));
+    q = uniform(rng, size_t(kTokens * kHeads * kQk), -1.0f, 1.0f);
+    kvA = uniform(rng, size_t(kTokens * (kRank + kRope)), -1.0f, 1.0f);
+    norm = uniform(rng, size_t(kRank), 0.5f, 1.5f);
+    const size_t elements = size_t(kHeads * kHeadRows * kRank);
+    if (type == WeightType::BF16) {
+      for (float f : uniform(rng, elements, -0.3f, 0.3f))
+        bf16.push_back(f32ToBf16(f));
+      kvB = {bf16.data(), WeightType::BF16};
+    } else {
+      std::uniform_int_distribution<int> nibble(0, 15);
+      for (size_t i = 0; i < elements / 2; ++i)
+        int4.push_back(uint8_t(nibble(rng) | nibble(rng) << 4));
+      scales = uniform(rng, elements / 32, 0.01f, 0.05f);
+      kvB = {int4.data(), WeightType::I4, scales.data(), kRank, 32};
+    }
+    kvNorm = {norm.data(), WeightType::F32};
+    params.numHeads = kHeads;
+    params.kvLoraRank = kRank;
+    params.nopeDim = kNope;
+    params.ropeDim = kRope;
+    params.vDim = kV;
+    params.scale = 0.2f;
+    params.rope = {invFreq.data(), kRope / 2, 1.0f, true};
+    params.normEps = 1e-6f;
+  }
+
+  // Runs tokens [first, first + count) in one call on the layer's cache.
+  void run(int64_t first, int64_t count, float *out) {
+    if (first == 0) {
+      latents.assign(size_t(kBlocks * kBlock * kRank), NAN);
+      ropeKeys.assign(size_t(kBlocks * kBlock * kRope), NAN);
+    }
+    std::vector<int32_t> positions(static_cast<size_t>(count));
+    std::iota(positions.begin(), positions.end(), int32_t(first));
+    std::vector<int32_t> tables;
+    for (int64_t t = 0; t < count; ++t)
+      tables.insert(tables.end(), table.begin(), table.end());
+    KvCache cache;
+    cache.k = {latents.data(), nullptr, kRank, 1};
+    cache.v = {ropeKeys.data(), nullptr, kRope, 1};
+    cache.blockSize = kBlock;
+    cache.tables = tables.data();
+    cache.tableStride = int64_t(table.size());
+    mlaAttention(q.data() + first * kHeads * kQk, kvA.data() + first * (kRank + kRope), kvNorm,
+                 kvB, positions.data(), count, params, cache, out);
+  }
+
+  // The naive form in double: every latent expanded by kv_b (read through
+  // Weight::at, the kernels' definition of an element) into per-head keys
+  // and values. out[t, h, :] and the sum of the magnitudes of its terms.
+  void reference(std::vector<double> &out, std::vector<double> &magnitude) const {
+    auto w = [&](int64_t h, int64_t r, int64_t c) {
+      return double(kvB.at(size_t((h * kHeadRows + r) * kRank + c)));
+    };
+    auto rotate = [&](std::vector<double> &x, int32_t position) { // interleaved pairs
+      for (size_t i = 0; i < invFreq.size(); ++i) {
+        const double angle = double(position) * invFreq[i], c = std::cos(angle),
+                     s = std::sin(angle), a = x[2 * i], b = x[2 * i + 1];
+        x[2 * i] = a * c - b * s;
+        x[2 * i + 1] = b * c + a * s;
+      }
+    };
+    std::vector<std::vector<double>> keys, values, ropeKey; // [t][h * dim + d]
+    for (int64_t t = 0; t < kTokens; ++t) {
+      const float *a = kvA.data() + t * (kRank + kRope);
+      double ms = 0;
+      for (int64_t r = 0; r < kRank; ++r)
+        ms += double(a[r]) * a[r];
+      const double inv = 1.0 / std::sqrt(ms / kRank + params.normEps);
+      std::vector<double> latent(kRank), key(size_t(kHeads * kNope)), value(size_t(kHeads * kV));
+      for (int64_t r = 0; r < kRank; ++r)
+        latent[size_t(r)] = a[r] * inv * norm[size_t(r)];
+      for (int64_t h = 0; h < kHeads; ++h)
+        for (int64_t r = 0; r < kHeadRows; ++r) {
+          double sum = 0;
+          for (int64_t c = 0; c < kRank; ++c)
+            sum += w(h, r, c) * latent[size_t(c)];
+          (r < kNope ? key[size_t(h * kNope + r)] : value[size_t(h * kV + r - kNope)]) = sum;
+        }
+      keys.push_back(key);
+      values.push_back(value);
+      ropeKey.emplace_back(a + kRank, a + kRank + kRope);
+      rotate(ropeKey.back(), int32_t(t));
+    }
+    out.assign(size_t(kTokens * kHeads * kV), 0.0);
+    magnitude.assign(out.size(), 0.0);
+    for (int64_t t = 0; t < kTokens; ++t)
+      for (int64_t h = 0; h < kHeads; ++h) {
+        const float *qh = q.data() + (t * kHeads + h) * kQk;
+        std::vector<double> qRope(qh + kNope, qh + kQk), p;
+        rotate(qRope, int32_t(t));
+        for (int64_t j = 0; j <= t; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < kNope; ++d)
+            s += qh[d] * keys[size_t(j)][size_t(h * kNope + d)];
+          for (int64_t d = 0; d < kRope; ++d)
+            s += qRope[size_t(d)] * ropeKey[size_t(j)][size_t(d)];
+          p.push_back(s * params.scale);
+        }
+        const double m = *std::max_element(p.begin(), p.end());
+        double sum = 0;
+        for (double &e : p)
+          sum += e = std::exp(e - m);
+        for (int64_t j = 0; j <= t; ++j)
+          for (int64_t d = 0; d < kV; ++d) {
+            const double term = p[size_t(j)] / sum * values[size_t(j)][size_t(h * kV + d)];
+            out[size_t((t * kHeads + h) * kV + d)] += term;
+            magnitude[size_t((t * kHeads + h) * kV + d)] += std::abs(term);
+          }
+      }
+  }
+};
+
+TEST(MlaAttention, PrefillMatchesReference) {
+  for (WeightType type : {WeightType::BF16, WeightType::I4}) {
+    SCOPED_TRACE(int(type));
+    MlaLayer layer(type);
+    std::vector<float> out(size_t(MlaLayer::kTokens * MlaLayer::kHeads * MlaLayer::kV));
+    layer.run(0, MlaLayer::kTokens, out.data());
+    std::vector<double> want, magnitude;
+    layer.reference(want, magnitude);
+    for (size_t i = 0; i < out.size(); ++i)
+      ASSERT_NEAR(out[i], want[i], 1e-4 * magnitude[i] + 1e-6) << "element " << i;
+  }
+}
+
+// Decode gives the bits of the prefill (a token's output does not depend on
+// its batch), though a decode step splits a token's heads between units and
+// a prefill does not.
+TEST(MlaAttention, TokenByTokenEqualsPrefill) {
+  for (WeightType type : {WeightType::BF16, WeightType::I4}) {
+    SCOPED_TRACE(int(type));
+    MlaLayer layer(type);
+    const int64_t width = MlaLayer::kHeads * MlaLayer::kV;
+    std::vector<float> prefill(size_t(MlaLayer::kTokens * width)), decode(prefill.size());
+    layer.run(0, MlaLayer::kTokens, prefill.data());
+    for (int64_t t = 0; t < MlaLayer::kTokens; ++t)
+      layer.run(t, 1, decode.data() + t * width);
+    EXPECT_EQ(0, std::memcmp(prefill.data(), decode.data(), prefill.size() * sizeof(float)));
+  }
 }
 
 } // namespace
