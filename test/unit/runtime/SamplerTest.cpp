@@ -4,7 +4,8 @@
 // six tokens whose numbers can be worked out by hand (each expectation is
 // written from the formula in Sampler.h), then against a naive reference on
 // random cases, and seeded draws against the tokens the sampler drew before
-// min-p and the penalties came (they must not change).
+// min-p and the penalties came and against a full sort's draws at Qwen's
+// vocabulary (they must not change).
 //
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/Sampler.h"
@@ -375,6 +376,64 @@ TEST(Sampler, SeededDrawsAreWhatTheyWere) {
                                        16, 41, 32, 20, 35, 38, 42, 47, 35, 38, 47, 47,
                                        15, 11, 14, 20, 35, 20, 43, 1,  47, 20, 8,  47};
   EXPECT_EQ(drawn, before);
+}
+
+// At Qwen3's vocabulary (151,936) the selections draw what a full sort
+// walked likeliest first draws (the sampler's method until 2026-12-05), for
+// each truncation alone and together, 16 seeds each: the draw follows the
+// likelihood order, not the token ids. The sums run in another order, so a
+// point within rounding of a boundary could go either way: on these rows,
+// none does.
+TEST(Sampler, DrawsWhatAFullSortDrewAtALargeVocabulary) {
+  const int64_t vocab = 151936;
+  std::vector<float> row(static_cast<size_t>(vocab));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0, 2.5f);
+  for (float &x : row)
+    x = normal(rng);
+  for (size_t t = 0; t < 2000; ++t) // ties, broken by the lower id
+    row[t * 61] = row[t * 61 + 1];
+  std::vector<int32_t> likeliest(static_cast<size_t>(vocab));
+  std::iota(likeliest.begin(), likeliest.end(), 0);
+  std::stable_sort(likeliest.begin(), likeliest.end(),
+                   [&](int32_t a, int32_t b) { return row[size_t(a)] > row[size_t(b)]; });
+  auto sortedDraw = [&](const SamplingOptions &o) {
+    std::vector<int32_t> order = likeliest;
+    if (o.topK > 0)
+      order.resize(size_t(o.topK));
+    std::vector<double> w;
+    for (int32_t t : order) {
+      w.push_back(std::exp((row[size_t(t)] - row[size_t(order[0])]) / o.temperature));
+      if (w.back() < o.minP) {
+        w.pop_back();
+        break;
+      }
+    }
+    double sum = std::accumulate(w.begin(), w.end(), 0.0), mass = 0;
+    size_t keep = 0;
+    while (keep < w.size() && (keep == 0 || mass < o.topP * sum))
+      mass += w[keep++];
+    std::mt19937_64 draws(o.seed);
+    double r = std::uniform_real_distribution<double>(0.0, mass)(draws);
+    for (size_t i = 0; i < keep; ++i)
+      if ((r -= w[i]) <= 0)
+        return order[i];
+    return order[keep - 1];
+  };
+  for (auto [topK, topP, minP] : {std::tuple{0, 1.0f, 0.0f}, std::tuple{50, 1.0f, 0.0f},
+                                  std::tuple{0, 0.9f, 0.0f}, std::tuple{0, 1.0f, 0.05f},
+                                  std::tuple{400, 0.8f, 0.01f}})
+    for (uint64_t seed = 0; seed < 16; ++seed) {
+      SamplingOptions o;
+      o.temperature = 0.7f;
+      o.topK = topK;
+      o.topP = topP;
+      o.minP = minP;
+      o.seed = seed;
+      Sampler s(o);
+      EXPECT_EQ(*s.next(row.data(), vocab), sortedDraw(o))
+          << "top-k " << topK << ", top-p " << topP << ", min-p " << minP << ", seed " << seed;
+    }
 }
 
 } // namespace

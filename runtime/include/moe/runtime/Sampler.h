@@ -81,10 +81,10 @@ private:
   Status penalise(float *logits, int64_t vocab);
   /// Puts back what penalise() changed.
   void restore(float *logits);
-  /// Step 4 but the draw: the tokens left, likeliest first, each with its
+  /// Step 4 but the draw: the tokens left (in no order), each with its
   /// probability relative to the likeliest one; returns their sum.
-  double candidates(const float *logits, int64_t vocab, std::vector<int32_t> &order,
-                    std::vector<double> &weights) const;
+  double candidates(const float *logits, int64_t vocab,
+                    std::vector<std::pair<int32_t, double>> &kept) const;
 
   SamplingOptions options_;
   std::mt19937_64 rng_;
