@@ -110,7 +110,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const LoadedPlan &plan, Device 
     for (uint64_t b = slots; b-- > 0;)
       e->hostFree_.push_back(int32_t(b));
   }
-  e->logits_.resize(size_t(e->options_.tokenBudget * e->vocab_));
+  e->logits_.reset(new float[size_t(e->options_.tokenBudget * e->vocab_)]);
   e->start_ = e->now();
   return std::move(e);
 }
@@ -423,7 +423,7 @@ Status Engine::step() {
   double t0 = now();
   Batch batch{tokens.data(), positions.data(), tables.data(), int64_t(tokens.size()),
               logitRows.data(), int64_t(logitRows.size())};
-  if (Status st = session_->forward(batch, logits_.data()); !st)
+  if (Status st = session_->forward(batch, logits_.get()); !st)
     return st;
   double t1 = now(), spent = t1 - t0;
   double decodeShare = double(decodeTokens) / double(tokens.size());
@@ -463,7 +463,7 @@ Status Engine::step() {
 
 Status Engine::scorePrompt(Sequence &s, int64_t from, int64_t count, int64_t row) {
   for (auto [p, end] = s.toScore(from, count); p < end; ++p) {
-    auto entry = logprobEntry(logits_.data() + (row + p - from) * vocab_, vocab_,
+    auto entry = logprobEntry(logits_.get() + (row + p - from) * vocab_, vocab_,
                               s.context[size_t(p + 1)], *s.request.promptLogprobs);
     if (!entry)
       return entry.status();
@@ -477,7 +477,7 @@ Status Engine::scorePrompt(Sequence &s, int64_t from, int64_t count, int64_t row
 }
 
 Status Engine::sample(Sequence &s, int64_t row, double time) {
-  float *logits = logits_.data() + row * vocab_;
+  float *logits = logits_.get() + row * vocab_;
   auto picked = s.sampler.next(logits, vocab_);
   if (!picked)
     return picked.status();

@@ -140,12 +140,12 @@ rt::Expected<std::vector<Figures>> measure(std::vector<Subject> &subjects, const
     const plan::Plan &p = subjects[i].plan->plan();
     f[i].decode1 = (*d1)[i];
     f[i].decodeB = (*dB)[i];
-    f[i].prefillTokens = flags.prefillTokens > 0 ? flags.prefillTokens : p.max_batch_tokens();
-    if (f[i].prefillTokens > p.max_batch_tokens() ||
-        f[i].prefillTokens > p.kv_cache()->max_context())
-      return rt::Status::error("--prefill-tokens must lie in [1, " +
-                               std::to_string(std::min<int64_t>(p.max_batch_tokens(),
-                                                                p.kv_cache()->max_context())) +
+    // A prefill fits one step and one sequence's context (a plan may hold
+    // fewer positions than a step's tokens).
+    const int64_t most = std::min<int64_t>(p.max_batch_tokens(), p.kv_cache()->max_context());
+    f[i].prefillTokens = flags.prefillTokens > 0 ? flags.prefillTokens : most;
+    if (f[i].prefillTokens > most)
+      return rt::Status::error("--prefill-tokens must lie in [1, " + std::to_string(most) +
                                "] for " + subjects[i].dir);
     rt::SessionOptions so;
     so.maxContext = f[i].prefillTokens;
@@ -450,7 +450,8 @@ int main(int argc, char **argv) {
       ->check(tools::integerIn(1, 1 << 16))
       ->type_name("B");
   app.add_option("--prefill-tokens", f.prefillTokens,
-                 "tokens of the timed prefill (default: the plan's max batch)")
+                 "tokens of the timed prefill (default: the plan's max batch, or its "
+                 "context when that is smaller)")
       ->check(tools::integerIn(1, 1 << 24))
       ->type_name("P");
   app.add_option("--triad-mib", f.triadMib, "size of each STREAM array in MiB (default 256)")

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -239,7 +240,9 @@ int Run::generate() {
     dump.emplace(file.take());
   }
   const int64_t vocab = s.vocabSize(), chunk = s.maxBatchTokens();
-  std::vector<float> logits(size_t(chunk * vocab));
+  // Uninitialised: only the rows a step writes (the last, or every one
+  // dumped) become resident.
+  const std::unique_ptr<float[]> logits(new float[size_t(chunk * vocab)]);
   std::vector<int32_t> sequence = tokens, positions;
   // Runs tokens [from, to) of `sequence`; the last row's logits stay in
   // `logits` at row 0. With `dumpRows` every row is dumped, else the last;
@@ -252,18 +255,18 @@ int Run::generate() {
         positions[size_t(i)] = int32_t(start + i);
       // Only the last row's logits are read unless every row is dumped.
       const bool everyRow = dump && record && dumpRows;
-      if (Status st = s.forward(sequence.data() + start, positions.data(), n, logits.data(),
+      if (Status st = s.forward(sequence.data() + start, positions.data(), n, logits.get(),
                                 !everyRow);
           !st)
         return st;
       const bool last = start + n == to;
       if (dump && record && (dumpRows || last)) {
-        const float *rows = dumpRows ? logits.data() : logits.data() + (n - 1) * vocab;
+        const float *rows = dumpRows ? logits.get() : logits.get() + (n - 1) * vocab;
         if (Status st = dump->write(rows, size_t(dumpRows ? n : 1) * size_t(vocab) * 4); !st)
           return st;
       }
       if (last && n > 1)
-        std::copy(logits.begin() + (n - 1) * vocab, logits.begin() + n * vocab, logits.begin());
+        std::copy(logits.get() + (n - 1) * vocab, logits.get() + n * vocab, logits.get());
     }
     return Status::ok();
   };
@@ -297,7 +300,7 @@ int Run::generate() {
   int64_t steps = 0; // decode steps run (forward passes after the prefill)
   auto t2 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < newTokens; ++i) {
-    auto picked = sampler.next(logits.data(), vocab);
+    auto picked = sampler.next(logits.get(), vocab);
     if (!picked)
       return fail(picked.status().message());
     const int32_t next = *picked;
