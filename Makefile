@@ -5,7 +5,7 @@ JOBS ?= 2
 LIT ?= /usr/lib/llvm-19/build/utils/lit/lit.py
 PYTHON ?= python3
 
-.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-contention bench-placement bench-placement-runtime bench-overlap bench-routing bench-roofline bench-quantization bench-vs-llamacpp bench-ab-kernels bench-serve-ab fuzz test-asan check-transformers check-lm-eval clean
+.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-contention bench-placement bench-placement-runtime bench-overlap bench-routing bench-roofline bench-quantization bench-vs-llamacpp bench-real-size bench-ab-kernels bench-serve-ab fuzz test-asan check-transformers check-lm-eval clean
 
 all: build
 
@@ -108,6 +108,17 @@ ROUNDS ?= 5
 bench-vs-llamacpp: build
 	@tools/setup-venv.sh
 	@.venv/bin/python tools/bench-vs-llamacpp.py $(BUILD)/bin --rounds $(ROUNDS)
+
+# Real-size shapes (Qwen3-30B-A3B, DeepSeek-V2-Lite) with random weights, ours
+# int4/int8 against llama.cpp Q4_0/Q8_0, LAYERS layers, REAL_ROUNDS rounds
+# interleaved: prefill, decode at several contexts, batched decode, first token,
+# peak RSS, roofline (tools/bench-real-size.py). Writes plans and GGUFs into
+# build-llamacpp/real-size (about 20 GB at 12 layers; checked before writing).
+LAYERS ?= 12
+REAL_ROUNDS ?= 3
+bench-real-size: build
+	@tools/setup-venv.sh
+	@.venv/bin/python tools/bench-real-size.py $(BUILD)/bin --rounds $(REAL_ROUNDS) --layers $(LAYERS)
 
 # Every lit test and GoogleTest against an ASan + UBSan build (build-asan/).
 test-asan: setup

@@ -69,21 +69,16 @@ import statistics
 import struct
 import subprocess
 import sys
-import tarfile
 import time
 
 from bench_common import cpu_model
+from llamacpp import (CMAKE_FLAGS, LLAMA_DIR, LLAMACPP_VERSION, Runner, fail, gguf_bytes,
+                      install_llamacpp, llama_src, llamacpp_isa, loadavg, log, median_min_max, run,
+                      step_bytes)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-LLAMACPP_VERSION = "0.3.16"  # llama-cpp-python sdist; vendors llama.cpp commit 4227c9b
-LLAMA_DIR = os.path.join(ROOT, "build-llamacpp")
-CMAKE_FLAGS = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF",
-               "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-               "-DLLAMA_BUILD_SERVER=OFF", "-DBUILD_SHARED_LIBS=OFF"]
-TARGETS = ["llama-bench", "llama-batched-bench"]
 PREFILL, PROMPT, STEPS = 512, 16, 32
-TIMEOUT = 1800  # seconds, any one command
 TOKENIZER_RECIPE = 1  # bump when make_tokenizer changes: the GGUFs are then remade
 
 # Runs convert_hf_to_gguf.py with two replacements: the BPE pre-tokenizer is
@@ -106,106 +101,6 @@ def load_hparams(dir_model, is_mistral_format=False):
 m.ModelBase.load_hparams = staticmethod(load_hparams)
 m.main()
 """
-
-
-def fail(message):
-    sys.exit(f"bench-vs-llamacpp: error: {message}")
-
-
-def log(message):
-    print(message, flush=True)
-
-
-def run(cmd, what, env=None, cwd=None, log_file=None):
-    """Runs cmd; its stdout. On failure one line: what failed and its last error line."""
-    t0 = time.monotonic()
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd,
-                           timeout=TIMEOUT)
-    except FileNotFoundError:
-        fail(f"{what}: {cmd[0]} not found")
-    except subprocess.TimeoutExpired:
-        fail(f"{what}: no result after {TIMEOUT} s ({' '.join(cmd)})")
-    if log_file:
-        with open(log_file, "a") as f:
-            f.write(f"$ {' '.join(cmd)}\n{r.stdout}{r.stderr}\n")
-    if r.returncode != 0:
-        lines = [l for l in (r.stderr + r.stdout).splitlines() if l.strip()]
-        last = lines[-1].strip() if lines else "no output"
-        more = f" (full output: {log_file})" if log_file else ""
-        fail(f"{what} exited {r.returncode}: {last}{more}")
-    return r.stdout, r.stderr, time.monotonic() - t0
-
-
-def loadavg():
-    return float(open("/proc/loadavg").read().split()[0])
-
-
-# ---- stage 1: llama.cpp ------------------------------------------------------------------
-
-
-def llama_src(version):
-    return os.path.join(LLAMA_DIR, "src", f"llama_cpp_python-{version}", "vendor", "llama.cpp")
-
-
-def install_llamacpp(version):
-    """Downloads the llama-cpp-python sdist, builds its vendored llama.cpp. Idempotent."""
-    src, build = llama_src(version), os.path.join(LLAMA_DIR, "build")
-    stamp = os.path.join(LLAMA_DIR, "installed.json")
-    want = {"version": version, "cmake_flags": CMAKE_FLAGS, "targets": TARGETS}
-    bins = [os.path.join(build, "bin", t) for t in TARGETS]
-    if os.path.exists(stamp) and all(os.access(b, os.X_OK) for b in bins):
-        try:
-            if json.load(open(stamp)) == want:
-                log(f"llama.cpp: llama-cpp-python {version} already built in {build}")
-                return build
-        except ValueError:
-            pass
-    os.makedirs(LLAMA_DIR, exist_ok=True)
-    sdist_dir = os.path.join(LLAMA_DIR, "sdist")
-    sdist = os.path.join(sdist_dir, f"llama_cpp_python-{version}.tar.gz")
-    if not os.path.exists(sdist):
-        log(f"llama.cpp: pip download llama-cpp-python=={version} (source distribution) ...")
-        run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-             f"llama-cpp-python=={version}", "-d", sdist_dir], "pip download llama-cpp-python")
-        if not os.path.exists(sdist):
-            fail(f"pip download left no {sdist}")
-    if not os.path.exists(os.path.join(src, "CMakeLists.txt")):
-        log(f"llama.cpp: extracting vendor/llama.cpp from {os.path.basename(sdist)} ...")
-        prefix = f"llama_cpp_python-{version}/vendor/llama.cpp/"
-        with tarfile.open(sdist) as tar:
-            members = [m for m in tar.getmembers() if m.name.startswith(prefix)]
-            if not members:
-                fail(f"{sdist} has no {prefix}")
-            tar.extractall(os.path.join(LLAMA_DIR, "src"), members=members, filter="data")
-    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-    build_log = os.path.join(LLAMA_DIR, "build.log")
-    log(f"llama.cpp: cmake {' '.join(CMAKE_FLAGS)} (log: {build_log}) ...")
-    t0 = time.monotonic()
-    run(["cmake", "-S", src, "-B", build] + generator + CMAKE_FLAGS, "cmake (llama.cpp)",
-        log_file=build_log)
-    log(f"llama.cpp: building {' '.join(TARGETS)} with 2 jobs (a few minutes) ...")
-    run(["cmake", "--build", build, "-j", "2", "--target"] + TARGETS, "building llama.cpp",
-        log_file=build_log)
-    for b in bins:
-        if not os.access(b, os.X_OK):
-            fail(f"the llama.cpp build left no {b}")
-    json.dump(want, open(stamp, "w"), indent=1)
-    log(f"llama.cpp: built in {time.monotonic() - t0:.0f} s")
-    return build
-
-
-def llamacpp_isa():
-    """What -march=native enables on this machine: the ISA of llama.cpp's build."""
-    try:
-        out = subprocess.run(["cc", "-march=native", "-dM", "-E", "-x", "c", "/dev/null"],
-                             capture_output=True, text=True).stdout
-    except FileNotFoundError:
-        return "?"
-    names = sorted({l.split()[1].strip("_") for l in out.splitlines()
-                    if l.startswith("#define __") and any(
-                        k in l.split()[1] for k in ("AVX", "AMX", "FMA__", "F16C"))})
-    return " ".join(names)
 
 
 # ---- stage 2: conversion tools -------------------------------------------------------------
@@ -323,160 +218,6 @@ def convert(version, hf, outtype, gguf, remake, log_file):
     json.dump(want, open(stamp, "w"), indent=1)
 
 
-def gguf_bytes(path, config, kv_elem_bytes=2):
-    """Bytes a decode token reads from this GGUF (moe-roofline's rule): dense tensors whole
-    (a tied embedding is also the LM head), top_k / num_experts of the expert stacks, and
-    per context position the KV rows (llama.cpp's default f16)."""
-    import gguf
-    reader = gguf.GGUFReader(path)
-    dense = experts = embd_row = 0
-    for t in reader.tensors:
-        if "_exps" in t.name:
-            experts += int(t.n_bytes)
-        else:
-            dense += int(t.n_bytes)
-        if t.name == "token_embd.weight":
-            embd_row = int(t.n_bytes) // config["vocab_size"]
-    kv = config["num_hidden_layers"] * 2 * config["num_key_value_heads"] * \
-        config.get("head_dim", config["hidden_size"] // config["num_attention_heads"]) * kv_elem_bytes
-    tied = not any(t.name == "output.weight" for t in reader.tensors)
-    return {"dense": dense, "experts": experts, "embedding_row": embd_row if tied else 0,
-            "kv_per_position": kv, "file": os.path.getsize(path)}
-
-
-def expert_fraction(config, batch, identical):
-    k, e = config["num_experts_per_tok"], config["num_experts"]
-    return k / e if identical else 1 - (1 - k / e) ** batch
-
-
-def step_bytes(b, config, batch, identical, context):
-    """Bytes one decode step of `batch` sequences reads (GGUF inventory b)."""
-    return (b["dense"] + batch * b["embedding_row"] +
-            b["experts"] * expert_fraction(config, batch, identical) +
-            batch * b["kv_per_position"] * context)
-
-
-# ---- stage 5: one measurement each ---------------------------------------------------------
-
-
-class Runner:
-    def __init__(self, a, llama_bin, ours_bin, work):
-        self.a, self.llama_bin, self.bin, self.work = a, llama_bin, ours_bin, work
-        self.log_file = os.path.join(work, "commands.log")  # every command and its output
-        open(self.log_file, "w").close()
-        self.t = str(a.threads)
-
-    def _llama_bench(self, gguf, args):
-        out, err, wall = run([os.path.join(self.llama_bin, "llama-bench"), "-m", gguf, "-t", self.t,
-                              "-o", "json"] + args, "llama-bench", log_file=self.log_file)
-        try:
-            rows = json.loads(out)
-        except ValueError:
-            fail(f"llama-bench printed no JSON (see {self.log_file})")
-        return rows[0], wall
-
-    def llama_prefill(self, gguf):
-        row, wall = self._llama_bench(gguf, ["-p", str(PREFILL), "-n", "0", "-r", "2"])
-        return {"tokens_per_second": max(row["samples_ts"]), "samples_ts": row["samples_ts"],
-                "build_commit": row.get("build_commit"), "process_seconds": wall}
-
-    def llama_decode1(self, gguf):
-        row, wall = self._llama_bench(gguf, ["-p", "0", "-n", str(STEPS), "-d", str(PROMPT),
-                                             "-r", "2"])
-        return {"tokens_per_second": max(row["samples_ts"]), "samples_ts": row["samples_ts"],
-                "process_seconds": wall}
-
-    def llama_first_prefill(self, gguf):
-        row, wall = self._llama_bench(gguf, ["-p", str(PREFILL), "-n", "0", "-r", "1",
-                                             "--no-warmup"])
-        return {"tokens_per_second": row["samples_ts"][0],
-                "seconds": row["samples_ns"][0] / 1e9, "process_seconds": wall}
-
-    def llama_batched(self, gguf, batch):
-        ctx = max(4096, batch * (PROMPT + STEPS))
-        out, err, wall = run([os.path.join(self.llama_bin, "llama-batched-bench"), "-m", gguf,
-                              "-t", self.t, "-c", str(ctx), "-b", "2048", "-ub", "512",
-                              "-npp", str(PROMPT), "-ntg", str(STEPS), "-npl", str(batch),
-                              "--output-format", "jsonl"], "llama-batched-bench",
-                             log_file=self.log_file)
-        rows = [json.loads(l) for l in (out + err).splitlines() if l.startswith('{"n_kv_max"')]
-        if not rows:
-            fail(f"llama-batched-bench -npl {batch} printed no result (see {self.log_file})")
-        r = rows[0]
-        return {"tokens_per_second": r["speed_tg"], "raw": r, "process_seconds": wall}
-
-    def _roofline(self, plan, args):
-        out, err, wall = run([os.path.join(self.bin, "moe-roofline"), plan, "--threads", self.t,
-                              "--json", "-"] + args, "moe-roofline", log_file=self.log_file)
-        d = json.loads(out)
-        return d, wall
-
-    def ours_prefill(self, plan):
-        d, wall = self._roofline(plan, ["--only", "prefill", "--prefill-tokens", str(PREFILL),
-                                        "--repeats", "1"])
-        p = d["plan"]
-        return {"tokens_per_second": p["prefill_tokens"] / p["prefill_seconds"],
-                "seconds": p["prefill_seconds"], "triad_gbps": d["triad_gbps"],
-                "matmul_peak_gflops": d["matmul_peak_gflops"],
-                "peak_fraction": p["prefill_peak_fraction"], "kernel_isa": d["kernel_isa"],
-                "process_seconds": wall}
-
-    def ours_decode1(self, plan):
-        d, wall = self._roofline(plan, ["--only", "decode1", "--prompt-len", str(PROMPT),
-                                        "--decode-steps", str(STEPS), "--repeats", "2"])
-        p = d["plan"]
-        return {"tokens_per_second": p["decode1_tokens_per_second"],
-                "bytes_per_token": p["bytes_per_token"], "triad_gbps": d["triad_gbps"],
-                "roofline_fraction": p["roofline_fraction"], "kernel_isa": d["kernel_isa"],
-                "process_seconds": wall}
-
-    def ours_batched(self, plan, batch):
-        d, wall = self._roofline(plan, ["--only", "decode-batch", "--batch", str(batch),
-                                        "--prompt-len", str(PROMPT), "--decode-steps", str(STEPS),
-                                        "--repeats", "1"])
-        p = d["plan"]
-        return {"tokens_per_second": p["decode_batch_tokens_per_second"],
-                "bytes_per_token_batch1": p["bytes_per_token"],
-                "bytes_per_step": p["decode_batch_step_bytes"],
-                "bound_tokens_per_second": p["decode_batch_bound_tokens_per_second"],
-                "bound": p["decode_batch_bound"],
-                "roofline_fraction": p["decode_batch_bound_fraction"],
-                "triad_gbps": d["triad_gbps"], "kernel_isa": d["kernel_isa"],
-                "process_seconds": wall}
-
-    def ours_batched_identical(self, plan, batch):
-        workload = os.path.join(self.work, f"identical-{batch}.jsonl")
-        with open(workload, "w") as f:
-            for _ in range(batch):
-                f.write(json.dumps({"prompt_tokens": [0] * PROMPT, "output_len": STEPS + 1}) + "\n")
-        # KV blocks (16 tokens) for every sequence at once: no preemption.
-        blocks = batch * ((PROMPT + STEPS + 1 + 15) // 16 + 1)
-        out, err, wall = run([os.path.join(self.bin, "moe-bench"), plan, "--concurrency",
-                              str(batch), "--workload", workload, "--ignore-eos", "--threads",
-                              self.t, "--kv-blocks", str(blocks), "--json", "-"], "moe-bench",
-                             log_file=self.log_file)
-        level = json.loads(out)["levels"][0]
-        if level["completed"] != batch:
-            fail(f"moe-bench completed {level['completed']} of {batch} requests")
-        return {"tokens_per_second": level["decode_tokens"] / level["decode_seconds"],
-                "decode_tokens": level["decode_tokens"], "decode_seconds": level["decode_seconds"],
-                "process_seconds": wall}
-
-    def ours_first_prefill(self, plan, vocab):
-        rng = random.Random(5)
-        ids = ",".join(str(rng.randrange(vocab)) for _ in range(PREFILL))
-        out, err, wall = run([os.path.join(self.bin, "moe-run"), plan, "--prompt-tokens", ids,
-                              "--max-new-tokens", "1", "--ignore-eos", "--threads", self.t,
-                              "--json", "-"], "moe-run", log_file=self.log_file)
-        ms = json.loads(out)["time_to_first_token_ms"]
-        return {"tokens_per_second": PREFILL / (ms / 1e3), "seconds": ms / 1e3,
-                "process_seconds": wall}
-
-
-def median_min_max(values):
-    return statistics.median(values), min(values), max(values)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("bin", help="our build's bin directory (build/bin)")
@@ -544,31 +285,39 @@ def main():
     # (key, label, llama.cpp measurement, our measurement, kind)
     figures = [
         ("prefill_bf16", f"prefill {PREFILL}, bf16",
-         lambda: r.llama_prefill(ggufs["bf16"]), lambda: r.ours_prefill(plans["bf16"]), "prefill"),
+         lambda: r.llama_prefill(ggufs["bf16"], PREFILL),
+         lambda: r.ours_prefill(plans["bf16"], PREFILL), "prefill"),
         ("prefill_int8", f"prefill {PREFILL}, int8 vs q8_0",
-         lambda: r.llama_prefill(ggufs["q8_0"]), lambda: r.ours_prefill(plans["int8"]), "prefill"),
+         lambda: r.llama_prefill(ggufs["q8_0"], PREFILL),
+         lambda: r.ours_prefill(plans["int8"], PREFILL), "prefill"),
         ("prefill_w8a8", f"prefill {PREFILL}, w8a8 vs q8_0",
-         lambda: r.llama_prefill(ggufs["q8_0"]), lambda: r.ours_prefill(plans["w8a8"]), "prefill"),
+         lambda: r.llama_prefill(ggufs["q8_0"], PREFILL),
+         lambda: r.ours_prefill(plans["w8a8"], PREFILL), "prefill"),
         ("decode1_bf16", "decode batch 1, bf16",
-         lambda: r.llama_decode1(ggufs["bf16"]), lambda: r.ours_decode1(plans["bf16"]), "decode1"),
+         lambda: r.llama_decode1(ggufs["bf16"], PROMPT, STEPS),
+         lambda: r.ours_decode1(plans["bf16"], PROMPT, STEPS), "decode1"),
         ("decode1_int8", "decode batch 1, int8 vs q8_0",
-         lambda: r.llama_decode1(ggufs["q8_0"]), lambda: r.ours_decode1(plans["int8"]), "decode1"),
+         lambda: r.llama_decode1(ggufs["q8_0"], PROMPT, STEPS),
+         lambda: r.ours_decode1(plans["int8"], PROMPT, STEPS), "decode1"),
         ("decode1_w8a8", "decode batch 1, w8a8 vs q8_0",
-         lambda: r.llama_decode1(ggufs["q8_0"]), lambda: r.ours_decode1(plans["w8a8"]), "decode1"),
+         lambda: r.llama_decode1(ggufs["q8_0"], PROMPT, STEPS),
+         lambda: r.ours_decode1(plans["w8a8"], PROMPT, STEPS), "decode1"),
     ]
     for b in batches:
         figures.append((f"decode{b}_bf16_same", f"decode batch {b}, bf16, identical seqs",
-                        lambda b=b: r.llama_batched(ggufs["bf16"], b),
-                        lambda b=b: r.ours_batched_identical(plans["bf16"], b), "same"))
+                        lambda b=b: r.llama_batched(ggufs["bf16"], b, PROMPT, STEPS),
+                        lambda b=b: r.ours_batched_identical(plans["bf16"], b, PROMPT, STEPS),
+                        "same"))
         figures.append((f"decode{b}_bf16", f"decode batch {b}, bf16, ours: distinct seqs",
-                        None, lambda b=b: r.ours_batched(plans["bf16"], b), "distinct"))
+                        None, lambda b=b: r.ours_batched(plans["bf16"], b, PROMPT, STEPS),
+                        "distinct"))
     figures += [
         ("first_prefill_bf16", f"first prefill {PREFILL} (fresh process), bf16",
-         lambda: r.llama_first_prefill(ggufs["bf16"]),
-         lambda: r.ours_first_prefill(plans["bf16"], config["vocab_size"]), "first"),
+         lambda: r.llama_first_prefill(ggufs["bf16"], PREFILL),
+         lambda: r.ours_first_prefill(plans["bf16"], config["vocab_size"], PREFILL), "first"),
         ("first_prefill_int8", f"first prefill {PREFILL} (fresh process), int8 vs q8_0",
-         lambda: r.llama_first_prefill(ggufs["q8_0"]),
-         lambda: r.ours_first_prefill(plans["int8"], config["vocab_size"]), "first"),
+         lambda: r.llama_first_prefill(ggufs["q8_0"], PREFILL),
+         lambda: r.ours_first_prefill(plans["int8"], config["vocab_size"], PREFILL), "first"),
     ]
 
     rounds = []
