@@ -345,6 +345,46 @@ def fraction(value):
     return f"{value:.2f}" if value <= 1.0 else f"n/a ({value:.2f}: bandwidth measured low)"
 
 
+def table(results, cpu, threads, layers):
+    """The figures as text: every round's ratio, then the median."""
+    lines = [f"bench-real-size: {cpu}, {threads} threads, {layers} layers, "
+             f"llama.cpp {LLAMACPP_VERSION} (-march=native: {llamacpp_isa()})"]
+    for key, res in results.items():
+        lines.append(f"\n{key} (ours {res['plan_bytes'] / 2**30:.2f} GiB, GGUF "
+                     f"{res['gguf_bytes'] / 2**30:.2f} GiB)")
+        lines.append(f"{'figure':34} {'rounds: ours / llama.cpp':32} {'median':>7}")
+        for fkey, label, kind in res["figures"]:
+            per = [rd["figures"][fkey] for rd in res["rounds"]]
+            ratios = [g["ratio"] for g in per]
+            med, _, _ = median_min_max(ratios)
+            extra = ""
+            if kind == "decode1":
+                ours_f = statistics.median(g["ours"]["roofline_fraction"] for g in per)
+                theirs_f = statistics.median(g["llama.cpp"]["roofline_fraction"] for g in per)
+                extra = f"  roofline ours {fraction(ours_f)}, llama.cpp {fraction(theirs_f)}"
+            lines.append(f"{label:34} {' '.join(f'{x:.2f}' for x in ratios):32} {med:7.2f}"
+                         f"{extra}")
+        # Peak RSS of the fresh processes that ran a prompt (moe-roofline's
+        # also holds its STREAM arrays): against the weights and the KV cache.
+        per = [rd["figures"]["first_token"] for rd in res["rounds"]]
+        ours_rss = max(g["ours"]["peak_rss_mib"] for g in per) * 2**20
+        theirs_rss = max(g["llama.cpp"]["peak_rss_mib"] for g in per) * 2**20
+        kv = res["plan"]["kv_bytes_per_token"] * (FIRST_TOKEN_PROMPT + 1)
+        lines.append(f"peak RSS, first token: ours {ours_rss / 2**20:.0f} MiB = "
+                     f"{ours_rss / (res['plan_bytes'] + kv):.2f} x (plan files + KV of the "
+                     f"prompt); llama.cpp {theirs_rss / 2**20:.0f} MiB = "
+                     f"{theirs_rss / res['gguf_bytes']:.2f} x its GGUF")
+        lines.append("page faults, first token (minor/major): ours " +
+                     ", ".join(f"{g['ours']['page_faults']['minor']}/"
+                               f"{g['ours']['page_faults']['major']}" for g in per) +
+                     "; llama.cpp " +
+                     ", ".join(f"{g['llama.cpp']['page_faults']['minor']}/"
+                               f"{g['llama.cpp']['page_faults']['major']}" for g in per))
+        triads = [t for rd in res["rounds"] for t in rd["triad_gbps"]]
+        lines.append(f"triad: {min(triads):.1f}-{max(triads):.1f} GB/s over {len(triads)} runs")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("bin", help="our build's bin directory (build/bin)")
@@ -472,29 +512,7 @@ def main():
                             "plan_bytes": directory_bytes(m.plan(precision)),
                             "gguf_bytes": os.path.getsize(m.gguf(gguf_type))}
 
-    # ---- the table: every round's ratio, then the median ----
-    lines = [f"bench-real-size: {cpu}, {a.threads} threads, {a.layers} layers, "
-             f"llama.cpp {LLAMACPP_VERSION} (-march=native: {llamacpp_isa()})"]
-    for key, res in results.items():
-        lines.append(f"\n{key} (ours {res['plan_bytes'] / 2**30:.2f} GiB, GGUF "
-                     f"{res['gguf_bytes'] / 2**30:.2f} GiB)")
-        lines.append(f"{'figure':34} {'rounds: ours / llama.cpp':32} {'median':>7}  peak RSS MiB "
-                     "ours / llama.cpp")
-        for fkey, label, kind in res["figures"]:
-            per = [rd["figures"][fkey] for rd in res["rounds"]]
-            ratios = [g["ratio"] for g in per]
-            med, _, _ = median_min_max(ratios)
-            rss = (max(g["ours"].get("peak_rss_mib", 0) for g in per),
-                   max(g["llama.cpp"].get("peak_rss_mib", 0) for g in per))
-            extra = ""
-            if kind == "decode1":
-                ours_f = statistics.median(g["ours"]["roofline_fraction"] for g in per)
-                theirs_f = statistics.median(g["llama.cpp"]["roofline_fraction"] for g in per)
-                extra = f"  roofline ours {fraction(ours_f)}, llama.cpp {fraction(theirs_f)}"
-            lines.append(f"{label:34} {' '.join(f'{x:.2f}' for x in ratios):32} {med:7.2f}  "
-                         f"{rss[0]:.0f} / {rss[1]:.0f}{extra}")
-        triads = [t for rd in res["rounds"] for t in rd["triad_gbps"]]
-        lines.append(f"triad: {min(triads):.1f}-{max(triads):.1f} GB/s over {len(triads)} runs")
+    lines = table(results, cpu, a.threads, a.layers)
     print("\n".join(lines))
     json.dump({"cpu": cpu, "threads": a.threads, "layers": a.layers, "rounds": a.rounds,
                "llamacpp_version": LLAMACPP_VERSION, "llamacpp_isa": llamacpp_isa(),
