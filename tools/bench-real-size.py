@@ -107,8 +107,9 @@ MODELS = {
         "torch_dtype": "bfloat16", "v_head_dim": 128, "vocab_size": 102400,
     },
 }
-# Bytes per weight element of a GGUF type, per our precision (scales included).
+# Bytes per weight element, scales included (ours: rows of a few thousand).
 GGUF_ELEMENT_BYTES = {"q4_0": 18 / 32, "q8_0": 34 / 32}
+OUR_ELEMENT_BYTES = {"int4": 0.5 + 4 / 128, "w4a8": 0.5 + 4 / 128, "int8": 1.0, "w8a8": 1.0}
 
 
 def int_list(text, flag):
@@ -251,8 +252,7 @@ def check_resources(models, pairs, shapes, work, max_context):
         for precision, gguf_type in pairs:
             s = shapes[(m.name, precision)]
             ours = s["weight_bytes"]
-            theirs = ours / (1 + 4 / 128 if precision == "int4" else 1) * \
-                GGUF_ELEMENT_BYTES[gguf_type] / (0.5 if precision == "int4" else 1)
+            theirs = ours / OUR_ELEMENT_BYTES[precision] * GGUF_ELEMENT_BYTES[gguf_type]
             if not os.path.isdir(m.plan(precision)):
                 need_disk += ours
             if not os.path.exists(m.gguf(gguf_type)):
@@ -391,7 +391,7 @@ def main():
     ap.add_argument("--models", default="qwen3-30b-a3b,deepseek-v2-lite",
                     help=f"comma-separated, of {', '.join(MODELS)}")
     ap.add_argument("--pairs", default="int4:q4_0,int8:q8_0",
-                    help="ours:llama.cpp precision pairs (ours: int4, int8, w8a8; "
+                    help="ours:llama.cpp precision pairs (ours: int4, w4a8, int8, w8a8; "
                     "llama.cpp: q4_0, q8_0)")
     ap.add_argument("--layers", type=int, default=12, help="layers of each model (default 12)")
     ap.add_argument("--rounds", type=int, default=3)
@@ -419,9 +419,9 @@ def main():
     pairs = []
     for p in a.pairs.split(","):
         ours, _, theirs = p.partition(":")
-        if ours not in ("int4", "int8", "w8a8") or theirs not in GGUF_ELEMENT_BYTES:
-            fail(f"--pairs: '{p}' is not ours:theirs with ours int4, int8 or w8a8 and theirs "
-                 "q4_0 or q8_0")
+        if ours not in OUR_ELEMENT_BYTES or theirs not in GGUF_ELEMENT_BYTES:
+            fail(f"--pairs: '{p}' is not ours:theirs with ours one of "
+                 f"{', '.join(OUR_ELEMENT_BYTES)} and theirs q4_0 or q8_0")
         pairs.append((ours, theirs))
     for tool in ("moe-compile", "moe-plan", "moe-roofline", "moe-bench", "moe-run"):
         if not os.access(os.path.join(a.bin, tool), os.X_OK):
