@@ -232,6 +232,7 @@ INSTANTIATE_TEST_SUITE_P(Weights, Quantizable,
                          testing::Values(Format(WeightType::F32), Format(WeightType::BF16),
                                          Format(WeightType::F16), Format(WeightType::I8),
                                          Format(WeightType::I8, 64), Format(WeightType::I4, 32),
+                                         Format(WeightType::I4, 128), Format(WeightType::I4),
                                          Format(WeightType::F8, 14)),
                          typeName);
 
