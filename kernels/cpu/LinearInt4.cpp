@@ -32,6 +32,13 @@ namespace moe::cpu::detail {
 namespace {
 
 constexpr int64_t kBlockBytes = kInt4Block / 2;
+// Besides each line kStreamAhead ahead into L1 (as every direct tile), the
+// line 4 KB ahead into L2: more of each stream in flight. A batch-1 W4A8
+// GEMV (2 threads, 2-core Zen 4, weights from memory, median of 60 calls)
+// read 1536 x 2048 matrices at 33 GB/s against 27 without it, 2048 x 768
+// ones at 29 against 28 (2 and 8 KB ahead: about the same; 4 KB into L1
+// alone: no gain).
+constexpr int64_t kStreamAheadL2 = 4096;
 // Rows and tokens of a tile: four rows (a direct item's, a quarter of a
 // matrix apart, or half a buffered item's eight), up to four tokens.
 constexpr int kTileRows = 4, kMaxTileTokens = 4;
@@ -129,6 +136,8 @@ __attribute__((target("avx2,fma"))) void tileAvx2(const Int4Tile &tile, float *s
       const int64_t bytes = std::min(kBlockBytes, rowBytes - b * kBlockBytes);
       _mm_prefetch(reinterpret_cast<const char *>(tile.w[i]) + b * kBlockBytes + kStreamAhead,
                    _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char *>(tile.w[i]) + b * kBlockBytes + kStreamAheadL2,
+                   _MM_HINT_T1);
       __m256i lo[2], hi[2];
       nibblesAvx2(tile.w[i] + b * kBlockBytes, bytes, lo, hi);
       const __m256 s = _mm256_set1_ps(tile.scale[i][g]);
@@ -190,6 +199,7 @@ template <int T> MOE_VNNI void tileVnni(const Int4Tile &tile, float *sums) {
     for (int i = 0; i < kTileRows; ++i) {
       const uint8_t *at = tile.w[i] + b * kBlockBytes;
       _mm_prefetch(reinterpret_cast<const char *>(at) + kStreamAhead, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char *>(at) + kStreamAheadL2, _MM_HINT_T1);
       const __m512i v = _mm512_maskz_loadu_epi8(live, at);
       // (v & 0x0f) ^ 0x08 in one ternary-logic operation (A & B) ^ C
       lo[i] = _mm512_ternarylogic_epi32(v, low, eight, 0x6a);
