@@ -6,7 +6,7 @@
 #  2. one random-weight model per family (tools/make-tiny-checkpoint.py): the
 #     same per token of a seeded random 60-token prompt (no bits per byte:
 #     random weights model nothing);
-#  3. int8, w8a8, fp8 and int4 decode against bf16 on the 1.76 GB medium model
+#  3. int8, w8a8, fp8, int4 and w4a8 decode against bf16 on the 1.76 GB medium model
 #     (moe-roofline, plans alternated in one run).
 #   bench-quantization.sh <build/bin> [work-dir]
 set -euo pipefail
@@ -14,7 +14,7 @@ bin=${1:?usage: bench-quantization.sh <build/bin> [work-dir]}
 work=${2:-/tmp/moe-bench-quant}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$work"
-policies="fp32 bf16 int8 w8a8 fp8 int4 seed auto"
+policies="fp32 bf16 int8 w8a8 fp8 int4 w4a8 seed auto"
 
 # compile <checkpoint> <out> <policy> [flags...]: auto's budget is the int8
 # plan's own KL and top-1 on auto's calibration sample (as strict as int8),
@@ -78,12 +78,12 @@ done
 
 medium=/tmp/moe-bench-plan
 "$here/make-bench-checkpoint.sh" "$medium/ckpt" > /dev/null
-for policy in bf16 int8 w8a8 fp8 int4; do
+for policy in bf16 int8 w8a8 fp8 int4 w4a8; do
   [ -f "$medium/$policy/plan.moeplan" ] ||
     "$bin/moe-compile" "$medium/ckpt" -o "$medium/$policy" --precision "$policy" \
       --max-batch-tokens 512 --max-context 1024
 done
-for policy in int8 w8a8 fp8 int4; do
+for policy in int8 w8a8 fp8 int4 w4a8; do
   echo
   echo "== medium model: $policy against bf16"
   "$bin/moe-roofline" "$medium/$policy" --baseline "$medium/bf16" --batch 8 --prefill-tokens 64

@@ -28,7 +28,8 @@ MemRefType memrefOf(Type tensor) {
 }
 
 // How the plan stores a weight: its precision's element type, else the
-// checkpoint's (w8a8: i8, with int8_activations on the plan.weight).
+// checkpoint's (w8a8: i8, w4a8: i4, with int8_activations on the
+// plan.weight).
 MemRefType storageOf(mm::WeightOp w) {
   auto type = cast<RankedTensorType>(w.getType());
   Builder b(w.getContext());
@@ -39,7 +40,8 @@ MemRefType storageOf(mm::WeightOp w) {
     case mm::Precision::bf16: elem = b.getBF16Type(); break;
     case mm::Precision::int8:
     case mm::Precision::w8a8: elem = b.getIntegerType(8); break;
-    case mm::Precision::int4: elem = b.getIntegerType(4); break;
+    case mm::Precision::int4:
+    case mm::Precision::w4a8: elem = b.getIntegerType(4); break;
     case mm::Precision::fp8: elem = b.getFloat8E4M3FNType(); break;
     }
   }
@@ -80,7 +82,8 @@ private:
                                              w.getBlockAttr(), w.getGroupAttr(),
                                              w.getAppendAttr(), DenseI64ArrayAttr(), IntegerAttr(),
                                              DenseI64ArrayAttr(), DenseI64ArrayAttr(),
-                                             w.getPrecision() == mm::Precision::w8a8
+                                             w.getPrecision() == mm::Precision::w8a8 ||
+                                                     w.getPrecision() == mm::Precision::w4a8
                                                  ? b_.getUnitAttr()
                                                  : UnitAttr(),
                                              w.getPanelsAttr()));

@@ -65,7 +65,8 @@ Component componentOf(OpOperand &use) {
 
 // Whether the kernel behind `use` multiplies by the weight through
 // linear(), linearGroup() or experts() (moe.linear, the LM head, the
-// router, dense and shared MLPs, routed experts), which honour w8a8 (they
+// router, dense and shared MLPs, routed experts), which honour w8a8 and
+// w4a8 (they
 // quantize their activations per token) and read panels. Not MLA's kv_b
 // (the MLA attention kernel reads it by rows, with f32 activations), the
 // embedding lookup or vectors.
@@ -92,7 +93,7 @@ using mm::Precision;
 // components takes the more precise choice. Explicit, since the enum's
 // values follow the order precisions were added. w8a8 stores what int8
 // stores but also rounds the activations, so it keeps less than int8; fp8
-// (3 mantissa bits) and int4 keep less than either.
+// (3 mantissa bits) and int4 keep less than either, w4a8 less than int4.
 int precisionRank(Precision p) {
   switch (p) {
   case Precision::f32: return 0;
@@ -101,6 +102,7 @@ int precisionRank(Precision p) {
   case Precision::w8a8: return 3;
   case Precision::fp8: return 4;
   case Precision::int4: return 5;
+  case Precision::w4a8: return 6;
   }
   llvm_unreachable("unknown precision");
 }
@@ -132,6 +134,13 @@ bool policyTable(StringRef policy, Table &t) {
     matrices(Precision::w8a8);
     t[size_t(Component::Router)] = Precision::int8;
     t[size_t(Component::Embedding)] = Precision::int8;
+  } else if (policy == "w4a8") {
+    // Every matrix product in w4a8; the router int4 with f32 activations
+    // (its logits pick the experts; the int4 policy's router), the
+    // embedding table int4. MLA's kv_b gets int4 in assign().
+    matrices(Precision::w4a8);
+    t[size_t(Component::Router)] = Precision::int4;
+    t[size_t(Component::Embedding)] = Precision::int4;
   } else if (auto p = parsePrecision(policy); p && policy != "f32") {
     matrices(*p); // int8, fp8, int4
   } else if (policy == "seed") {
@@ -154,7 +163,8 @@ struct AssignPrecisionPass : ::moe::impl::AssignPrecisionPassBase<AssignPrecisio
   void runOnOperation() override {
     if (!policyTable(policy, table_)) {
       getOperation().emitError() << "unknown precision policy '" << policy
-                                 << "'; expected keep, fp32, bf16, int8, w8a8, fp8, int4 or seed";
+                                 << "'; expected keep, fp32, bf16, int8, w8a8, fp8, int4, w4a8 or "
+                                    "seed";
       return signalPassFailure();
     }
     for (const std::string &entry : overrides) {
@@ -167,14 +177,14 @@ struct AssignPrecisionPass : ::moe::impl::AssignPrecisionPassBase<AssignPrecisio
             << "override '" << entry
             << "' is not <component>=<precision>: components embedding, lm_head, router, "
                "experts, shared_expert, dense_mlp, attention; precisions keep, f32, bf16, "
-               "int8, w8a8, fp8, int4";
+               "int8, w8a8, fp8, int4, w4a8";
         return signalPassFailure();
       }
-      if (p == Precision::w8a8 && component == "embedding") {
+      if ((p == Precision::w8a8 || p == Precision::w4a8) && component == "embedding") {
         getOperation().emitError()
             << "override '" << entry
             << "': the embedding table is looked up by row, not multiplied, so it cannot "
-               "quantize activations; w8a8 applies to lm_head, router, experts, "
+               "quantize activations; " << precision << " applies to lm_head, router, experts, "
                "shared_expert, dense_mlp and attention";
         return signalPassFailure();
       }
@@ -189,6 +199,12 @@ struct AssignPrecisionPass : ::moe::impl::AssignPrecisionPassBase<AssignPrecisio
       getOperation().emitError() << "int4-group must be even and at least 2 (got "
                                  << int64_t(int4Group) << ") and fp8-block positive (got "
                                  << int64_t(fp8Block) << ")";
+      return signalPassFailure();
+    }
+    // w4a8's kernels sum blocks of 128 elements under one scale.
+    if (int4Group % 128 && llvm::is_contained(table_, std::optional(Precision::w4a8))) {
+      getOperation().emitError() << "w4a8 needs an int4-group that is a multiple of 128 (got "
+                                 << int64_t(int4Group) << ")";
       return signalPassFailure();
     }
     getOperation().walk([&](mm::WeightOp w) {
@@ -224,35 +240,43 @@ struct AssignPrecisionPass : ::moe::impl::AssignPrecisionPassBase<AssignPrecisio
     if (w.getScale() || w->use_empty()) // block-scaled fp8 stays as stored
       return;
     std::optional<Precision> chosen;
-    bool lookupInt8 = false; // an embedding lookup of int8 rows
+    std::optional<Precision> lookup; // an embedding lookup of int8 or int4 rows
     for (OpOperand &use : w->getUses()) {
       std::optional<Precision> p = table_[size_t(componentOf(use))];
       if (!p)
         return; // some use keeps the checkpoint's precision
       if (*p == Precision::w8a8 && !multipliesThroughLinear(use))
         p = Precision::int8; // MLA's kv_b: its kernel takes plain int8
-      if (*p == Precision::int8 && isRowLookup(use)) {
-        lookupInt8 = true;
+      if (*p == Precision::w4a8 && !multipliesThroughLinear(use))
+        p = Precision::int4; // and plain int4
+      if ((*p == Precision::int8 || *p == Precision::int4) && isRowLookup(use)) {
+        lookup = lookup ? morePrecise(*lookup, *p) : *p;
         continue;
       }
       chosen = chosen ? morePrecise(*chosen, *p) : *p;
     }
-    // A tied table whose LM head is w8a8 stays w8a8: its lookup reads the
-    // same int8 rows either way. (Taking int8, the more precise, for it had
-    // left the benchmark model's LM head, 18% of an int8 decode's bytes, on
-    // the slower path that converts every weight to f32.)
-    if (lookupInt8 && chosen != Precision::w8a8)
-      chosen = chosen ? morePrecise(*chosen, Precision::int8) : Precision::int8;
+    // A tied table whose LM head is w8a8 (w4a8) stays so under an int8
+    // (int4) lookup: the lookup reads the same rows either way. (Taking
+    // int8, the more precise, for it had left the benchmark model's LM head,
+    // 18% of an int8 decode's bytes, on the slower path that converts every
+    // weight to f32.)
+    const auto quantizing = [](Precision p) {
+      return p == Precision::int8 ? Precision::w8a8 : Precision::w4a8;
+    };
+    if (lookup && chosen != quantizing(*lookup))
+      chosen = chosen ? morePrecise(*chosen, *lookup) : *lookup;
     auto type = cast<RankedTensorType>(w.getType());
     const int64_t cols = type.getShape().back();
     const int64_t rows = type.getNumElements() / cols;
     if (*chosen == Precision::int4 && cols % 2)
       chosen = Precision::int8; // int4 packs rows of an even length
+    if (*chosen == Precision::w4a8 && cols % 2)
+      chosen = Precision::w8a8;
     OpBuilder b(w);
     w.setPrecisionAttr(mm::PrecisionAttr::get(b.getContext(), *chosen));
     if (*chosen == Precision::int8 || *chosen == Precision::w8a8)
       w.setGroupAttr(b.getI64IntegerAttr(cols));
-    else if (*chosen == Precision::int4)
+    else if (*chosen == Precision::int4 || *chosen == Precision::w4a8)
       w.setGroupAttr(b.getI64IntegerAttr(std::min<int64_t>(int4Group, cols)));
     else if (*chosen == Precision::fp8) // square blocks that fit the matrix
       w.setGroupAttr(b.getI64IntegerAttr(std::min<int64_t>({int64_t(fp8Block), cols, rows})));

@@ -69,9 +69,9 @@ def SplitExpertsPass : Pass<"moe-split-experts", "mlir::ModuleOp"> {
 
 def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
   let summary =
-      "Choose how the plan stores each weight (f32, bf16, int8, w8a8, fp8, int4; rows or panels)";
+      "Choose how the plan stores each weight (f32, bf16, int8, w8a8, fp8, int4, w4a8; rows or panels)";
   let description = [{
-    Sets `precision` (and for int8/w8a8/int4/fp8 `group`) on every
+    Sets `precision` (and for int8/w8a8/int4/w4a8/fp8 `group`) on every
     `moe.weight` the policy changes; the plan writer converts while packing.
     Components, from how a weight is used: `embedding` (table), `lm_head`, `router`,
     `experts` (routed), `shared_expert`, `dense_mlp` (SwiGLU MLP layers),
@@ -80,8 +80,9 @@ def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
     quantized; any other weight (norms, biases, the shared-expert gate
     vector) is a `vector` and stays float. A weight used by two components (tied
     embedding and LM head) gets the more precise of their choices, in the
-    order f32, bf16, int8, w8a8, fp8, int4, except that an int8 embedding
-    lookup goes with a w8a8 LM head as w8a8 (the lookup reads the same rows).
+    order f32, bf16, int8, w8a8, fp8, int4, w4a8, except that an int8 (int4)
+    embedding lookup goes with a w8a8 (w4a8) LM head as w8a8 (w4a8): the
+    lookup reads the same rows.
 
     Policies:
     - `keep` (default): the checkpoint's dtypes.
@@ -103,15 +104,23 @@ def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
     - `int4`: every matrix int4, symmetric, one f32 scale per `int4-group`
       elements of a row (the whole row when it is shorter); a matrix with an
       odd row length gets int8.
+    - `w4a8`: stored as `int4`, and the kernels that multiply by the weight
+      quantize each activation row to int8 and sum in integers, in blocks
+      of 128 elements (kernels/cpu/Kernels.h), as `w8a8` does for int8:
+      every matrix multiplied through linear()/linearGroup()/experts(). The
+      router gets plain int4 (the `int4` policy's), MLA's `kv_b` and the
+      embedding table int4; a tied embedding/LM head is w4a8. `int4-group`
+      must be a multiple of 128; a matrix with an odd row length gets w8a8.
     - `fp8`: every matrix fp8 e4m3, one f32 scale per `fp8-block` square block
       (smaller when the matrix is).
     - `seed`: router f32, shared experts int8, routed experts fp8, embedding
       int8, LM head bf16; the rest as stored.
     `overrides` (`component=precision`, precision one of keep, f32, bf16,
-    int8, w8a8, fp8, int4) change single components on top of the policy:
-    what `moe-compile --precision=auto` passes after its calibration search.
-    `embedding=w8a8` is refused (a row lookup multiplies nothing); with
-    `attention=w8a8` MLA's `kv_b` gets int8, as under the policy.
+    int8, w8a8, fp8, int4, w4a8) change single components on top of the
+    policy: what `moe-compile --precision=auto` passes after its calibration
+    search. `embedding=w8a8` and `embedding=w4a8` are refused (a row lookup
+    multiplies nothing); with `attention=w8a8` (`w4a8`) MLA's `kv_b` gets
+    int8 (int4), as under the policy.
     Block-scaled fp8 checkpoint weights keep their precision.
 
     `weight-layout=panels` then sets `panels` on every weight stored as f32,
@@ -140,7 +149,7 @@ def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"policy", "policy", "std::string", "\"keep\"",
-           "keep, fp32, bf16, int8, w8a8, fp8, int4 or seed">,
+           "keep, fp32, bf16, int8, w8a8, fp8, int4, w4a8 or seed">,
     ListOption<"overrides", "overrides", "std::string",
                "component=precision entries applied on top of the policy">,
     Option<"int4Group", "int4-group", "int64_t", "128",

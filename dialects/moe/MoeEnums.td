@@ -41,20 +41,23 @@ def Moe_RoutingPolicyAttr : I32EnumAttr<"RoutingPolicy", "how a step's picks are
 
 // How the plan stores a weight (moe-assign-precision). A weight two
 // components share takes the more precise of their choices, in the order
-// f32, bf16, int8, w8a8, fp8, int4 (AssignPrecision.cpp's precisionRank: the
-// values below are not that order), except that an int8 embedding lookup
-// goes with a w8a8 LM head as w8a8. w8a8 stores the weight exactly as int8
-// with one scale per row, and the kernels that multiply by it quantize
-// their activations to int8 per token (plan Tensor.int8_activations).
+// f32, bf16, int8, w8a8, fp8, int4, w4a8 (AssignPrecision.cpp's
+// precisionRank: the values below are not that order), except that an int8
+// (int4) embedding lookup goes with a w8a8 (w4a8) LM head as w8a8 (w4a8).
+// w8a8 stores the weight exactly as int8 with one scale per row, w4a8 as
+// int4 with groups starting at multiples of 128 elements, and the kernels
+// that multiply by them quantize their activations to int8 per token (plan
+// Tensor.int8_activations).
 def Moe_PrecisionF32 : I32EnumAttrCase<"f32", 0>;
 def Moe_PrecisionBf16 : I32EnumAttrCase<"bf16", 1>;
 def Moe_PrecisionInt8 : I32EnumAttrCase<"int8", 2>;
 def Moe_PrecisionFp8 : I32EnumAttrCase<"fp8", 3>;
 def Moe_PrecisionInt4 : I32EnumAttrCase<"int4", 4>;
 def Moe_PrecisionW8a8 : I32EnumAttrCase<"w8a8", 5>;
+def Moe_PrecisionW4a8 : I32EnumAttrCase<"w4a8", 6>;
 def Moe_PrecisionAttr : I32EnumAttr<"Precision", "weight storage precision",
     [Moe_PrecisionF32, Moe_PrecisionBf16, Moe_PrecisionInt8, Moe_PrecisionFp8,
-     Moe_PrecisionInt4, Moe_PrecisionW8a8]> {
+     Moe_PrecisionInt4, Moe_PrecisionW8a8, Moe_PrecisionW4a8]> {
   let cppNamespace = "::mlir::moe";
 }
 

@@ -148,16 +148,19 @@ LogicalResult verifySwiglu(Operation *op, Value input, Value gate, Value up,
 }
 
 /// A weight multiplied by a kernel that does not quantize its activations
-/// (MLA's kv_b) cannot be w8a8. The embedding lookup takes a w8a8 table (a
-/// tied LM head's): it multiplies nothing, and reads the stored int8 rows
-/// times their scales either way.
+/// (MLA's kv_b) cannot be w8a8 or w4a8. The embedding lookup takes a w8a8
+/// or w4a8 table (a tied LM head's): it multiplies nothing, and reads the
+/// stored int8 or int4 rows times their scales either way.
 LogicalResult refuseW8a8(Operation *op, Value weight, StringRef role) {
   auto w = weight.getDefiningOp<WeightOp>();
-  if (!w || w.getPrecision() != Precision::w8a8)
+  if (!w || (w.getPrecision() != Precision::w8a8 && w.getPrecision() != Precision::w4a8))
     return success();
-  return op->emitOpError() << "reads " << role << " '" << w.getName()
-                           << "' as w8a8, which this op's kernel does not take (it quantizes "
-                              "no activations); store it int8";
+  const bool int4 = w.getPrecision() == Precision::w4a8;
+  return op->emitOpError() << "reads " << role << " '" << w.getName() << "' as "
+                           << (int4 ? "w4a8" : "w8a8")
+                           << ", which this op's kernel does not take (it quantizes "
+                              "no activations); store it "
+                           << (int4 ? "int4" : "int8");
 }
 
 } // namespace
@@ -199,7 +202,8 @@ SmallVector<int64_t> WeightOp::getScaleShape() {
 bool WeightOp::isQuantized() {
   return getPrecision() &&
          (*getPrecision() == Precision::int8 || *getPrecision() == Precision::w8a8 ||
-          *getPrecision() == Precision::int4 || *getPrecision() == Precision::fp8);
+          *getPrecision() == Precision::int4 || *getPrecision() == Precision::w4a8 ||
+          *getPrecision() == Precision::fp8);
 }
 
 LogicalResult WeightOp::verifyPrecision() {
@@ -216,8 +220,8 @@ LogicalResult WeightOp::verifyPrecision() {
                          << "' keeps its checkpoint precision";
   if (isQuantized() != getGroup().has_value())
     return emitOpError() << "weight '" << name
-                         << "' needs a 'group' exactly when its precision is int8, w8a8, int4 "
-                            "or fp8";
+                         << "' needs a 'group' exactly when its precision is int8, w8a8, int4, "
+                            "w4a8 or fp8";
   if (!isQuantized())
     return success();
   int64_t cols = type.getShape().back(), group = *getGroup();
@@ -231,10 +235,16 @@ LogicalResult WeightOp::verifyPrecision() {
   if (p == Precision::w8a8 && group != cols)
     return emitOpError() << "w8a8 weight '" << name << "' needs one scale per row (group "
                          << cols << ", its row length), got group " << group;
-  if (p == Precision::int4 && (cols % 2 || group % 2))
-    return emitOpError() << "int4 weight '" << name
+  if ((p == Precision::int4 || p == Precision::w4a8) && (cols % 2 || group % 2))
+    return emitOpError() << stringifyPrecision(p) << " weight '" << name
                          << "' needs an even row length and group, got " << type << " and group "
                          << group;
+  // w4a8's kernels sum blocks of 128 elements in integers, each block
+  // under one scale: groups start at multiples of 128.
+  if (p == Precision::w4a8 && group % 128 && group != cols)
+    return emitOpError() << "w4a8 weight '" << name
+                         << "' needs a group that is a multiple of 128 or its row length ("
+                         << cols << "), got group " << group;
   return success();
 }
 

@@ -43,8 +43,10 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
     int8/int4 with one f32 scale per `group` elements of each row (the last
     dimension), or fp8 (e4m3) with one f32 scale per `group` x `group`
     block; the plan writer converts while packing. `w8a8` is stored as int8
-    with one scale per row (`group` is the row length) and tells the kernels
-    that multiply by it to quantize their activations to int8 per token.
+    with one scale per row (`group` is the row length), `w4a8` as int4 with
+    a `group` that is a multiple of 128 or the row length; both tell the
+    kernels that multiply by the weight to quantize their activations to
+    int8 per token.
 
     `panels` (set by `moe-assign-precision{weight-layout=panels}`) stores
     each matrix (the last two dimensions, a multiple of 8 rows) in panels of
@@ -83,7 +85,7 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
   let extraClassDeclaration = [{
     /// True when the name stands for one checkpoint tensor per expert.
     bool isPerExpert();
-    /// True when `precision` is int8, w8a8, int4 or fp8.
+    /// True when `precision` is int8, w8a8, int4, w4a8 or fp8.
     bool isQuantized();
     /// The checks of `precision` and `group`.
     ::mlir::LogicalResult verifyPrecision();

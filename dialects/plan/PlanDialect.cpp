@@ -149,10 +149,13 @@ LogicalResult WeightOp::verify() {
     return emitOpError() << "weight '" << getName() << "' of " << type << " cannot have group "
                          << *getGroup();
   if (getInt8Activations() &&
-      (!elem.isInteger(8) || type.getRank() < 2 || *getGroup() != type.getShape().back()))
+      (!(elem.isInteger(8) || elem.isInteger(4)) || type.getRank() < 2 ||
+       (elem.isInteger(8) && *getGroup() != type.getShape().back()) ||
+       (elem.isInteger(4) && *getGroup() % 128 && *getGroup() != type.getShape().back())))
     return emitOpError() << "weight '" << getName() << "' of " << type
-                         << " has int8_activations (w8a8), which needs i8 with one scale per "
-                            "row (group = its row length)";
+                         << " has int8_activations, which needs i8 with one scale per row "
+                            "(w8a8: group = its row length) or i4 with groups starting at "
+                            "multiples of 128 (w4a8: group a multiple of 128 or the row length)";
   if (getPanels() && (!(elem.isF32() || elem.isBF16() || elem.isF16()) || type.getRank() < 2 ||
                       type.getDimSize(type.getRank() - 2) % ::moe::rt::kPanelRows != 0))
     return emitOpError() << "weight '" << getName() << "' of " << type

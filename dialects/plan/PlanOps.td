@@ -18,6 +18,7 @@ def Plan_WeightOp : Plan_Op<"weight", [Pure]> {
     symmetric integers with one f32 scale per `group` elements of each row,
     f8E4M3FN without `scale` has one per `group` x `group` block.
     `int8_activations` (W8A8: an i8 weight with one scale per row, `group`
+    its row length; W4A8: an i4 weight whose `group` is a multiple of 128 or
     its row length) tells the kernels that multiply by it to quantize each
     activation row to int8 and sum in integers; only the linear, router,
     experts and expert_rows kernels take it, and the embedding lookup of a

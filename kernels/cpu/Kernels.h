@@ -61,6 +61,17 @@ struct Weight {
   /// 127); all zero for a zero row), sum q_x * q_w exactly in integers and
   /// give float(sum) * s_x * s_w (+ bias). Other kernels do not take it,
   /// but embedding() (a tied LM head's table), which reads rows as int8.
+  ///
+  /// W4A8 (I4, rowGroup 1, every scale group starting at a multiple of 128
+  /// elements: group a multiple of 128, or group >= cols; the caller
+  /// checks): x quantized as for W8A8; each row cut into blocks of 128
+  /// elements (the last may be shorter), a block within one scale group
+  /// (scale s_b). Per block, 16 exact integer lane sums S_bj = sum of q_x *
+  /// q_w over the block's elements 8j .. 8j + 7; 16 f32 lanes, from 0.0,
+  /// f_j = fma(float(S_bj), s_b, f_j) block after block; then sum =
+  /// ((h0 + h1) + (h2 + h3)) + ((h4 + h5) + (h6 + h7)) with h_j = f_j +
+  /// f_{j+8}, and the output sum * s_x (+ bias): the same bits on every
+  /// build and for any batch.
   bool int8Activations = false;
   int64_t panelCols = 0; ///< 0: rows; else panels of kPanelRows rows of panelCols
   bool quantized() const { return quantizedType(type); }

@@ -607,7 +607,7 @@ void linearGroup(const LinearProblem *problems, size_t count) {
     const float *bias = nullptr;
     bool direct = false;
     int64_t rowsPerItem = 0, rowBlocks = 0, firstItem = 0;
-    detail::Int8Rows int8x; // W8A8: x quantized
+    detail::Int8Rows int8x; // W8A8 and W4A8: x quantized
     // x and its rows as the items read them: a panel weight's as given,
     // the others' gathered (below) when they come as xRows.
     const float *x = nullptr;
@@ -682,8 +682,9 @@ void linearGroup(const LinearProblem *problems, size_t count) {
     }
     q.direct = !p.w.panels() && p.tokens <= kernels.directTokens &&
                (avx2 || p.w.type == WeightType::F32);
-    if (p.w.int8Activations)
-      q.int8x = detail::quantizeRows(q.x, p.tokens, p.k);
+    if (p.w.int8Activations) // W8A8 or W4A8
+      q.int8x = p.w.type == WeightType::I4 ? detail::quantizeRowsInt4(q.x, p.tokens, p.k)
+                                           : detail::quantizeRows(q.x, p.tokens, p.k);
     else
       anyBuffered |= !q.direct && !p.w.panels();
     q.rowsPerItem = p.w.panels() ? kPanelItemRows : q.direct ? kernels.directTile.rows : kRows;
@@ -804,7 +805,8 @@ void linearGroup(const LinearProblem *problems, size_t count) {
           row[i] = n0 + std::min(i, rows - 1);
       }
       if (w.int8Activations) { // integer sums, the rows read in place
-        detail::linearInt8(q.int8x, t0, blockTokens, w, k, row, rows, q.bias, p.out, n);
+        (w.type == WeightType::I4 ? detail::linearInt4 : detail::linearInt8)(
+            q.int8x, t0, blockTokens, w, k, row, rows, q.bias, p.out, n);
         return;
       }
       const Item it{q.x + t0 * k, blockTokens, k, n, w, row, rows, q.bias, p.out + t0 * n,

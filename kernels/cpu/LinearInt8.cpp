@@ -335,6 +335,54 @@ Int8Rows quantizeRows(const float *x, int64_t rows, int64_t k) {
   return r;
 }
 
+// A block of kInt4Block natural-order values as W4A8 stores it: even
+// elements, then odd ones (Int8Rows).
+void splitBlockPortable(const int8_t *block, int8_t *dst) {
+  for (int64_t e = 0; e < kInt4Block; ++e)
+    dst[(e % 2) * (kInt4Block / 2) + e / 2] = block[e];
+}
+
+__attribute__((target("avx2"))) void splitBlockAvx2(const int8_t *block, int8_t *dst) {
+  // Each 16 bytes' even bytes, then its odd ones; two such halves' evens
+  // (and odds) side by side.
+  const __m128i evensFirst = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  for (int64_t i = 0; i < kInt4Block / 32; ++i) {
+    const __m128i a = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(block + 32 * i)), evensFirst);
+    const __m128i b =
+        _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(block + 32 * i + 16)), evensFirst);
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + 16 * i), _mm_unpacklo_epi64(a, b));
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + kInt4Block / 2 + 16 * i),
+                     _mm_unpackhi_epi64(a, b));
+  }
+}
+
+Int8Rows quantizeRowsInt4(const float *x, int64_t rows, int64_t k) {
+  Int8Rows r;
+  r.stride = (k + kInt4Block - 1) / kInt4Block * kInt4Block;
+  r.blocks = r.stride / kInt4Block;
+  r.q.assign(size_t(rows * r.stride), 0);
+  r.scale.resize(size_t(rows));
+  r.blockSums.resize(size_t(rows * r.blocks * 16));
+  const bool avx2 = useAvx2();
+  std::vector<int8_t> natural(size_t(r.stride), 0); // a row, zero past k
+  for (int64_t t = 0; t < rows; ++t) {
+    (avx2 ? quantizeRowAvx2 : quantizeRowPortable)(x + t * k, k, natural.data(),
+                                                   r.scale[size_t(t)]);
+    for (int64_t b = 0; b < r.blocks; ++b) {
+      const int8_t *block = natural.data() + b * kInt4Block;
+      (avx2 ? splitBlockAvx2 : splitBlockPortable)(block, r.q.data() + t * r.stride + b * kInt4Block);
+      int32_t *sums = r.blockSums.data() + (t * r.blocks + b) * 16;
+      for (int64_t j = 0; j < 16; ++j) {
+        int32_t sum = 0;
+        for (int64_t e = 8 * j; e < 8 * j + 8; ++e)
+          sum += block[e];
+        sums[j] = -8 * sum;
+      }
+    }
+  }
+  return r;
+}
+
 void linearInt8(const Int8Rows &x, int64_t t0, int64_t tokens, Weight w, int64_t k,
                 const int64_t *row, int64_t rows, const float *bias, float *out, int64_t n) {
   const Build &build = buildFor(isa());

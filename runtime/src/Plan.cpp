@@ -99,23 +99,32 @@ MOE_SAME(RoutingPolicy, ExpertChoice);
 
 // A scaled (I8/I4/F8E4M3) weight's scales: an F32 weight
 // [ceil(rows / row_group), ceil(cols / group)] where cols is the last
-// dimension; I8/I4 have row_group 1; any other tensor has no group. W8A8
-// (int8_activations) only on I8 weights with one scale per row (which
-// kernels may read it: checkShapes).
+// dimension; I8/I4 have row_group 1; any other tensor has no group.
+// int8_activations only on I8 weights with one scale per row (W8A8) and I4
+// weights whose groups start at multiples of 128 elements (W4A8: group a
+// multiple of 128 or the row length); which kernels may read them:
+// checkShapes.
 static Status checkQuantization(const plan::Plan &p, uint32_t id, const std::string &where) {
   const plan::Tensor *t = p.tensors()->Get(id);
   const bool quantized = t->storage() == plan::Storage::Weight &&
                          (t->dtype() == plan::DType::I8 || t->dtype() == plan::DType::I4 ||
                           t->dtype() == plan::DType::F8E4M3);
-  if (t->int8_activations() &&
-      (t->storage() != plan::Storage::Weight || t->dtype() != plan::DType::I8 ||
-       t->shape()->size() < 2 || t->group() != t->shape()->Get(t->shape()->size() - 1) ||
-       t->row_group() != 1))
-    return Status::error(where + " has int8_activations (W8A8), which needs an I8 weight "
-                                 "with one scale per row (group = its row length, row_group "
-                                 "1); it is " + std::string(dtypeName(t->dtype())) +
-                         " with group " + std::to_string(t->group()) + " and row_group " +
-                         std::to_string(t->row_group()));
+  if (t->int8_activations()) {
+    const bool matrix = t->storage() == plan::Storage::Weight && t->shape()->size() >= 2 &&
+                        t->row_group() == 1;
+    const int64_t cols = matrix ? t->shape()->Get(t->shape()->size() - 1) : 0;
+    const bool w8a8 = matrix && t->dtype() == plan::DType::I8 && t->group() == cols;
+    const bool w4a8 = matrix && t->dtype() == plan::DType::I4 && t->group() > 0 &&
+                      (t->group() % 128 == 0 || t->group() == cols);
+    if (!w8a8 && !w4a8)
+      return Status::error(where + " has int8_activations, which needs an I8 weight with one "
+                                   "scale per row (W8A8: group = its row length) or an I4 "
+                                   "weight whose group is a multiple of 128 or its row length "
+                                   "(W4A8), row_group 1; it is " +
+                           std::string(dtypeName(t->dtype())) + " with group " +
+                           std::to_string(t->group()) + " and row_group " +
+                           std::to_string(t->row_group()));
+  }
   if (!quantized)
     return t->group() == 0 ? Status::ok()
                            : Status::error(where + " has a quantization group but is not an "

@@ -113,8 +113,9 @@ private:
     const plan::Tensor &t = tensor(id);
     const std::string name = t.name() ? t.name()->str() : "?";
     if (t.int8_activations() && !(takes & kW8A8))
-      return Status::error(where_ + ": its " + role + " '" + name +
-                           "' is W8A8 (int8_activations), which this kernel does not take "
+      return Status::error(where_ + ": its " + role + " '" + name + "' is " +
+                           (t.dtype() == plan::DType::I4 ? "W4A8" : "W8A8") +
+                           " (int8_activations), which this kernel does not take "
                            "(only linear, router, experts, expert_rows and embedding do)");
     if (t.layout() != plan::Layout::Rows && !(takes & kPanels))
       return Status::error(where_ + ": its " + role + " '" + name +

@@ -123,11 +123,15 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
         };
         if (t->layout() == plan::Layout::Panels8 && !device.readsWeights(WeightForm::Panels8))
           return refuse("weights in panels", "--weight-layout=rows");
-        // An embedding looks a W8A8 table's rows up: it multiplies nothing.
+        // An embedding looks a W8A8 (W4A8) table's rows up: it multiplies
+        // nothing.
         if (t->int8_activations() && kernelOf(*inst) != Kernel::Embedding &&
             !device.readsWeights(WeightForm::Int8Activations))
-          return refuse("W8A8 weights (int8 activations)",
-                        "--precision=int8 (int8 weights, f32 activations)");
+          return t->dtype() == plan::DType::I4
+                     ? refuse("W4A8 weights (int8 activations)",
+                              "--precision=int4 (int4 weights, f32 activations)")
+                     : refuse("W8A8 weights (int8 activations)",
+                              "--precision=int8 (int8 weights, f32 activations)");
       }
     const bool weightless = weightTypes.empty();
     if (weightless)

@@ -19,7 +19,16 @@
 // older builds cannot be compared).
 // --b-panels hands B the same weights in panels (Kernels.h): with two
 // copies of one build, it measures the panel layout against rows; with
-// --a-panels too, two builds' panel kernels.
+// --a-panels too, two builds' panel kernels. --b-type hands B the same
+// stored weights with its activations quantized (int8 -> w8a8, int4 ->
+// w4a8), or the reverse: one build's two paths against each other.
+//
+// Besides the ratio it prints each build's weight bytes read per second
+// (the weights and scales of the experts that run, once per run) and, as
+// the ceiling of a memory-bound GEMV, the read bandwidth of the same
+// threads summing a buffer of the weights' size, measured between the
+// rounds (a STREAM-like read, its median): a decode's fraction of the
+// bandwidth roofline.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,10 +53,10 @@ namespace {
 namespace cpu = moe::cpu;
 
 struct Flags {
-  std::string a, b, type = "bf16", json;
+  std::string a, b, type = "bf16", bType, json;
   std::vector<int64_t> tokens = {1, 3, 8, 16};
   int64_t experts = 64, layers = 2, hidden = 1024, inter = 256, rounds = 40, batch = 64,
-          topK = 8;
+          topK = 8, active = 0, group = 128;
   int threads = 1;
   bool allowDifferent = false, aPanels = false, bPanels = false;
   bool panels() const { return aPanels || bPanels; }
@@ -93,14 +102,25 @@ rt::Expected<Build> openBuild(const std::string &path, int threads) {
   return Build{path, group};
 }
 
-/// Tokens each (layer, expert) gets: `tokens` each, or with tokens == 0 a
-/// decode batch of `batch` tokens routed to topK distinct experts at random.
+/// Tokens each (layer, expert) gets: `tokens` each (with --active, only
+/// that many experts of a layer, at random), or with tokens == 0 a decode
+/// batch of `batch` tokens routed to topK distinct experts at random.
 std::vector<int64_t> tokenCounts(const Flags &f, int64_t tokens, std::mt19937 &rng) {
   std::vector<int64_t> count(size_t(f.layers * f.experts), tokens);
-  if (tokens > 0)
-    return count;
-  std::fill(count.begin(), count.end(), 0);
   std::vector<int64_t> ids(size_t(f.experts));
+  if (tokens > 0) {
+    if (f.active == 0)
+      return count;
+    std::fill(count.begin(), count.end(), 0);
+    for (int64_t l = 0; l < f.layers; ++l) {
+      std::iota(ids.begin(), ids.end(), 0);
+      std::shuffle(ids.begin(), ids.end(), rng);
+      for (int64_t j = 0; j < f.active; ++j)
+        count[size_t(l * f.experts + ids[size_t(j)])] = tokens;
+    }
+    return count;
+  }
+  std::fill(count.begin(), count.end(), 0);
   for (int64_t l = 0; l < f.layers; ++l)
     for (int64_t t = 0; t < f.batch; ++t) {
       std::iota(ids.begin(), ids.end(), 0);
@@ -111,40 +131,70 @@ std::vector<int64_t> tokenCounts(const Flags &f, int64_t tokens, std::mt19937 &r
   return count;
 }
 
+/// Whether a --type quantizes the activations (w8a8, w4a8).
+bool quantizesActivations(const std::string &type) { return type == "w8a8" || type == "w4a8"; }
+
 /// The weights of every (layer, expert): random values of the type, one
-/// scale per row for int8 (and W8A8: int8 weights, x quantized per row).
+/// scale per row for int8 (and W8A8: int8 weights, x quantized per row),
+/// one per --group elements of a row for int4 (and W4A8).
 struct Weights {
   cpu::WeightType type;
-  bool int8Activations;
-  size_t elementBytes;
+  int64_t group = 0; // I4: elements a scale
   std::vector<uint8_t> gateUp, down;
   std::vector<uint8_t> gateUpPanels, downPanels; // --b-panels: the same weights in panels
   std::vector<float> gateUpScales, downScales;
 
   Weights(const Flags &f, std::mt19937 &rng) {
-    int8Activations = f.type == "w8a8";
-    type = f.type == "int8" || int8Activations ? cpu::WeightType::I8
-           : f.type == "f32" ? cpu::WeightType::F32
-                             : cpu::WeightType::BF16;
-    elementBytes = type == cpu::WeightType::I8 ? 1 : type == cpu::WeightType::F32 ? 4 : 2;
+    type = f.type == "int8" || f.type == "w8a8"   ? cpu::WeightType::I8
+           : f.type == "int4" || f.type == "w4a8" ? cpu::WeightType::I4
+           : f.type == "f32"                      ? cpu::WeightType::F32
+                                                  : cpu::WeightType::BF16;
+    if (type == cpu::WeightType::I4)
+      group = f.group;
     const size_t stacks = size_t(f.layers * f.experts);
-    gateUp.resize(stacks * size_t(2 * f.inter * f.hidden) * elementBytes);
-    down.resize(stacks * size_t(f.hidden * f.inter) * elementBytes);
+    gateUp.resize(bytes(stacks * size_t(2 * f.inter * f.hidden)));
+    down.resize(bytes(stacks * size_t(f.hidden * f.inter)));
     fill(gateUp, rng);
     fill(down, rng);
     if (f.panels()) {
       gateUpPanels = toPanels(gateUp, stacks, 2 * f.inter, f.hidden);
       downPanels = toPanels(down, stacks, f.hidden, f.inter);
     }
-    gateUpScales.assign(stacks * size_t(2 * f.inter), 1.0f / 64);
-    downScales.assign(stacks * size_t(f.hidden), 1.0f / 64);
+    gateUpScales.assign(stacks * size_t(2 * f.inter) * size_t(scalesPerRow(f.hidden)), 1.0f / 64);
+    downScales.assign(stacks * size_t(f.hidden) * size_t(scalesPerRow(f.inter)), 1.0f / 64);
   }
-  void fill(std::vector<uint8_t> &bytes, std::mt19937 &rng) const {
+  bool quantized() const { return type == cpu::WeightType::I8 || type == cpu::WeightType::I4; }
+  /// Bytes of `elements` stored elements.
+  size_t bytes(size_t elements) const {
+    switch (type) {
+    case cpu::WeightType::I4: return elements / 2;
+    case cpu::WeightType::I8: return elements;
+    case cpu::WeightType::F32: return 4 * elements;
+    default: return 2 * elements;
+    }
+  }
+  int64_t scalesPerRow(int64_t cols) const {
+    return type == cpu::WeightType::I4 ? (cols + group - 1) / group
+           : type == cpu::WeightType::I8 ? 1
+                                         : 0;
+  }
+  /// Bytes a product reads of an [rows, cols] matrix: its weights and scales.
+  double readBytes(int64_t rows, int64_t cols) const {
+    return double(bytes(size_t(rows * cols))) + 4.0 * double(rows * scalesPerRow(cols));
+  }
+  void fill(std::vector<uint8_t> &data, std::mt19937 &rng) const {
+    if (type == cpu::WeightType::I4) { // uniform nibbles, eight a draw
+      for (size_t i = 0; i < data.size(); i += 4) {
+        const uint32_t v = uint32_t(rng());
+        std::memcpy(data.data() + i, &v, std::min<size_t>(4, data.size() - i));
+      }
+      return;
+    }
     std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-    const size_t n = bytes.size() / elementBytes;
+    const size_t elementBytes = bytes(1), n = data.size() / elementBytes;
     for (size_t i = 0; i < n; ++i) {
       const float v = value(rng);
-      uint8_t *at = bytes.data() + i * elementBytes;
+      uint8_t *at = data.data() + i * elementBytes;
       if (type == cpu::WeightType::I8) {
         *at = uint8_t(int8_t(std::lround(v * 127)));
       } else if (type == cpu::WeightType::F32) {
@@ -160,6 +210,7 @@ struct Weights {
   /// Each of `stacks` [rows, cols] matrices in panels (cpu::panelIndex).
   std::vector<uint8_t> toPanels(const std::vector<uint8_t> &rowMajor, size_t stacks, int64_t rows,
                                 int64_t cols) const {
+    const size_t elementBytes = bytes(1);
     std::vector<uint8_t> panels(rowMajor.size());
     const size_t matrix = size_t(rows * cols);
     for (size_t e = 0; e < stacks; ++e)
@@ -170,30 +221,62 @@ struct Weights {
                       elementBytes);
     return panels;
   }
-  cpu::Weight weight(bool isGateUp, size_t stack, int64_t rows, int64_t cols,
-                     bool panels = false) const {
+  cpu::Weight weight(bool isGateUp, size_t stack, int64_t rows, int64_t cols, bool panels,
+                     bool int8Activations) const {
     cpu::Weight w;
     w.type = type;
     const std::vector<uint8_t> &data =
         panels ? (isGateUp ? gateUpPanels : downPanels) : (isGateUp ? gateUp : down);
-    w.data = data.data() + stack * size_t(rows * cols) * elementBytes;
+    w.data = data.data() + bytes(stack * size_t(rows * cols));
     if (panels)
       w.panelCols = cols;
-    if (type == cpu::WeightType::I8) {
-      w.scales = (isGateUp ? gateUpScales : downScales).data() + stack * size_t(rows);
-      w.cols = w.group = cols;
+    if (quantized()) {
+      w.scales = (isGateUp ? gateUpScales : downScales).data() +
+                 stack * size_t(rows * scalesPerRow(cols));
+      w.cols = cols;
+      w.group = type == cpu::WeightType::I4 ? group : cols;
       w.int8Activations = int8Activations;
     }
     return w;
   }
 };
 
+/// Seconds `threads` threads take to read `bytes` bytes at `data` (each a
+/// slice, summed 64 bits at a time into independent sums): a STREAM-like
+/// read of memory, the ceiling of a GEMV that reads each weight once.
+double readSeconds(const uint8_t *data, size_t bytes, int threads) {
+  std::vector<std::thread> pool;
+  std::vector<uint64_t> sums(size_t(threads) * 8);
+  const size_t words = bytes / 8 / 64 * 64; // whole lines
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < threads; ++i)
+    pool.emplace_back([&, i] {
+      const size_t from = words * size_t(i) / size_t(threads) / 8 * 8,
+                   to = words * size_t(i + 1) / size_t(threads) / 8 * 8;
+      uint64_t s[8] = {};
+      for (size_t w = from; w < to; w += 8)
+        for (int j = 0; j < 8; ++j) {
+          uint64_t v;
+          std::memcpy(&v, data + 8 * (w + size_t(j)), 8);
+          s[j] += v;
+        }
+      std::copy(s, s + 8, sums.begin() + 8 * i);
+    });
+  for (std::thread &t : pool)
+    t.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  static volatile uint64_t sink;
+  sink = std::accumulate(sums.begin(), sums.end(), uint64_t(0));
+  return seconds;
+}
+
 /// One workload: the problems of every layer, with each build's outputs.
 struct Workload {
   std::vector<float> x, act;
   std::vector<float> gateUpOut[2], downOut[2];
   std::vector<std::vector<cpu::LinearProblem>> problems[2]; // per build: gate/up, down per layer
-  double flops = 0;
+  double flops = 0, bytes = 0; // of one run: multiply-adds x 2, weight and scale bytes read
 };
 
 Workload makeWorkload(const Flags &f, const Weights &w, const std::vector<int64_t> &count) {
@@ -221,12 +304,15 @@ Workload makeWorkload(const Flags &f, const Weights &w, const std::vector<int64_
         if (n == 0)
           continue;
         const bool panels = b == 1 ? f.bPanels : f.aPanels;
+        const bool quantizes = quantizesActivations(b == 1 && !f.bType.empty() ? f.bType : f.type);
         gateUp.push_back({wl.x.data() + r0 * f.hidden, n, f.hidden,
-                          w.weight(true, stack, 2 * f.inter, f.hidden, panels), 2 * f.inter,
-                          nullptr, wl.gateUpOut[b].data() + r0 * 2 * f.inter});
+                          w.weight(true, stack, 2 * f.inter, f.hidden, panels, quantizes),
+                          2 * f.inter, nullptr, wl.gateUpOut[b].data() + r0 * 2 * f.inter});
         down.push_back({wl.act.data() + r0 * f.inter, n, f.inter,
-                        w.weight(false, stack, f.hidden, f.inter, panels), f.hidden, nullptr,
-                        wl.downOut[b].data() + r0 * f.hidden});
+                        w.weight(false, stack, f.hidden, f.inter, panels, quantizes), f.hidden,
+                        nullptr, wl.downOut[b].data() + r0 * f.hidden});
+        if (b == 0)
+          wl.bytes += w.readBytes(2 * f.inter, f.hidden) + w.readBytes(f.hidden, f.inter);
         r0 += n;
       }
       wl.problems[b].push_back(std::move(gateUp));
@@ -262,13 +348,16 @@ int abMain(const Flags &f, const tools::Cli &cli) {
   std::fprintf(stderr, "ab-kernels: making %s weights for %lld layers x %lld experts ...\n",
                f.type.c_str(), (long long)f.layers, (long long)f.experts);
   const Weights weights(f, rng);
+  const std::string types = f.bType.empty() ? f.type : f.type + " (A) and " + f.bType + " (B)";
   std::fprintf(out.text(),
                "A %s\nB %s\n%s weights, %lld layers x %lld experts, gate/up [%lld, %lld], down "
                "[%lld, %lld], %d thread(s), %lld rounds; B speed / A: median of paired ratios "
-               "(quartiles)\n",
-               f.a.c_str(), f.b.c_str(), f.type.c_str(), (long long)f.layers,
+               "(quartiles); weight GB/s at the median run, and as a fraction of the read "
+               "bandwidth (median of a read of %.0f MB between rounds)\n",
+               f.a.c_str(), f.b.c_str(), types.c_str(), (long long)f.layers,
                (long long)f.experts, (long long)(2 * f.inter), (long long)f.hidden,
-               (long long)f.hidden, (long long)f.inter, f.threads, (long long)f.rounds);
+               (long long)f.hidden, (long long)f.inter, f.threads, (long long)f.rounds,
+               double(weights.gateUp.size() + weights.down.size()) / 1e6);
   nlohmann::json results = nlohmann::json::array();
   bool allSame = true;
   for (int64_t tokens : f.tokens) {
@@ -278,7 +367,7 @@ int abMain(const Flags &f, const tools::Cli &cli) {
     for (int warm = 0; warm < 2; ++warm)
       for (int i = 0; i < 2; ++i)
         runOnce(*builds[i], wl.problems[i]);
-    std::vector<double> ratio, ta, tb;
+    std::vector<double> ratio, ta, tb, read;
     for (int64_t r = 0; r < f.rounds; ++r) {
       const int first = int(r % 2);
       double t[2];
@@ -287,10 +376,15 @@ int abMain(const Flags &f, const tools::Cli &cli) {
       ta.push_back(t[0]);
       tb.push_back(t[1]);
       ratio.push_back(t[0] / t[1]);
+      // The read bandwidth of this moment: both weight stacks, read once.
+      const double seconds = readSeconds(weights.gateUp.data(), weights.gateUp.size(), f.threads) +
+                             readSeconds(weights.down.data(), weights.down.size(), f.threads);
+      read.push_back(double(weights.gateUp.size() + weights.down.size()) / seconds / 1e9);
     }
     std::sort(ratio.begin(), ratio.end());
     std::sort(ta.begin(), ta.end());
     std::sort(tb.begin(), tb.end());
+    std::sort(read.begin(), read.end());
     const bool same = std::memcmp(wl.gateUpOut[0].data(), wl.gateUpOut[1].data(),
                                   wl.gateUpOut[0].size() * sizeof(float)) == 0 &&
                       std::memcmp(wl.downOut[0].data(), wl.downOut[1].data(),
@@ -300,17 +394,28 @@ int abMain(const Flags &f, const tools::Cli &cli) {
                  q3 = tools::percentile(ratio, 75);
     const double gA = wl.flops / tools::percentile(ta, 50) / 1e9,
                  gB = wl.flops / tools::percentile(tb, 50) / 1e9;
-    const std::string what = tokens > 0 ? std::to_string(tokens) + " tokens an expert"
-                                        : "a batch of " + std::to_string(f.batch) + " top-" +
-                                              std::to_string(f.topK);
-    std::fprintf(out.text(), "  %-26s %.3f (%.3f-%.3f)  A %.1f GFLOP/s, B %.1f; outputs %s\n",
-                 what.c_str(), median, q1, q3, gA, gB, same ? "identical" : "DIFFERENT");
+    const double bA = wl.bytes / tools::percentile(ta, 50) / 1e9,
+                 bB = wl.bytes / tools::percentile(tb, 50) / 1e9, bRead = tools::percentile(read, 50);
+    const std::string what =
+        tokens > 0 ? std::to_string(tokens) + " tokens an expert" +
+                         (f.active ? " (" + std::to_string(f.active) + " a layer)" : "")
+                   : "a batch of " + std::to_string(f.batch) + " top-" + std::to_string(f.topK);
+    std::fprintf(out.text(),
+                 "  %-26s %.3f (%.3f-%.3f)  A %.1f GFLOP/s %.1f GB/s (%.2f), B %.1f GFLOP/s "
+                 "%.1f GB/s (%.2f); read %.1f GB/s; outputs %s\n",
+                 what.c_str(), median, q1, q3, gA, bA, bA / bRead, gB, bB, bB / bRead, bRead,
+                 same ? "identical" : "DIFFERENT");
     results.push_back({{"tokens", tokens},
                        {"median_speed_ratio", median},
                        {"q1", q1},
                        {"q3", q3},
                        {"a_gflops", gA},
                        {"b_gflops", gB},
+                       {"a_gbps", bA},
+                       {"b_gbps", bB},
+                       {"read_gbps", bRead},
+                       {"read_gbps_q1", tools::percentile(read, 25)},
+                       {"read_gbps_q3", tools::percentile(read, 75)},
                        {"identical_outputs", same}});
   }
   if (out.wantsJson())
@@ -349,10 +454,27 @@ int main(int argc, char **argv) {
       ->delimiter(',')
       ->check(moe::tools::integerIn(0, 4096))
       ->type_name("LIST");
-  app.add_option("--type", f.type, "weight type: bf16, int8, w8a8 (int8 weights and activations) or f32 "
+  app.add_option("--type", f.type,
+                 "weight type: bf16, int8, w8a8 (int8 weights and activations), int4 (one "
+                 "scale per --group elements), w4a8 (int4 weights, int8 activations) or f32 "
                  "(default bf16)")
-      ->check(moe::tools::oneOf({"bf16", "int8", "w8a8", "f32"}))
+      ->check(moe::tools::oneOf({"bf16", "int8", "w8a8", "int4", "w4a8", "f32"}))
       ->type_name("T");
+  app.add_option("--b-type", f.bType,
+                 "B multiplies by the same stored weights as this type: w8a8 or int8 beside "
+                 "--type int8 or w8a8, w4a8 or int4 beside int4 or w4a8 (the same library for "
+                 "both: its two paths; pass --allow-different-bits)")
+      ->check(moe::tools::oneOf({"int8", "w8a8", "int4", "w4a8"}))
+      ->type_name("T");
+  app.add_option("--group", f.group, "int4 and w4a8: elements a scale (default 128)")
+      ->check(moe::tools::integerIn(2, 1 << 16))
+      ->type_name("G");
+  app.add_option("--active", f.active,
+                 "with --tokens N > 0: only this many experts of a layer (at random) get N "
+                 "tokens each (default 0: every expert); --active 8 --tokens 1 reads a "
+                 "batch-1 decode's expert weights")
+      ->check(moe::tools::integerIn(0, 4096))
+      ->type_name("A");
   app.add_flag("--b-panels", f.bPanels,
                "B reads the weights in panels (Kernels.h, docs/design-panel-gemm.md), A in rows: "
                "bf16 and f32 only, the same library for both (a copy of it as B); the sums' "
@@ -391,6 +513,14 @@ int main(int argc, char **argv) {
     return *code;
   if (f.topK > f.experts && std::count(f.tokens.begin(), f.tokens.end(), 0) > 0)
     return cli.fail("--top-k must not exceed --experts");
+  auto storage = [](const std::string &t) { return t == "w8a8" ? "int8" : t == "w4a8" ? "int4" : t; };
+  if (!f.bType.empty() && storage(f.bType) != storage(f.type))
+    return cli.fail("--b-type " + f.bType + " does not store its weights as --type " + f.type +
+                    " does");
+  if (f.active > f.experts)
+    return cli.fail("--active must not exceed --experts");
+  if ((f.type == "int4" || f.type == "w4a8") && (f.group % 2 || f.hidden % 2 || f.inter % 2))
+    return cli.fail("int4 takes an even --group, --hidden and --inter");
   if (f.panels() && f.type != "bf16" && f.type != "f32")
     return cli.fail("--a-panels and --b-panels take --type bf16 or f32 (panels hold f32, bf16 "
                     "or f16 weights)");

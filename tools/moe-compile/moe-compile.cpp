@@ -70,7 +70,7 @@ struct Flags {
 };
 
 const std::vector<std::string> kPolicies = {"keep", "fp32", "bf16", "int8", "w8a8",
-                                            "int4", "fp8",  "seed", "auto"};
+                                            "int4", "w4a8", "fp8",  "seed", "auto"};
 
 void addFlags(moe::tools::Cli &cli, Flags &f) {
   CLI::App &app = cli.app;
@@ -187,7 +187,9 @@ void addFlags(moe::tools::Cli &cli, Flags &f) {
                      "how the plan stores weights: keep (the checkpoint's dtypes, default), fp32, "
                      "bf16, int8 (per output row scales), w8a8 (int8 weights with row scales and "
                      "int8 activations per token in the matrix products; router and an untied "
-                     "embedding int8), int4 (scales per 128 elements of a row), "
+                     "embedding int8), int4 (scales per 128 elements of a row), w4a8 (int4 "
+                     "weights and int8 activations per token in the matrix products; router and "
+                     "an untied embedding int4), "
                      "fp8 (e4m3, 128x128 block scales), seed (router f32, shared experts int8, "
                      "routed experts fp8, embedding int8, LM head bf16), auto (the fewest bytes "
                      "within --max-kl and --min-top1, measured on calibration text)"))

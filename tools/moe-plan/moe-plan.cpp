@@ -84,8 +84,8 @@ int weights(const LoadedPlan &loaded) {
       stored += " g" + std::to_string(t.group());
       bytes += p.tensors()->Get(t.scales())->size();
     }
-    if (t.int8_activations())
-      stored += " w8a8"; // int8 activations (format 2.7)
+    if (t.int8_activations()) // int8 activations (format 2.7; on I4 2.11)
+      stored += t.dtype() == fb::DType::I4 ? " w4a8" : " w8a8";
     if (t.layout() == fb::Layout::Panels8)
       stored += " panels"; // format 2.8
     std::printf("%-60s %-14s %-20s %s\n", t.name()->c_str(), stored.c_str(), shapeText(t).c_str(),
@@ -132,11 +132,11 @@ int show(const LoadedPlan &loaded) {
   for (uint32_t id = 0; id < p.tensors()->size(); ++id) {
     const fb::Tensor *t = p.tensors()->Get(id);
     if (t->storage() == fb::Storage::Weight) {
-      // W8A8 weights (I8 with int8 activations) and weights in panels
-      // (their dtype in another layout) are counted apart.
+      // W8A8 and W4A8 weights (I8, I4 with int8 activations) and weights
+      // in panels (their dtype in another layout) are counted apart.
       std::string kind = scales[id] ? "scales" : dtypeName(t->dtype());
       if (t->int8_activations())
-        kind += " (w8a8)";
+        kind += t->dtype() == fb::DType::I4 ? " (w4a8)" : " (w8a8)";
       if (t->layout() == fb::Layout::Panels8)
         kind += " (panels)";
       auto &w = weights[kind];

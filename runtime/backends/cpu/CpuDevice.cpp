@@ -4,8 +4,8 @@
 // others on worker threads); kernels share kernels/cpu's thread pool. Kernels come from
 // kernels/cpu; weights may be f32, bf16 or f16, and those of matrix
 // products and the embedding table also int8, int4 or fp8 with scales; int8
-// weights of linear, router and experts may be W8A8 (int8 activations), and
-// an embedding table tied to a W8A8 LM head.
+// and int4 weights of linear, router and experts may be W8A8 and W4A8 (int8
+// activations), and an embedding table tied to such an LM head.
 //
 //===----------------------------------------------------------------------===//
 #include "CpuStreams.h"
@@ -47,7 +47,9 @@ k::Weight weightOf(const TensorView &v) {
     w.cols = v.cols();
     w.group = v.group;
     w.rowGroup = v.rowGroup;
-    w.int8Activations = v.int8Activations; // W8A8: the loader allows it on I8 row scales only
+    // W8A8 and W4A8: the loader allows it on I8 row scales and on I4 groups
+    // starting at multiples of 128 only (what the kernels take).
+    w.int8Activations = v.int8Activations;
   }
   if (v.panels) // the loader allows it on F32, BF16, F16 matrices of whole panels only
     w.panelCols = v.cols();

@@ -121,7 +121,8 @@ Status launchKernel(const KernelCall &call, cudaStream_t stream) {
                            dtypeName(t.dtype) + " weights");
     if (t.int8Activations && call.kernel != Kernel::Embedding) // a lookup multiplies nothing
       return Status::error(std::string("the cuda backend does not run ") + name +
-                           " with W8A8 weights (int8 activations) yet");
+                           (t.dtype == DType::I4 ? " with W4A8" : " with W8A8") +
+                           " weights (int8 activations) yet");
     if (t.panels)
       return Status::error(std::string("the cuda backend does not run ") + name +
                            " with weights in panels (Panels8) yet; compile the plan with "

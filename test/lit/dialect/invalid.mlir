@@ -914,7 +914,7 @@ func.func @precision_group_without_precision() {
 // -----
 
 func.func @precision_int8_without_group() {
-  // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8, w8a8, int4 or fp8}}
+  // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8, w8a8, int4, w4a8 or fp8}}
   %0 = moe.weight "w" precision int8 : tensor<4x4xbf16>
   return
 }
@@ -922,7 +922,7 @@ func.func @precision_int8_without_group() {
 // -----
 
 func.func @precision_float_with_group() {
-  // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8, w8a8, int4 or fp8}}
+  // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8, w8a8, int4, w4a8 or fp8}}
   %0 = moe.weight "w" precision bf16 group 4 : tensor<4x4xf32>
   return
 }
@@ -954,7 +954,7 @@ func.func @precision_w8a8_grouped() {
 // -----
 
 func.func @precision_w8a8_without_group() {
-  // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8, w8a8, int4 or fp8}}
+  // expected-error @+1 {{weight 'w' needs a 'group' exactly when its precision is int8, w8a8, int4, w4a8 or fp8}}
   %0 = moe.weight "w" precision w8a8 : tensor<4x8xbf16>
   return
 }
@@ -1209,5 +1209,23 @@ func.func @panels_vector() {
 func.func @panels_block_scaled_fp8() {
   // expected-error @+1 {{weight 'w' of 'tensor<8x8xf8E4M3FN>' is in panels, which needs an f32, bf16 or f16 matrix whose rows are a multiple of 8}}
   %0 = moe.weight "w" scale "s" block [8, 8] panels : tensor<8x8xf8E4M3FN>
+  return
+}
+
+// -----
+
+// w4a8 sums blocks of 128 elements under one scale: groups start at
+// multiples of 128 (a multiple of 128, or the whole row).
+func.func @precision_w4a8_group_not_128() {
+  // expected-error @+1 {{w4a8 weight 'w' needs a group that is a multiple of 128 or its row length (512), got group 64}}
+  %0 = moe.weight "w" precision w4a8 group 64 : tensor<4x512xbf16>
+  return
+}
+
+// -----
+
+func.func @precision_w4a8_odd_row() {
+  // expected-error @+1 {{w4a8 weight 'w' needs an even row length and group, got 'tensor<4x7xbf16>' and group 7}}
+  %0 = moe.weight "w" precision w4a8 group 7 : tensor<4x7xbf16>
   return
 }

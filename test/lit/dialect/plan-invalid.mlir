@@ -304,16 +304,28 @@ func.func @weight_i4_odd_group() {
 // -----
 
 func.func @weight_w8a8_grouped() {
-  // expected-error @+1 {{'plan.weight' op weight 'w' of 'memref<4x8xi8>' has int8_activations (w8a8), which needs i8 with one scale per row (group = its row length)}}
+  // expected-error @+1 {{'plan.weight' op weight 'w' of 'memref<4x8xi8>' has int8_activations, which needs i8 with one scale per row (w8a8: group = its row length) or i4 with groups starting at multiples of 128 (w4a8: group a multiple of 128 or the row length)}}
   %w = plan.weight "w" group 4 int8_activations : memref<4x8xi8>
   return
 }
 
 // -----
 
-func.func @weight_w8a8_not_i8() {
-  // expected-error @+1 {{'plan.weight' op weight 'w' of 'memref<4x8xi4>' has int8_activations (w8a8), which needs i8 with one scale per row (group = its row length)}}
-  %w = plan.weight "w" group 8 int8_activations : memref<4x8xi4>
+// i4 (w4a8) with one group a row, or groups of a multiple of 128, verify;
+// a group of 64 in a row of 256 does not.
+func.func @weight_w4a8_group_not_128() {
+  %a = plan.weight "a" group 8 int8_activations : memref<4x8xi4>
+  %b = plan.weight "b" group 128 int8_activations : memref<4x300xi4>
+  // expected-error @+1 {{'plan.weight' op weight 'w' of 'memref<4x256xi4>' has int8_activations, which needs i8 with one scale per row (w8a8: group = its row length) or i4 with groups starting at multiples of 128 (w4a8: group a multiple of 128 or the row length)}}
+  %w = plan.weight "w" group 64 int8_activations : memref<4x256xi4>
+  return
+}
+
+// -----
+
+func.func @weight_int8_activations_not_integer() {
+  // expected-error @+1 {{'plan.weight' op weight 'w' of 'memref<4x8xf8E4M3FN>' has int8_activations, which needs i8 with one scale per row}}
+  %w = plan.weight "w" group 8 int8_activations : memref<4x8xf8E4M3FN>
   return
 }
 

@@ -11,7 +11,7 @@
 // RUN: not moe-opt %s -split-input-file --moe-assign-precision="policy=int4 int4-group=7" 2>&1 | FileCheck %s --check-prefix=BADGROUP
 // RUN: not moe-opt %s -split-input-file --moe-assign-precision="overrides=norms=int8" 2>&1 | FileCheck %s --check-prefix=BADOVER
 
-// BAD: unknown precision policy 'int3'; expected keep, fp32, bf16, int8, w8a8, fp8, int4 or seed
+// BAD: unknown precision policy 'int3'; expected keep, fp32, bf16, int8, w8a8, fp8, int4, w4a8 or seed
 // BADGROUP: int4-group must be even and at least 2 (got 7) and fp8-block positive (got 128)
 // BADOVER: override 'norms=int8' is not <component>=<precision>
 

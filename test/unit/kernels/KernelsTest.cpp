@@ -232,6 +232,7 @@ INSTANTIATE_TEST_SUITE_P(Weights, Quantizable,
                          testing::Values(Format(WeightType::F32), Format(WeightType::BF16),
                                          Format(WeightType::F16), Format(WeightType::I8),
                                          Format(WeightType::I8, 64), Format(WeightType::I4, 32),
+                                         Format(WeightType::I4, 128), Format(WeightType::I4),
                                          Format(WeightType::F8, 14)),
                          typeName);
 
@@ -679,6 +680,242 @@ TEST(LinearW8A8, ErrorWithinTheRoundingBound) {
           << "token " << t << ", row " << o;
     }
   }
+}
+
+// --- W4A8 (Weight::int8Activations on I4) and int4 nibbles ---
+
+// An I4 weight of n rows of k (even) elements, every byte random (all 16
+// nibble values, -8 too), scales random and positive, `group` elements a
+// scale (0: one a row).
+TestWeight randomInt4Rows(int64_t n, int64_t k, int64_t group, std::mt19937 &rng) {
+  TestWeight w;
+  w.type = WeightType::I4;
+  w.cols = k;
+  w.group = group ? group : k;
+  for (int64_t i = 0; i < n * k / 2; ++i)
+    w.bytes.push_back(uint8_t(rng()));
+  const int64_t groups = (k + w.group - 1) / w.group;
+  for (float s : randomFloats(rng, size_t(n * groups), 0.05f))
+    w.scales.push_back(std::abs(s) + 1e-3f);
+  return w;
+}
+
+// Element c of row o of an I4 weight: its two's complement nibble.
+int32_t nibble(const TestWeight &w, int64_t o, int64_t c) {
+  const int64_t i = o * w.cols + c;
+  const int v = (w.bytes[size_t(i / 2)] >> (i % 2 ? 4 : 0)) & 0xf;
+  return v >= 8 ? v - 16 : v;
+}
+
+// The W4A8 definition of Kernels.h, computed plainly: 16 integer lane
+// sums a block of 128, an f32 multiply-add per lane and block, the fixed
+// lane sum, times the activation scale, plus bias. volatile keeps the
+// f32 operations apart as the kernels' are.
+std::vector<float> w4a8Reference(const std::vector<float> &x, int64_t tokens, int64_t k,
+                                 const TestWeight &w, int64_t n, const std::vector<float> &bias) {
+  std::vector<float> out(size_t(tokens * n));
+  const int64_t groups = (k + w.group - 1) / w.group;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const auto [q, sx] = quantizeActivations(x.data() + t * k, k);
+    for (int64_t o = 0; o < n; ++o) {
+      float f[16] = {};
+      for (int64_t b0 = 0; b0 < k; b0 += 128) {
+        const float s = w.scales[size_t(o * groups + b0 / w.group)];
+        for (int64_t j = 0; j < 16; ++j) {
+          int64_t sum = 0;
+          for (int64_t c = b0 + 8 * j; c < std::min(k, b0 + 8 * j + 8); ++c)
+            sum += q[size_t(c)] * int64_t(nibble(w, o, c));
+          volatile float lane = std::fma(float(sum), s, f[j]);
+          f[j] = lane;
+        }
+      }
+      float h[8];
+      for (int j = 0; j < 8; ++j) {
+        volatile float v = f[j] + f[j + 8];
+        h[j] = v;
+      }
+      volatile float a = h[0] + h[1], b = h[2] + h[3], c = h[4] + h[5], d = h[6] + h[7];
+      volatile float ab = a + b, cd = c + d;
+      volatile float sum = ab + cd;
+      volatile float scaled = sum * sx;
+      out[size_t(t * n + o)] = scaled + (bias.empty() ? 0.0f : bias[size_t(o)]);
+    }
+  }
+  return out;
+}
+
+// Every build (portable, AVX2, AVX-512 VNNI where the CPU has it) gives
+// exactly the definition, for any token count (tiles of 1-4 tokens, direct
+// and buffered items): batched equals solo. Shapes: whole blocks, a
+// partial last block (the row's bytes end mid-block, the last row's at the
+// end of the buffer), a row shorter than a block, groups of 128, 256 and a
+// whole row, rows not a multiple of the tiles' four.
+TEST(LinearW4A8, EveryBuildMatchesTheDefinitionExactly) {
+  std::mt19937 rng(48);
+  const Isa saved = isa();
+  struct Shape {
+    int64_t k, n, group;
+  };
+  const Shape shapes[] = {{128, 4, 128}, {256, 9, 128}, {2048, 6, 128}, {300, 5, 128},
+                          {300, 7, 0},   {64, 3, 0},    {2, 5, 0},      {1030, 13, 256},
+                          {768, 11, 128}};
+  for (const Shape &sh : shapes)
+    for (int64_t tokens : {1, 2, 3, 4, 5, 9, 17, 33, 140}) {
+      SCOPED_TRACE(testing::Message() << tokens << " tokens, k " << sh.k << ", n " << sh.n
+                                      << ", group " << sh.group);
+      std::vector<float> x = randomFloats(rng, size_t(tokens * sh.k), 3.0f);
+      std::fill(x.begin(), x.begin() + sh.k, 0.0f); // a zero row
+      if (tokens > 1)
+        x[size_t(sh.k)] = -1e-30f; // a tiny one
+      const TestWeight w = randomInt4Rows(sh.n, sh.k, sh.group, rng);
+      Weight weight = w.weight();
+      weight.int8Activations = true;
+      const TestWeight bias = randomWeight(Format(), size_t(sh.n), rng);
+      const Weight b = bias.weight();
+      const std::vector<float> want = w4a8Reference(x, tokens, sh.k, w, sh.n, bias.f32);
+      for (Isa level : {Isa::Portable, Isa::Avx2, Isa::Avx512}) {
+        if (level > cpuIsa())
+          continue;
+        setIsa(level);
+        std::vector<float> out(size_t(tokens * sh.n));
+        linear(x.data(), tokens, sh.k, weight, sh.n, &b, out.data());
+        EXPECT_EQ(0, std::memcmp(out.data(), want.data(), out.size() * sizeof(float)))
+            << isaName(level);
+      }
+    }
+  setIsa(saved);
+  if (cpuIsa() < Isa::Avx512 || !__builtin_cpu_supports("avx512vnni"))
+    GTEST_SKIP() << "this CPU has no AVX-512 VNNI: the VNNI tiles were built, not run";
+}
+
+// W4A8 quantizes the rows xRows names: the bits of linear() on those rows
+// copied out; and experts' unfused gate and up share one copy.
+TEST(LinearW4A8, QuantizesTheRowsXRowsNames) {
+  std::mt19937 rng(49);
+  const int64_t k = 384, n = 16;
+  const TestWeight w = randomInt4Rows(n, k, 128, rng);
+  Weight weight = w.weight();
+  weight.int8Activations = true;
+  const std::vector<float> x = randomFloats(rng, size_t(30 * k), 3.0f);
+  for (int64_t tokens : {1, 9, 140}) {
+    SCOPED_TRACE(testing::Message() << tokens << " tokens");
+    const NamedRows rows = nameRows(x, k, tokens, rng);
+    std::vector<float> want(size_t(tokens * n)), got(size_t(tokens * n), std::nanf(""));
+    linear(rows.copied.data(), tokens, k, weight, n, nullptr, want.data());
+    const LinearProblem p{x.data(), tokens, k, weight, n, nullptr, got.data(), rows.index.data()};
+    linearGroup(&p, 1);
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)));
+  }
+}
+
+// The activation rounding error is within its closed-form bound: half a
+// step of x's scale times sum |w| (plus f32 rounding).
+TEST(LinearW4A8, ErrorWithinTheRoundingBound) {
+  std::mt19937 rng(50);
+  const int64_t tokens = 17, k = 700, n = 13;
+  const std::vector<float> x = randomFloats(rng, size_t(tokens * k), 2.0f);
+  const TestWeight w = randomInt4Rows(n, k, 0, rng);
+  Weight weight = w.weight();
+  weight.int8Activations = true;
+  std::vector<float> out(size_t(tokens * n));
+  linear(x.data(), tokens, k, weight, n, nullptr, out.data());
+  for (int64_t t = 0; t < tokens; ++t) {
+    const double sx = quantizeActivations(x.data() + t * k, k).second;
+    for (int64_t o = 0; o < n; ++o) {
+      double exact = 0, absSum = 0;
+      for (int64_t c = 0; c < k; ++c) {
+        const double wv = double(nibble(w, o, c)) * w.scales[size_t(o)];
+        exact += x[size_t(t * k + c)] * wv;
+        absSum += std::abs(wv);
+      }
+      EXPECT_LE(std::abs(out[size_t(t * n + o)] - exact), 0.5 * sx * absSum * (1 + 1e-5) + 1e-5)
+          << "token " << t << ", row " << o;
+    }
+  }
+}
+
+// Routed experts with W4A8 weights: experts() equals its definition
+// through linear() (the same bits: each expert's GEMMs are linear()'s).
+TEST(LinearW4A8, ExpertsEqualTheirLinearProducts) {
+  std::mt19937 rng(51);
+  const int64_t tokens = 5, hidden = 256, inter = 128, numExperts = 4, topK = 2;
+  auto stack = [&](int64_t rows, int64_t cols) {
+    TestWeight w = randomInt4Rows(numExperts * rows, cols, 128, rng);
+    return w;
+  };
+  const TestWeight gate = stack(inter, hidden), up = stack(inter, hidden), down = stack(hidden, inter);
+  auto w4a8 = [](const TestWeight &w) {
+    Weight v = w.weight();
+    v.int8Activations = true;
+    return v;
+  };
+  const std::vector<float> x = randomFloats(rng, size_t(tokens * hidden));
+  const std::vector<int32_t> indices = {0, 2, 1, 3, 2, 0, 3, 1, 0, 1};
+  const std::vector<float> weights = {0.7f, 0.3f, 0.6f, 0.4f, 0.5f, 0.5f, 0.9f, 0.1f, 0.2f, 0.8f};
+  ExpertWeights ew{w4a8(gate), w4a8(up), w4a8(down)};
+  std::vector<float> got(size_t(tokens * hidden));
+  experts(x.data(), tokens, hidden, inter, numExperts, weights.data(), indices.data(), topK, ew,
+          got.data());
+  // Token by token through linear() on each expert's slice, combined in
+  // ascending expert id (combine's order).
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<std::pair<int32_t, float>> picks;
+    for (int64_t j = 0; j < topK; ++j)
+      picks.push_back({indices[size_t(t * topK + j)], weights[size_t(t * topK + j)]});
+    std::sort(picks.begin(), picks.end());
+    std::vector<float> want(size_t(hidden), 0.0f);
+    for (auto [e, weight] : picks) {
+      std::vector<float> g(inter), u(inter), h(inter), y(hidden);
+      linear(x.data() + t * hidden, 1, hidden, ew.gate.offset(size_t(e * inter * hidden)), inter,
+             nullptr, g.data());
+      linear(x.data() + t * hidden, 1, hidden, ew.up.offset(size_t(e * inter * hidden)), inter,
+             nullptr, u.data());
+      siluMul(g.data(), u.data(), 1, inter, inter, h.data());
+      linear(h.data(), 1, inter, ew.down.offset(size_t(e * hidden * inter)), hidden, nullptr,
+             y.data());
+      for (int64_t c = 0; c < hidden; ++c)
+        want[size_t(c)] += weight * y[size_t(c)];
+    }
+    std::vector<double> wantD(want.begin(), want.end()), magnitude(size_t(hidden), 1.0);
+    expectNear(got.data() + t * hidden, wantD, magnitude, 1e-5);
+  }
+}
+
+// The f32-activation int4 path converts every nibble, -8 too, exactly:
+// random bytes against a double reference, and the AVX2 and AVX-512 items
+// (the latter's 64-element conversion and its single steps) agree bit for
+// bit, for any token count.
+TEST(LinearInt4, EveryNibbleValue) {
+  std::mt19937 rng(52);
+  const Isa saved = isa();
+  const std::pair<int64_t, int64_t> shapes[] = {{2048, 9}, {300, 5}, {70, 4}};
+  for (auto [k, n] : shapes)
+    for (int64_t group : {int64_t(128), int64_t(0), int64_t(32)})
+      for (int64_t tokens : {1, 2, 4, 5, 17, 140}) {
+        SCOPED_TRACE(testing::Message() << tokens << " tokens, k " << k << ", group " << group);
+        const TestWeight w = randomInt4Rows(n, k, group, rng);
+        const std::vector<float> x = randomFloats(rng, size_t(tokens * k));
+        const int64_t groups = (k + w.group - 1) / w.group;
+        std::vector<double> want(size_t(tokens * n)), magnitude(size_t(tokens * n));
+        for (int64_t t = 0; t < tokens; ++t)
+          for (int64_t o = 0; o < n; ++o)
+            for (int64_t c = 0; c < k; ++c) {
+              const double term = double(x[size_t(t * k + c)]) * nibble(w, o, c) *
+                                  w.scales[size_t(o * groups + c / w.group)];
+              want[size_t(t * n + o)] += term;
+              magnitude[size_t(t * n + o)] += std::abs(term);
+            }
+        std::vector<float> avx2(size_t(tokens * n)), avx512(size_t(tokens * n));
+        setIsa(Isa::Avx2);
+        linear(x.data(), tokens, k, w.weight(), n, nullptr, avx2.data());
+        expectNear(avx2.data(), want, magnitude);
+        if (cpuIsa() >= Isa::Avx512) {
+          setIsa(Isa::Avx512);
+          linear(x.data(), tokens, k, w.weight(), n, nullptr, avx512.data());
+          EXPECT_EQ(0, std::memcmp(avx2.data(), avx512.data(), avx2.size() * sizeof(float)));
+        }
+      }
+  setIsa(saved);
 }
 
 // --- Router ---

@@ -626,29 +626,32 @@ TEST_F(PlanLoaderTest, RejectsQuantizedWeightWithoutItsScales) {
                   "(F8E4M3)");
 }
 
-// W8A8 (int8_activations): only on I8 weights with one scale per row, and
-// only where every kernel that reads the weight quantizes its activations
-// or has none (the embedding lookup).
+// int8_activations: only on I8 weights with one scale per row (W8A8) and
+// I4 weights whose groups start at multiples of 128 (W4A8), and only where
+// every kernel that reads the weight quantizes its activations or has none
+// (the embedding lookup).
 TEST_F(PlanLoaderTest, RejectsInt8ActivationsWhereTheyDoNotApply) {
+  const std::string needs =
+      "tensor 2 ('table') has int8_activations, which needs an I8 weight with one scale per row "
+      "(W8A8: group = its row length) or an I4 weight whose group is a multiple of 128 or its "
+      "row length (W4A8), row_group 1; it is ";
   Spec s;
   s.int8Activations = true; // on an F32 table
-  EXPECT_ERROR(s, "tensor 2 ('table') has int8_activations (W8A8), which needs an I8 weight with "
-                  "one scale per row (group = its row length, row_group 1); it is F32 with group "
-                  "0 and row_group 1");
+  EXPECT_ERROR(s, needs + "F32 with group 0 and row_group 1");
   s = int8Table();
   s.int8Activations = true;
   s.group = 2; // grouped int8
   s.scalesShape = {4, 2};
-  EXPECT_ERROR(s, "tensor 2 ('table') has int8_activations (W8A8), which needs an I8 weight with "
-                  "one scale per row (group = its row length, row_group 1); it is I8 with group "
-                  "2 and row_group 1");
+  EXPECT_ERROR(s, needs + "I8 with group 2 and row_group 1");
   s = int8Table();
   s.int8Activations = true;
-  s.tableType = fb::DType::I4;
-  s.tableSize = 8;
-  EXPECT_ERROR(s, "tensor 2 ('table') has int8_activations (W8A8), which needs an I8 weight with "
-                  "one scale per row (group = its row length, row_group 1); it is I4 with group "
-                  "4 and row_group 1");
+  s.tableType = fb::DType::I4; // groups of 64 in rows of 256
+  s.tableShape = {4, 256};
+  s.tableSize = 512;
+  s.weightFileBytes = 1024;
+  s.group = 64;
+  s.scalesShape = {4, 4};
+  EXPECT_ERROR(s, needs + "I4 with group 64 and row_group 1");
   // A valid W8A8 weight as a shared expert's gate vector, which
   // sigmoidGate multiplies without quantizing anything: refused.
   s = int8Table();
@@ -675,6 +678,21 @@ TEST_F(PlanLoaderTest, Int8ActivationsOnALinearWeightLoad) {
   ASSERT_TRUE(loaded) << loaded.status().message();
   EXPECT_TRUE((*loaded)->plan().tensors()->Get(2)->int8_activations());
   EXPECT_FALSE((*loaded)->plan().tensors()->Get(4)->int8_activations()); // its scales
+}
+
+TEST_F(PlanLoaderTest, Int8ActivationsOnAnInt4LinearWeightLoad) {
+  // W4A8: an I4 table with one group a row (its rows shorter than 128);
+  // groups of a multiple of 128 load too (e2e/w4a8.test).
+  Spec s = int8Table();
+  s.int8Activations = true;
+  s.tableType = fb::DType::I4;
+  s.tableSize = 8;
+  s.op = fb::OpCode::Linear;
+  s.ins = {3, 2};
+  write(s);
+  auto loaded = LoadedPlan::open(dir_.string());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  EXPECT_TRUE((*loaded)->plan().tensors()->Get(2)->int8_activations());
 }
 
 // Panels8: only on F32, BF16 or F16 weights of whole panels of 8 rows, and

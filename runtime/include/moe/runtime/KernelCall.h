@@ -135,7 +135,7 @@ constexpr size_t panelIndex(int64_t r, int64_t c, int64_t cols) {
 /// reads (Device::readsWeights); the session refuses the others by name.
 enum class WeightForm {
   Panels8,         ///< matrices in panels of kPanelRows rows (TensorView::panels)
-  Int8Activations, ///< W8A8: sums of int8 activations (TensorView::int8Activations)
+  Int8Activations, ///< W8A8, W4A8: sums of int8 activations (TensorView::int8Activations)
 };
 
 /// A tensor as a kernel sees it: device memory, dtype and concrete shape
@@ -150,7 +150,8 @@ struct TensorView {
   int64_t group = 0, rowGroup = 1;
   /// W8A8 (plan Tensor.int8_activations): an I8 weight with one scale per
   /// row whose matrix products (linear, router, experts, expert_rows)
-  /// quantize each activation row to int8 per token and sum in integers.
+  /// quantize each activation row to int8 per token and sum in integers;
+  /// W4A8: the same on an I4 weight whose groups start at multiples of 128.
   /// The loader allows it on no other weight and for no other kernel but
   /// the embedding lookup (a tied LM head's table), which ignores it.
   bool int8Activations = false;
