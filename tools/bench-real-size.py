@@ -196,14 +196,11 @@ def compile_shape(bin_dir, model, precision, max_context):
             "show": show}
 
 
-def plan_stamp(bin_dir, model, precision, max_context):
-    version = run([os.path.join(bin_dir, "moe-compile"), "--version"], "moe-compile").stdout
-    return {"config": model.config, "precision": precision, "max_context": max_context,
-            "compiler": version.strip()}
-
-
-def make_plan(bin_dir, model, precision, max_context):
-    want = plan_stamp(bin_dir, model, precision, max_context)
+def make_plan(bin_dir, model, precision, max_context, compiler):
+    """Synthesises the plan unless one from the same config, precision, context
+    and compiler (its --version line) is there."""
+    want = {"config": model.config, "precision": precision, "max_context": max_context,
+            "compiler": compiler}
     out = model.plan(precision)
     if os.path.isdir(out) and stamp_matches(out, want):
         log(f"ours: {os.path.basename(out)} of {model.name} already written")
@@ -265,7 +262,7 @@ def check_resources(models, pairs, shapes, work, max_context):
     free_disk = shutil.disk_usage(work).free
     have_ram = mem_available()
     worst = max(per_layer.values())
-    fits = int(min(have_ram, 1e30) // worst)
+    fits = int(have_ram // worst)
     if need_disk > free_disk * 0.9:
         fail(f"{need_disk / 2**30:.1f} GiB of plans and GGUFs to write, {free_disk / 2**30:.1f} "
              f"GiB free in {work}: free some, or run with fewer --layers")
@@ -442,9 +439,10 @@ def main():
             shapes[(m.name, precision)] = compile_shape(a.bin, m, precision, max_context)
     resources = check_resources(models, pairs, shapes, work, max_context)
     build = install_llamacpp(LLAMACPP_VERSION)
+    compiler = run([os.path.join(a.bin, "moe-compile"), "--version"], "moe-compile").stdout.strip()
     for m in models:
         for precision, gguf_type in pairs:
-            make_plan(a.bin, m, precision, max_context)
+            make_plan(a.bin, m, precision, max_context, compiler)
             make_gguf(m, gguf_type, a.seed)
 
     r = Runner(a, os.path.join(build, "bin"), a.bin, work)
