@@ -272,29 +272,29 @@ struct MlaPass {
   int64_t headRows() const { return p.nopeDim + p.vDim; }
 
   /// absorbed = [W_uk[h]^T q_nope, rope(q_pe)] for every (token, head): a
-  /// unit is one head's W_uk rows, each converted once to f32 and added
-  /// into up to kAbsorbTokens tokens' sums (the same sum per token, in the
-  /// same order, whatever the batch: i = 0, 1, ... nope - 1, unfused).
+  /// unit is one head's W_uk rows added into up to kAbsorbTokens tokens'
+  /// sums (detail::mulAddRows: the same sum per token, in the same order,
+  /// whatever the batch: i = 0, 1, ... nope - 1, unfused).
   void absorbQueries() const {
     const int64_t heads = p.numHeads, qkDim = p.nopeDim + p.ropeDim;
     const int64_t tiles = (count + kAbsorbTokens - 1) / kAbsorbTokens, units = heads * tiles;
     parallelChunks(units, [&](Chunks &chunks) {
-      std::vector<float> row(static_cast<size_t>(rank()));
       forClaimed(chunks, units, 1, [&](int64_t unit) {
         const int64_t h = unit / tiles, i0 = unit % tiles * kAbsorbTokens,
                       i1 = std::min(count, i0 + kAbsorbTokens);
-        auto query = [&](int64_t i) { return q + (t0 + i) * heads * qkDim + h * qkDim; };
-        auto to = [&](int64_t i) { return absorbed + (h * count + i) * width(); };
+        const float *queries[kAbsorbTokens];
+        float *sums[kAbsorbTokens];
         for (int64_t i = i0; i < i1; ++i) {
-          std::fill(to(i), to(i) + rank(), 0.0f);
-          std::copy(query(i) + p.nopeDim, query(i) + qkDim, to(i) + rank());
-          applyRope(to(i) + rank(), cs + (t0 + i) * p.rope.pairs * 2, p.rope);
+          const float *query = q + (t0 + i) * heads * qkDim + h * qkDim;
+          float *to = absorbed + (h * count + i) * width();
+          std::fill(to, to + rank(), 0.0f);
+          std::copy(query + p.nopeDim, query + qkDim, to + rank());
+          applyRope(to + rank(), cs + (t0 + i) * p.rope.pairs * 2, p.rope);
+          queries[i - i0] = query;
+          sums[i - i0] = to;
         }
-        for (int64_t d = 0; d < p.nopeDim; ++d) {
-          detail::toF32(kvB, size_t((h * headRows() + d) * rank()), size_t(rank()), row.data());
-          for (int64_t i = i0; i < i1; ++i)
-            mulAddRow(query(i)[d], row.data(), to(i), rank());
-        }
+        detail::mulAddRows(kvB, rank(), h * headRows(), p.nopeDim, rank(), queries, i1 - i0,
+                           sums);
       });
     });
   }

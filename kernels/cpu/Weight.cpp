@@ -3,10 +3,12 @@
 #include "kernels/cpu/Kernels.h"
 #include "kernels/cpu/LinearDetail.h"
 #include "kernels/cpu/Numeric.h"
+#include "kernels/cpu/Vector.h"
 #include "kernels/cpu/WeightDetail.h"
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace moe::cpu {
 namespace {
@@ -92,7 +94,94 @@ void scaledRun(const Weight &w, size_t e, size_t n, float scale, float *dst) {
     dst[j] = unscaled(w, e + j) * scale;
 }
 
+// Columns a pass of mulAddRows' AVX-512 build holds (four registers a
+// token), and tokens at a time: 16 sums and 4 weight vectors of 32.
+constexpr int64_t kRowBlocks = 4, kRowTokens = 4;
+
+// mulAddRows for T tokens over columns [c0, c0 + 16 * B): every 16 columns
+// of a row under one scale (scaleRow[r]: the index of row r's first).
+template <WeightType W, int T, int B>
+MOE_TARGET_AVX512 void mulAddRowsAvx512(const Weight &w, int64_t k, int64_t row0, int64_t rows,
+                                        int64_t c0, const int64_t *scaleRow,
+                                        const float *const *x, float *const *y) {
+  constexpr bool scaled = W == WeightType::I8 || W == WeightType::I4 || W == WeightType::F8;
+  const auto *bytes = static_cast<const char *>(w.data);
+  __m512 acc[T][B], wv[B];
+  int64_t group[B]; // each block's scale after its row's first
+  for (int b = 0; b < B; ++b)
+    group[b] = scaled ? (c0 + 16 * b) / w.group : 0;
+  for (int i = 0; i < T; ++i)
+    for (int b = 0; b < B; ++b)
+      acc[i][b] = _mm512_loadu_ps(y[i] + c0 + 16 * b);
+  for (int64_t r = 0; r < rows; ++r) {
+    const char *at = bytes + bytesOf(W, size_t((row0 + r) * k + c0));
+    for (int b = 0; b < B; ++b) {
+      const char *p = at + bytesOf(W, size_t(16 * b));
+      wv[b] = load8x2<W>(p, p + bytesOf(W, 8));
+      if constexpr (scaled)
+        wv[b] = _mm512_mul_ps(wv[b], _mm512_set1_ps(w.scales[scaleRow[r] + group[b]]));
+    }
+    for (int i = 0; i < T; ++i) {
+      const __m512 s = _mm512_set1_ps(x[i][r]);
+      for (int b = 0; b < B; ++b)
+        acc[i][b] = _mm512_add_ps(acc[i][b], _mm512_mul_ps(s, wv[b]));
+    }
+  }
+  for (int i = 0; i < T; ++i)
+    for (int b = 0; b < B; ++b)
+      _mm512_storeu_ps(y[i] + c0 + 16 * b, acc[i][b]);
+}
+
 } // namespace
+
+void mulAddRows(Weight w, int64_t k, int64_t row0, int64_t rows, int64_t n,
+                const float *const *x, int64_t tokens, float *const *y) {
+  // 16 columns of a row: whole 32-bit words of int4 under one scale.
+  const bool blocked = n % 16 == 0 && k % 16 == 0 && !w.panels() &&
+                       (!w.quantized() || w.group % 16 == 0);
+  if (isa() < Isa::Avx512 || !blocked) {
+    std::vector<float> row(static_cast<size_t>(n));
+    for (int64_t r = 0; r < rows; ++r) {
+      toF32(w, size_t((row0 + r) * k), size_t(n), row.data());
+      for (int64_t i = 0; i < tokens; ++i)
+        mulAddRow(x[i][r], row.data(), y[i], n);
+    }
+    return;
+  }
+  // All the rows into L2 first: a pass reads 32 bytes of each (of int4),
+  // too far apart for the prefetchers, and stalled on every row (DeepSeek's
+  // W_uk of a head, 32 KB: absorb 72 -> 60 us a layer at decode).
+  const char *first = static_cast<const char *>(w.data) + bytesOf(w.type, size_t(row0 * k));
+  for (size_t b = 0; b < bytesOf(w.type, size_t(rows * k)); b += 64)
+    _mm_prefetch(first + b, _MM_HINT_T1);
+  std::vector<int64_t> scaleRow(static_cast<size_t>(w.quantized() ? rows : 0));
+  for (size_t r = 0; r < scaleRow.size(); ++r)
+    scaleRow[r] = w.scaleIndex(row0 + int64_t(r), 0);
+  withType(w.type, [&](auto type) {
+    constexpr WeightType W = decltype(type)::value;
+    for (int64_t i = 0; i < tokens; i += kRowTokens) {
+      // x and y from token i: a pass reads its T tokens from 0.
+      const float *const *xi = x + i;
+      float *const *yi = y + i;
+      const int64_t *sr = scaleRow.data();
+      const int64_t t = std::min(kRowTokens, tokens - i);
+      // Passes of kRowBlocks registers a token, then of one.
+      auto pass = [&](int64_t c0, auto blocks) {
+        constexpr int B = decltype(blocks)::value;
+        t == 1   ? mulAddRowsAvx512<W, 1, B>(w, k, row0, rows, c0, sr, xi, yi)
+        : t == 2 ? mulAddRowsAvx512<W, 2, B>(w, k, row0, rows, c0, sr, xi, yi)
+        : t == 3 ? mulAddRowsAvx512<W, 3, B>(w, k, row0, rows, c0, sr, xi, yi)
+                 : mulAddRowsAvx512<W, 4, B>(w, k, row0, rows, c0, sr, xi, yi);
+        return c0 + 16 * B;
+      };
+      int64_t c0 = 0;
+      while (n - c0 >= 16 * kRowBlocks)
+        c0 = pass(c0, std::integral_constant<int, int(kRowBlocks)>());
+      while (c0 < n)
+        c0 = pass(c0, std::integral_constant<int, 1>());
+    }
+  });
+}
 
 void unscaledToF32(Weight w, size_t first, size_t count, float *dst) {
   for (size_t i = 0; i < count; ++i)

@@ -14,6 +14,14 @@ namespace moe::cpu::detail {
 /// dst[i] = w.at(first + i) for i < count.
 void toF32(Weight w, size_t first, size_t count, float *dst);
 
+/// y[i][c] += x[i][r] * w(row0 + r, c) for c < n, r = 0, 1, ... rows - 1 in
+/// turn, and i < tokens (rows of k elements, n <= k): the same bits as
+/// toF32() of each row and mulAddRow(x[i][r], row, y[i], n). The AVX-512
+/// build keeps y's sums in registers over all the rows instead of a trip
+/// through memory per row (MLA's absorb of W_uk, one token at a decode step).
+void mulAddRows(Weight w, int64_t k, int64_t row0, int64_t rows, int64_t n,
+                const float *const *x, int64_t tokens, float *const *y);
+
 /// Scaled types: dst[i] = element first + i without its scale (the integer,
 /// or the fp8 value).
 void unscaledToF32(Weight w, size_t first, size_t count, float *dst);

@@ -10,6 +10,7 @@
 #include "kernels/cpu/Kernels.h"
 #include "kernels/cpu/Numeric.h"
 #include "kernels/cpu/ThreadPool.h"
+#include "kernels/cpu/WeightDetail.h"
 #include "test/unit/kernels/NamedRows.h"
 
 #include <gtest/gtest.h>
@@ -335,6 +336,46 @@ TEST_P(Quantizable, EmbeddingEqualsTheElementsOnEveryBuild) {
       for (int64_t c = 0; c < hidden; ++c)
         ASSERT_EQ(out[t * hidden + c], table.ref[ids[t] * hidden + c])
             << "row " << ids[t] << ", column " << c;
+  }
+  setIsa(saved);
+}
+
+// MLA's absorb: rows of a weight times each token's scalars added into its
+// sums, the rows in turn, each product rounded before its sum; shapes with
+// a whole number of 64 columns, a 16-column tail and none of 16 (the
+// row-by-row path), up to 9 tokens, on every build.
+TEST_P(Quantizable, MulAddRowsIsTheRowByRowLoopOnEveryBuild) {
+  const Isa saved = isa();
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{512, 512}, {160, 144}, {150, 150}}) {
+    const int64_t row0 = 3, rows = 11;
+    const TestWeight w = randomWeight(GetParam(), (row0 + rows) * k, rng, 1.0f, k);
+    const std::vector<float> x = randomFloats(rng, 9 * rows), y0 = randomFloats(rng, 9 * n);
+    for (int64_t tokens : {1, 3, 4, 5, 9}) {
+      std::vector<float> want(y0.begin(), y0.begin() + tokens * n);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < tokens; ++i)
+          for (int64_t c = 0; c < n; ++c) {
+            const float product = x[i * rows + r] * float(w.ref[(row0 + r) * k + c]);
+            want[i * n + c] += product;
+          }
+      for (Isa level : {Isa::Portable, Isa::Avx2, Isa::Avx512}) {
+        if (level > cpuIsa())
+          continue;
+        SCOPED_TRACE(testing::Message() << isaName(level) << ", " << tokens << " tokens, k " << k
+                                        << ", n " << n);
+        setIsa(level);
+        std::vector<float> got(want.size());
+        std::copy(y0.begin(), y0.begin() + tokens * n, got.begin());
+        std::vector<const float *> xs;
+        std::vector<float *> ys;
+        for (int64_t i = 0; i < tokens; ++i) {
+          xs.push_back(x.data() + i * rows);
+          ys.push_back(got.data() + i * n);
+        }
+        detail::mulAddRows(w.weight(), k, row0, rows, n, xs.data(), tokens, ys.data());
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+      }
+    }
   }
   setIsa(saved);
 }
