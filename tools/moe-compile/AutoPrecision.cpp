@@ -100,6 +100,8 @@ public:
            << llvm::format("%.3g", m.kl) << ", top-1 " << llvm::format("%.2f%%", 100 * m.top1)
            << "\n";
       if (m.kl <= options_.maxKl && m.top1 >= options_.minTop1) {
+        if (!integerActivations(present, choice, overrides, m, error))
+          return false;
         Measure int8;
         if (!measure("int8", {}, int8, error))
           return false;
@@ -227,6 +229,42 @@ private:
       if (i == choice.size())
         return best;
     }
+  }
+
+  // At equal weight bytes the kernels that quantize activations to int8 run
+  // faster on a CPU (integer dot products; on a Zen 4, w4a8 read 0.87-0.95
+  // of the memory bandwidth at one token against int4's 0.45, and w8a8's
+  // prefill ran 1.13x int8's: docs/performance.md): each
+  // unit the choice puts at int4 (int8) moves to w4a8 (w8a8), one at a
+  // time, where the combination measured still meets the budget. Not the
+  // embedding, which is looked up rather than multiplied, nor the router,
+  // whose E x H matrix is too small to gain (as the w4a8 and w8a8 policies).
+  bool integerActivations(const std::vector<size_t> &present, const std::vector<size_t> &choice,
+                          std::vector<std::string> &overrides, Measure &m, std::string &error) {
+    for (size_t i = 0; i < present.size(); ++i) {
+      const size_t u = present[i];
+      const std::string from = kPrecisions[choice[i]];
+      const char *faster = from == "int4" ? "w4a8" : from == "int8" ? "w8a8" : nullptr;
+      const std::string unit = kUnits[u][0];
+      if (!faster || kUnits[u][1] || unit == "embedding" || unit == "router")
+        continue;
+      std::vector<std::string> trial = overrides;
+      for (std::string &o : trial)
+        if (o == unit + "=" + from)
+          o = unit + "=" + faster;
+      Measure t;
+      if (!measure("keep", trial, t, error))
+        return false;
+      const bool kept = t.kl <= options_.maxKl && t.top1 >= options_.minTop1;
+      log_ << (kept ? "faster         " : "not faster     ") << unit << "=" << faster
+           << ": " << t.bytes << " bytes, KL " << llvm::format("%.3g", t.kl) << ", top-1 "
+           << llvm::format("%.2f%%", 100 * t.top1) << "\n";
+      if (kept) {
+        overrides = trial;
+        m = t;
+      }
+    }
+    return true;
   }
 
   // The overrides that put unit u at precision p.

@@ -5,7 +5,9 @@
 // precision does to the output distribution (KL against the fp32 plan and
 // top-1 agreement, on calibration tokens), then pick the assignment with the
 // fewest weight bytes whose predicted KL and top-1 loss stay in the budget,
-// and check it by compiling and measuring it. The result is a list of
+// and check it by compiling and measuring it; then, at equal bytes, move
+// each int4 (int8) component to w4a8 (w8a8), the faster kernels, where the
+// measured budget still holds. The result is a list of
 // moe-assign-precision overrides (`component=precision`).
 //
 //===----------------------------------------------------------------------===//
