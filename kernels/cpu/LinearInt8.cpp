@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <type_traits>
 
 namespace moe::cpu::detail {
@@ -32,13 +33,14 @@ constexpr int64_t kAlign = 64; // a quantized row's stride, one AVX-512 vector
 constexpr int64_t kAmxTokens = 16, kAmxK = 64, kAmxRows = 8, kAmxMinTokens = 9;
 
 // dots[t * ld + i] = sum_c x_t[c] * w_i[c] over c < k for T tokens (rows of
-// x, `stride` apart and zero past k up to the stride) and R weight rows.
-using TileFn = void (*)(const int8_t *x, int64_t stride, const int8_t *const *w, int64_t k,
-                        int32_t *dots, int64_t ld);
+// x, `stride` apart and zero past k up to the stride, their sums xSums[t])
+// and R weight rows.
+using TileFn = void (*)(const int8_t *x, int64_t stride, const int32_t *xSums,
+                        const int8_t *const *w, int64_t k, int32_t *dots, int64_t ld);
 
 template <int R, int T>
-void tilePortable(const int8_t *x, int64_t stride, const int8_t *const *w, int64_t k,
-                  int32_t *dots, int64_t ld) {
+void tilePortable(const int8_t *x, int64_t stride, const int32_t *, const int8_t *const *w,
+                  int64_t k, int32_t *dots, int64_t ld) {
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < R; ++i) {
       int32_t sum = 0;
@@ -96,7 +98,7 @@ __attribute__((target("avx2"), always_inline)) inline void stepAvx2(__m256i (&ac
 // tile's sums stay in registers (wider tiles spill a few once a line; they
 // are bound by the two multiply ports).
 template <int R, int T>
-__attribute__((target("avx2"))) void tileAvx2(const int8_t *x, int64_t stride,
+__attribute__((target("avx2"))) void tileAvx2(const int8_t *x, int64_t stride, const int32_t *,
                                               const int8_t *const *w, int64_t k, int32_t *dots,
                                               int64_t ld) {
   __m256i acc[T][R];
@@ -139,39 +141,46 @@ __attribute__((target("avx2"))) void tileAvx2(const int8_t *x, int64_t stride,
 
 #define MOE_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
-// vpdpbusd multiplies unsigned by signed bytes: x + 128 (its sign bit
-// flipped) times w, less 128 times the row's sum (itself a vpdpbusd of ones
-// and w, shared by the tile's tokens). Half the instructions of the |w| and
-// sign(x, w) form per product.
+// vpdpbusd multiplies unsigned by signed bytes: w + 128 (its sign bit
+// flipped, once a row and step for all the tile's tokens) times x, less 128
+// times x's sum (Int8Rows::sums, once a token). Until 2026-12-05 x was the
+// unsigned operand, which took a vpdpbusd a row and step more for the
+// rows' sums, recomputed for every 4 tokens (a fifth of the products).
+// Every loop unrolled: with the last one rolled, GCC 12 kept the sums in
+// memory and copied each through another register and to the stack at
+// every step (objdump of tileVnni<4, 4>: 95 copies around 16 products).
 template <int R, int T>
-MOE_VNNI void tileVnni(const int8_t *x, int64_t stride, const int8_t *const *w, int64_t k,
-                       int32_t *dots, int64_t ld) {
-  const __m512i flip = _mm512_set1_epi8(char(0x80)), ones = _mm512_set1_epi8(1);
-  __m512i acc[T][R], rowSum[R];
-  for (int i = 0; i < R; ++i) {
-    rowSum[i] = _mm512_setzero_si512();
-    for (int t = 0; t < T; ++t)
+MOE_VNNI void tileVnni(const int8_t *x, int64_t stride, const int32_t *xSums,
+                       const int8_t *const *w, int64_t k, int32_t *dots, int64_t ld) {
+  const __m512i flip = _mm512_set1_epi8(char(0x80));
+  __m512i acc[T][R];
+  #pragma GCC unroll 4
+  for (int t = 0; t < T; ++t)
+    #pragma GCC unroll 4
+    for (int i = 0; i < R; ++i)
       acc[t][i] = _mm512_setzero_si512();
-  }
   for (int64_t c = 0; c < k; c += 64) {
+    // Past k the weights read as 0 + 128 and x is zero: nothing added.
     const __mmask64 live = k - c >= 64 ? ~__mmask64(0) : (__mmask64(1) << (k - c)) - 1;
-    __m512i wv[R];
+    __m512i wu[R];
+    #pragma GCC unroll 4
     for (int i = 0; i < R; ++i) {
       _mm_prefetch(reinterpret_cast<const char *>(w[i]) + c + kStreamAhead, _MM_HINT_T0);
-      wv[i] = _mm512_maskz_loadu_epi8(live, w[i] + c);
-      rowSum[i] = _mm512_dpbusd_epi32(rowSum[i], ones, wv[i]);
+      wu[i] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(live, w[i] + c), flip);
     }
+    #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
-      const __m512i xu = _mm512_xor_si512(_mm512_loadu_si512(x + t * stride + c), flip);
+      const __m512i xv = _mm512_loadu_si512(x + t * stride + c);
+      #pragma GCC unroll 4
       for (int i = 0; i < R; ++i)
-        acc[t][i] = _mm512_dpbusd_epi32(acc[t][i], xu, wv[i]);
+        acc[t][i] = _mm512_dpbusd_epi32(acc[t][i], wu[i], xv);
     }
   }
-  for (int i = 0; i < R; ++i) {
-    const int32_t offset = 128 * _mm512_reduce_add_epi32(rowSum[i]);
-    for (int t = 0; t < T; ++t)
-      dots[t * ld + i] = _mm512_reduce_add_epi32(acc[t][i]) - offset;
-  }
+  #pragma GCC unroll 4
+  for (int t = 0; t < T; ++t)
+    #pragma GCC unroll 4
+    for (int i = 0; i < R; ++i)
+      dots[t * ld + i] = _mm512_reduce_add_epi32(acc[t][i]) - 128 * xSums[t];
 }
 
 // The tile of R rows x T tokens of one build, for R, T in {4, 2, 1}.
@@ -327,9 +336,12 @@ Int8Rows quantizeRows(const float *x, int64_t rows, int64_t k) {
   r.q.assign(size_t(rows * r.stride), 0);
   r.scale.resize(size_t(rows));
   const bool avx2 = useAvx2();
-  for (int64_t t = 0; t < rows; ++t)
-    (avx2 ? quantizeRowAvx2 : quantizeRowPortable)(x + t * k, k, r.q.data() + t * r.stride,
-                                                   r.scale[size_t(t)]);
+  r.sums.resize(size_t(rows));
+  for (int64_t t = 0; t < rows; ++t) {
+    int8_t *q = r.q.data() + t * r.stride;
+    (avx2 ? quantizeRowAvx2 : quantizeRowPortable)(x + t * k, k, q, r.scale[size_t(t)]);
+    r.sums[size_t(t)] = std::accumulate(q, q + k, int32_t(0));
+  }
   if (isa() >= Isa::Amx && k % kAmxK == 0 && rows >= kAmxMinTokens)
     packTiles(r, rows, k);
   return r;
@@ -421,8 +433,8 @@ void linearInt8(const Int8Rows &x, int64_t t0, int64_t tokens, Weight w, int64_t
       rw = step(rows - i, tw == 1 ? kRowsAlone : build.rows);
       for (int64_t j = 0; j < rw; ++j)
         wrow[j] = static_cast<const int8_t *>(w.data) + row[i + j] * k;
-      build.tile[log2of(rw)][log2of(tw)](x.q.data() + (t0 + t) * x.stride, x.stride, wrow, k,
-                                         dots, 4);
+      build.tile[log2of(rw)][log2of(tw)](x.q.data() + (t0 + t) * x.stride, x.stride,
+                                         x.sums.data() + t0 + t, wrow, k, dots, 4);
       for (int64_t a = 0; a < tw; ++a)
         for (int64_t j = 0; j < rw; ++j)
           store(t + a, i + j, dots[a * 4 + j]);

@@ -34,6 +34,8 @@ namespace moe::cpu::detail {
 struct Int8Rows {
   std::vector<int8_t> q, tiles;
   std::vector<float> scale;
+  /// W8A8 (quantizeRows): the sum of each row's quantized elements.
+  std::vector<int32_t> sums;
   std::vector<int32_t> blockSums;
   int64_t stride = 0, blocks = 0;
 };
