@@ -110,7 +110,7 @@ bench-vs-llamacpp: build
 	@.venv/bin/python tools/bench-vs-llamacpp.py $(BUILD)/bin --rounds $(ROUNDS)
 
 # Real-size shapes (Qwen3-30B-A3B, DeepSeek-V2-Lite) with random weights, ours
-# int4/int8 against llama.cpp Q4_0/Q8_0, LAYERS layers, REAL_ROUNDS rounds
+# w4a8/w8a8 against llama.cpp Q4_0/Q8_0, LAYERS layers, REAL_ROUNDS rounds
 # interleaved: prefill, decode at several contexts, batched decode, first token,
 # peak RSS, roofline (tools/bench-real-size.py). Writes plans and GGUFs into
 # build-llamacpp/real-size (about 20 GB at 12 layers; checked before writing).

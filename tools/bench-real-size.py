@@ -2,7 +2,7 @@
 """Real-size MoE shapes on this CPU: ours against llama.cpp, side by side.
 
   bench-real-size.py BUILD_BIN [--models qwen3-30b-a3b,deepseek-v2-lite]
-                     [--pairs int4:q4_0,int8:q8_0] [--layers 12] [--rounds 3]
+                     [--pairs w4a8:q4_0,w8a8:q8_0] [--layers 12] [--rounds 3]
                      [--threads 2] [--prefill 512,2048] [--contexts 512,2048,4096]
                      [--batches 16,64] [--steps 16] [--work DIR] [--json FILE]
 
@@ -387,7 +387,9 @@ def main():
     ap.add_argument("bin", help="our build's bin directory (build/bin)")
     ap.add_argument("--models", default="qwen3-30b-a3b,deepseek-v2-lite",
                     help=f"comma-separated, of {', '.join(MODELS)}")
-    ap.add_argument("--pairs", default="int4:q4_0,int8:q8_0",
+    # Our int8-activation kernels by default: Q4_0 and Q8_0 multiply int8
+    # activations too, and w4a8/w8a8 store the same weights as int4/int8.
+    ap.add_argument("--pairs", default="w4a8:q4_0,w8a8:q8_0",
                     help="ours:llama.cpp precision pairs (ours: int4, w4a8, int8, w8a8; "
                     "llama.cpp: q4_0, q8_0)")
     ap.add_argument("--layers", type=int, default=12, help="layers of each model (default 12)")

@@ -233,8 +233,8 @@ private:
 
   // At equal weight bytes the kernels that quantize activations to int8 run
   // faster on a CPU (integer dot products; on a Zen 4, w4a8 read 0.87-0.95
-  // of the memory bandwidth at one token against int4's 0.45, and w8a8's
-  // prefill ran 1.13x int8's: docs/performance.md): each
+  // of the memory bandwidth at one token against int4's 0.45, and w8a8
+  // prefilled about twice as fast as int8: docs/performance.md): each
   // unit the choice puts at int4 (int8) moves to w4a8 (w8a8), one at a
   // time, where the combination measured still meets the budget. Not the
   // embedding, which is looked up rather than multiplied, nor the router,
