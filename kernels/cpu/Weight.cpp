@@ -3,6 +3,7 @@
 #include "kernels/cpu/Kernels.h"
 #include "kernels/cpu/LinearDetail.h"
 #include "kernels/cpu/Numeric.h"
+#include "kernels/cpu/Scratch.h"
 #include "kernels/cpu/Vector.h"
 #include "kernels/cpu/WeightDetail.h"
 
@@ -140,11 +141,12 @@ void mulAddRows(Weight w, int64_t k, int64_t row0, int64_t rows, int64_t n,
   const bool blocked = n % 16 == 0 && k % 16 == 0 && !w.panels() &&
                        (!w.quantized() || w.group % 16 == 0);
   if (isa() < Isa::Avx512 || !blocked) {
-    std::vector<float> row(static_cast<size_t>(n));
+    thread_local std::vector<float> rowScratch;
+    float *const row = scratch(rowScratch, n);
     for (int64_t r = 0; r < rows; ++r) {
-      toF32(w, size_t((row0 + r) * k), size_t(n), row.data());
+      toF32(w, size_t((row0 + r) * k), size_t(n), row);
       for (int64_t i = 0; i < tokens; ++i)
-        mulAddRow(x[i][r], row.data(), y[i], n);
+        mulAddRow(x[i][r], row, y[i], n);
     }
     return;
   }
@@ -154,16 +156,18 @@ void mulAddRows(Weight w, int64_t k, int64_t row0, int64_t rows, int64_t n,
   const char *first = static_cast<const char *>(w.data) + bytesOf(w.type, size_t(row0 * k));
   for (size_t b = 0; b < bytesOf(w.type, size_t(rows * k)); b += 64)
     _mm_prefetch(first + b, _MM_HINT_T1);
-  std::vector<int64_t> scaleRow(static_cast<size_t>(w.quantized() ? rows : 0));
-  for (size_t r = 0; r < scaleRow.size(); ++r)
-    scaleRow[r] = w.scaleIndex(row0 + int64_t(r), 0);
+  // Kept between calls: a decode step makes one a head and layer.
+  thread_local std::vector<int64_t> scaleRowScratch;
+  int64_t *const scaleRow = scratch(scaleRowScratch, rows);
+  for (int64_t r = 0; w.quantized() && r < rows; ++r)
+    scaleRow[r] = w.scaleIndex(row0 + r, 0);
   withType(w.type, [&](auto type) {
     constexpr WeightType W = decltype(type)::value;
     for (int64_t i = 0; i < tokens; i += kRowTokens) {
       // x and y from token i: a pass reads its T tokens from 0.
       const float *const *xi = x + i;
       float *const *yi = y + i;
-      const int64_t *sr = scaleRow.data();
+      const int64_t *sr = scaleRow;
       const int64_t t = std::min(kRowTokens, tokens - i);
       // Passes of kRowBlocks registers a token, then of one.
       auto pass = [&](int64_t c0, auto blocks) {
