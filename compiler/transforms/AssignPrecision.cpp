@@ -268,11 +268,19 @@ struct AssignPrecisionPass : ::moe::impl::AssignPrecisionPassBase<AssignPrecisio
     auto type = cast<RankedTensorType>(w.getType());
     const int64_t cols = type.getShape().back();
     const int64_t rows = type.getNumElements() / cols;
+    OpBuilder b(w);
+    // The checkpoint's own int4 (GPTQ) keeps its values: only the same
+    // bytes with int8 activations (w4a8, where the group allows) replace it.
+    if (w.getStored()) {
+      const int64_t group = *w.getGroup();
+      if (*chosen == Precision::w4a8 && (group % 128 == 0 || group == cols))
+        w.setPrecisionAttr(mm::PrecisionAttr::get(b.getContext(), Precision::w4a8));
+      return;
+    }
     if (*chosen == Precision::int4 && cols % 2)
       chosen = Precision::int8; // int4 packs rows of an even length
     if (*chosen == Precision::w4a8 && cols % 2)
       chosen = Precision::w8a8;
-    OpBuilder b(w);
     w.setPrecisionAttr(mm::PrecisionAttr::get(b.getContext(), *chosen));
     if (*chosen == Precision::int8 || *chosen == Precision::w8a8)
       w.setGroupAttr(b.getI64IntegerAttr(cols));

@@ -36,7 +36,8 @@ struct ConcatGateUp : OpRewritePattern<mm::ExpertsOp> {
       return rewriter.notifyMatchFailure(op, "gate/up are not plain per-expert weights");
     auto type = cast<RankedTensorType>(gate.getType());
     if (type != up.getType() || gate.getPrecisionAttr() != up.getPrecisionAttr() ||
-        gate.getGroupAttr() != up.getGroupAttr() || gate.getPanels() != up.getPanels())
+        gate.getGroupAttr() != up.getGroupAttr() || gate.getPanels() != up.getPanels() ||
+        gate.getStored() != up.getStored())
       return rewriter.notifyMatchFailure(op, "gate and up differ in type, precision or layout");
     SmallVector<int64_t> shape(type.getShape());
     shape[1] *= 2;
@@ -56,7 +57,7 @@ struct ConcatGateUp : OpRewritePattern<mm::ExpertsOp> {
         gate.getLoc(), RankedTensorType::get(shape, type.getElementType()),
         gate.getNameAttr(), rewriter.getStrArrayAttr({up.getName()}), StringAttr(),
         DenseI64ArrayAttr(), gate.getPrecisionAttr(), gate.getGroupAttr(), append,
-        gate.getPanelsAttr());
+        gate.getPanelsAttr(), gate.getStoredAttr());
     rewriter.replaceOpWithNewOp<mm::ExpertsOp>(
         op, op.getType(), op.getInput(), op.getRoutingWeights(), op.getRoutingIndices(),
         ValueRange{gateUp, op.getDown()}, op.getSharedAttr(), op.getGroupedAttr());
@@ -109,7 +110,8 @@ struct FoldSharedExpert : OpRewritePattern<mm::AddOp> {
           partType.getElementType() != stackType.getElementType() ||
           w.getPrecisionAttr() != stacks[stack].getPrecisionAttr() ||
           w.getGroupAttr() != stacks[stack].getGroupAttr() ||
-          w.getPanels() != stacks[stack].getPanels())
+          w.getPanels() != stacks[stack].getPanels() ||
+          w.getStored() != stacks[stack].getStored())
         return rewriter.notifyMatchFailure(add, "the shared expert's size, type, precision or "
                                                 "layout differs");
       appended[stack].push_back(w.getName());
@@ -123,7 +125,8 @@ struct FoldSharedExpert : OpRewritePattern<mm::AddOp> {
       weights.push_back(rewriter.create<mm::WeightOp>(
           w.getLoc(), RankedTensorType::get(shape, type.getElementType()), w.getNameAttr(),
           w.getConcatAttr(), StringAttr(), DenseI64ArrayAttr(), w.getPrecisionAttr(),
-          w.getGroupAttr(), rewriter.getStrArrayAttr(names), w.getPanelsAttr()));
+          w.getGroupAttr(), rewriter.getStrArrayAttr(names), w.getPanelsAttr(),
+          w.getStoredAttr()));
     }
     rewriter.replaceOpWithNewOp<mm::ExpertsOp>(add, op.getType(), op.getInput(),
                                                op.getRoutingWeights(), op.getRoutingIndices(),

@@ -212,9 +212,14 @@ LogicalResult WeightOp::verifyPrecision() {
   if (!getPrecision()) {
     if (getGroup())
       return emitOpError() << "weight '" << name << "' has a 'group' but no precision";
+    if (getStored())
+      return emitOpError() << "weight '" << name << "' is 'stored' but has no precision";
     return success();
   }
   const Precision p = *getPrecision();
+  if (getStored() && p != Precision::int4 && p != Precision::w4a8)
+    return emitOpError() << "weight '" << name << "' is stored as " << stringifyPrecision(p)
+                         << "; only int4 and w4a8 come from a checkpoint as they are";
   if (getScale())
     return emitOpError() << "block-scaled weight '" << name
                          << "' keeps its checkpoint precision";

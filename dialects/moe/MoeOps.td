@@ -48,6 +48,14 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
     kernels that multiply by the weight to quantize their activations to
     int8 per token.
 
+    `stored` marks a precision the checkpoint already holds: a GPTQ layer's
+    packed 4-bit integers and fp16 group scales (compiler/import/
+    PackedInt4.h), read into the plan as they are. It is `int4` with the
+    checkpoint's group, or `w4a8` (the same bytes; the kernels quantize
+    their activations) where that group allows it; `moe-assign-precision`
+    changes nothing else about it, since any other precision would round
+    the checkpoint's values a second time.
+
     `panels` (set by `moe-assign-precision{weight-layout=panels}`) stores
     each matrix (the last two dimensions, a multiple of 8 rows) in panels of
     8 rows, element c of the 8 rows side by side, for the CPU kernels'
@@ -66,6 +74,8 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
            : tensor<64x2816x2048xbf16>
     %4 = moe.weight "model.layers.0.mlp.experts.{e}.down_proj.weight"
            precision int4 group 128 : tensor<64x2048x1408xbf16>
+    %5 = moe.weight "model.layers.0.mlp.experts.{e}.up_proj.weight"
+           precision int4 group 128 stored : tensor<64x1408x2048xf16>
     ```
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$concat,
@@ -74,12 +84,12 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
                        OptionalAttr<Moe_PrecisionAttr>:$precision,
                        OptionalAttr<I64Attr>:$group,
                        OptionalAttr<StrArrayAttr>:$append,
-                       UnitAttr:$panels);
+                       UnitAttr:$panels, UnitAttr:$stored);
   let results = (outs Moe_Tensor:$result);
   let assemblyFormat = [{
     $name (`concat` $concat^)? (`append` $append^)? (`scale` $scale^ `block` $block)?
-    (`precision` $precision^)? (`group` $group^)? (`panels` $panels^)? attr-dict `:`
-    type($result)
+    (`precision` $precision^)? (`group` $group^)? (`stored` $stored^)? (`panels` $panels^)?
+    attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -987,6 +987,22 @@ func.func @precision_block_scaled() {
 
 // -----
 
+func.func @stored_without_precision() {
+  // expected-error @+1 {{weight 'w' is 'stored' but has no precision}}
+  %0 = moe.weight "w" stored : tensor<4x4xf16>
+  return
+}
+
+// -----
+
+func.func @stored_int8() {
+  // expected-error @+1 {{weight 'w' is stored as int8; only int4 and w4a8 come from a checkpoint as they are}}
+  %0 = moe.weight "w" precision int8 group 4 stored : tensor<4x4xf16>
+  return
+}
+
+// -----
+
 func.func @append_not_per_expert() {
   // expected-error @+1 {{weight 'w' may append whole experts (1 names each, fewer experts than it stacks) to an unscaled per-expert stack only}}
   %0 = moe.weight "w" append ["s"] : tensor<4x4xbf16>

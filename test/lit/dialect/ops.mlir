@@ -16,6 +16,8 @@ func.func @gqa_layer(%tokens: tensor<?xi32>, %pos: tensor<?xi32>) -> tensor<?x96
   %qb = moe.weight "q.bias" : tensor<32xbf16>
   // CHECK: moe.weight "k.weight" precision bf16 panels : tensor<16x32xf32>
   %pw = moe.weight "k.weight" precision bf16 panels : tensor<16x32xf32>
+  // CHECK: moe.weight "v.weight" precision int4 group 16 stored : tensor<16x32xf16>
+  %sw = moe.weight "v.weight" precision int4 group 16 stored : tensor<16x32xf16>
   // CHECK: moe.linear %{{.*}}, %{{.*}} bias %{{.*}} : (tensor<?x32xf32>, tensor<32x32xbf16>, tensor<32xbf16>) -> tensor<?x32xf32>
   %q = moe.linear %x, %qw bias %qb : (tensor<?x32xf32>, tensor<32x32xbf16>, tensor<32xbf16>) -> tensor<?x32xf32>
   %kw = moe.weight "k.weight" : tensor<16x32xbf16>
