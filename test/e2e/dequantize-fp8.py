@@ -13,20 +13,13 @@ import os
 import struct
 import sys
 
+from safetensors_io import read, write
+
 
 def e4m3(b):
     sign = -1.0 if b & 0x80 else 1.0
     e, m = (b >> 3) & 15, b & 7
     return sign * (m * 2.0 ** -9 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7))
-
-
-def read(path):
-    data = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    header.pop("__metadata__", None)
-    return {k: (v["dtype"], v["shape"], data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-            for k, v in header.items()}
 
 
 src, dst = sys.argv[1], sys.argv[2]
@@ -49,13 +42,4 @@ for name, (dtype, shape, raw) in tensors.items():
     out[name] = (dtype, shape, raw)
 os.makedirs(dst, exist_ok=True)
 json.dump(config, open(os.path.join(dst, "config.json"), "w"), indent=2)
-header, offset = {}, 0
-for name, (dtype, shape, raw) in out.items():
-    header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
-    offset += len(raw)
-text = json.dumps(header).encode()
-text += b" " * (-len(text) % 8)
-with open(os.path.join(dst, "model.safetensors"), "wb") as f:
-    f.write(struct.pack("<Q", len(text)) + text)
-    for _, _, raw in out.values():
-        f.write(raw)
+write(os.path.join(dst, "model.safetensors"), out)
