@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 
 using json = nlohmann::json;
 
@@ -334,21 +335,92 @@ void readMixtral(const Reader &r, HfConfig &c) {
     c.slidingWindow = r.positive("sliding_window");
 }
 
+/// Keys of a GPTQ quantization_config that say how the checkpoint was made
+/// (calibration, the tool, its kernels) but not how its tensors read.
+const std::set<std::string> kGptqInformational = {
+    "damp_percent", "damp_auto_increment", "true_sequential", "static_groups",
+    "model_name_or_path", "model_file_base_name", "meta", "tokenizer", "dataset",
+    "use_cuda_fp16", "model_seqlen", "block_name_to_quantize",
+    "module_name_preceding_first_block", "batch_size", "pad_token_id", "use_exllama",
+    "max_input_length", "exllama_config", "cache_block_outputs",
+    "modules_in_block_to_quantize", "backend", "mse", "v2", "v2_alpha", "lm_head"};
+
+/// GPTQ: 4 bits, symmetric; whether each layer's groups are in order (a
+/// desc_act checkpoint may still have them so) is checked on its g_idx.
+void readGptq(const Reader &r, const json &quant, HfConfig &c) {
+  const std::string known = "quant_method, bits, group_size, sym, desc_act, checkpoint_format, "
+                            "format, pack_dtype, dynamic, rotation, adapter, and informational "
+                            "keys such as damp_percent and true_sequential";
+  for (auto &[key, value] : quant.items())
+    if (!kGptqInformational.count(key) && key != "quant_method" && key != "bits" &&
+        key != "group_size" && key != "sym" && key != "desc_act" &&
+        key != "checkpoint_format" && key != "format" && key != "pack_dtype" &&
+        key != "dynamic" && key != "rotation" && key != "adapter")
+      r.fail("quantization_config." + key + " is not known for gptq (known: " + known +
+             "): it may change how the weights read, and the importer would ignore it");
+  auto refuse = [&](const std::string &key, const std::string &why) {
+    r.fail("quantization_config." + key + " " + quant[key].dump() + " is not supported: " + why);
+  };
+  // A key's value when it has the type asked for, else refused by name.
+  auto typed = [&](const char *key, json dflt, bool ok(const json &), const char *want) {
+    if (!quant.contains(key) || quant[key].is_null())
+      return dflt;
+    if (!ok(quant[key]))
+      refuse(key, std::string("it must be ") + want);
+    return quant[key];
+  };
+  auto isString = [](const json &v) { return v.is_string(); };
+  auto isBool = [](const json &v) { return v.is_boolean(); };
+  if (!quant.contains("bits") || quant["bits"] != 4)
+    r.fail("quantization_config.bits " + (quant.contains("bits") ? quant["bits"].dump()
+                                                                  : std::string("(missing)")) +
+           " is not supported: GPTQ checkpoints are read at 4 bits only");
+  json group = quant.value("group_size", json(-1));
+  if (!group.is_number_integer() || (group != -1 && (group < 2 || group > (1 << 20) ||
+                                                     group.get<int64_t>() % 2)))
+    refuse("group_size", "it must be -1 (one group per row) or an even number of elements");
+  if (!typed("sym", true, isBool, "true or false").get<bool>())
+    refuse("sym", "asymmetric zero points are not in the plan format yet "
+                  "(docs/design-gptq-awq-import.md); export with sym=true, or dequantize "
+                  "to bf16 offline");
+  typed("desc_act", false, isBool, "true or false");
+  const std::string format =
+      typed("checkpoint_format", typed("format", "gptq", isString, "a string"), isString,
+            "a string")
+          .get<std::string>();
+  if (format != "gptq" && format != "gptq_v2")
+    refuse(quant.contains("checkpoint_format") ? "checkpoint_format" : "format",
+           "only the gptq and gptq_v2 layouts are read (not a kernel's repacked layout "
+           "such as marlin)");
+  if (typed("pack_dtype", "int32", isString, "a string") != "int32")
+    refuse("pack_dtype", "only int32 packing is read");
+  for (const char *key : {"dynamic", "rotation", "adapter"})
+    if (quant.contains(key) && !quant[key].is_null() && !quant[key].empty())
+      refuse(key, "per-module overrides, rotations and adapters are not implemented");
+  c.gptq = GptqFormat{group.get<int64_t>(), format == "gptq"};
+}
+
 /// FP8 checkpoints with block scales (DeepSeek-V3, Qwen3 FP8): the block
-/// size of their `*_scale_inv` tensors.
+/// size of their `*_scale_inv` tensors. GPTQ int4 checkpoints (readGptq).
 void readQuantization(const Reader &r, HfConfig &c) {
   const json &quant = r.object("quantization_config");
   if (quant.is_null())
     return;
+  std::string method = quant.value("quant_method", "");
+  if (method == "gptq")
+    return readGptq(r, quant, c);
+  if (method == "awq")
+    r.fail("quantization_config.quant_method 'awq' is not supported: AWQ stores a zero point "
+           "per group, which the plan format cannot hold yet (docs/design-gptq-awq-import.md); "
+           "use a symmetric GPTQ export, or dequantize to bf16 offline");
+  if (method != "fp8")
+    r.fail("quantization_config.quant_method '" + method +
+           "' is not supported (fp8 block scales and symmetric 4-bit gptq are)");
   for (auto &[key, value] : quant.items())
     if (key != "quant_method" && key != "fmt" && key != "activation_scheme" &&
         key != "weight_block_size" && key != "modules_to_not_convert")
       r.fail("quantization_config." + key + " is not known (known: quant_method, fmt, "
              "activation_scheme, weight_block_size, modules_to_not_convert)");
-  std::string method = quant.value("quant_method", "");
-  if (method != "fp8")
-    r.fail("quantization_config.quant_method '" + method +
-           "' is not supported (only fp8 block scales)");
   if (quant.value("fmt", "e4m3") != "e4m3")
     r.fail("quantization_config.fmt " + quant["fmt"].dump() + " is not supported (e4m3 only)");
   // Activations are not quantised here; "dynamic" quantises them per call

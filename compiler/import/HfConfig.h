@@ -21,6 +21,15 @@
 
 namespace moe {
 
+/// quantization_config of a GPTQ checkpoint, as far as reading its tensors
+/// needs it; the groups themselves come from each tensor's shapes.
+struct GptqFormat {
+  int64_t groupSize = 0; ///< group_size; -1: one group per row
+  /// checkpoint_format "gptq" (v1) stores each zero point minus one;
+  /// "gptq_v2" stores it as it is.
+  bool zeroMinusOne = true;
+};
+
 struct HfConfig {
   std::string modelType;
   Family family = Family::Mixtral;
@@ -70,6 +79,9 @@ struct HfConfig {
 
   // FP8 block quantisation (DeepSeek-V3 checkpoints).
   std::vector<int64_t> fp8Block;         ///< empty: not quantised
+  /// GPTQ 4-bit checkpoints (quant_method gptq, symmetric): how their
+  /// packed tensors read (compiler/import/PackedInt4.h); empty otherwise.
+  std::optional<GptqFormat> gptq;
 
   /// Multi-token-prediction layers stored after the decoder layers
   /// (DeepSeek-V3's num_nextn_predict_layers); their tensors are skipped.

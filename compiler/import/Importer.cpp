@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/import/Importer.h"
 #include "compiler/import/HfConfig.h"
+#include "compiler/import/PackedInt4.h"
 #include "compiler/import/Safetensors.h"
 #include "dialects/moe/MoeOps.h"
 
@@ -36,10 +37,12 @@ namespace {
 /// scales, the others (norms, embeddings, router, biases) never are.
 enum class WeightKind { Plain, Linear };
 
-/// A checked checkpoint tensor: its dtype and, for fp8, its scale tensor.
+/// A checked checkpoint tensor: its dtype and, for fp8, its scale tensor;
+/// for a GPTQ layer (dtype kPackedInt4), its group.
 struct Resolved {
   std::string dtype;
   std::optional<std::string> scale;
+  int64_t int4Group = 0;
 };
 
 /// Answers "what is tensor X?" from the safetensors headers, or from the
@@ -65,6 +68,13 @@ public:
     }
     const TensorInfo &info = find(name, shape);
     Resolved r{info.dtype, std::nullopt};
+    if (info.packed) {
+      if (shape.size() != 2)
+        fail(info.file, "tensor '" + name + "' is a GPTQ layer but the model reads a tensor of " +
+                            shapeString(shape));
+      r.int4Group = info.packed->group;
+      return r;
+    }
     if (info.dtype != "F32" && info.dtype != "BF16" && info.dtype != "F16" &&
         info.dtype != "F8_E4M3")
       fail(info.file, "tensor '" + name + "' has dtype " + info.dtype +
@@ -182,6 +192,8 @@ Type elementType(MLIRContext *ctx, const std::string &dtype) {
     return b.getF16Type();
   if (dtype == "F8_E4M3")
     return b.getFloat8E4M3FNType();
+  if (dtype == kPackedInt4) // values scale * q, q in [-8, 7], fp16 scales
+    return b.getF16Type();
   return b.getBF16Type();
 }
 
@@ -320,6 +332,11 @@ private:
     DenseI64ArrayAttr block =
         r.scale ? b_.getDenseI64ArrayAttr(source_.blockSize())
                 : DenseI64ArrayAttr();
+    if (r.int4Group) // GPTQ: int4 as the checkpoint stores it
+      return b_.create<WeightOp>(loc_, type, b_.getStringAttr(name), ArrayAttr(), scale, block,
+                                 PrecisionAttr::get(ctx_, Precision::int4),
+                                 b_.getI64IntegerAttr(r.int4Group), ArrayAttr(), UnitAttr(),
+                                 b_.getUnitAttr());
     return b_.create<WeightOp>(loc_, type, b_.getStringAttr(name), ArrayAttr(), scale,
                                block, PrecisionAttr(), IntegerAttr(), ArrayAttr());
   }
@@ -334,10 +351,12 @@ private:
       Resolved r = source_.check(name, shape, WeightKind::Linear);
       if (e == 0)
         first = r;
-      else if (r.dtype != first.dtype)
-        WeightSource::fail(name, "expert " + std::to_string(e) + " is " +
-                                     r.dtype + " but expert 0 is " +
-                                     first.dtype);
+      else if (r.dtype != first.dtype || r.int4Group != first.int4Group)
+        WeightSource::fail(name, "expert " + std::to_string(e) + " is " + r.dtype +
+                                     (r.int4Group ? " group " + std::to_string(r.int4Group) : "") +
+                                     " but expert 0 is " + first.dtype +
+                                     (first.int4Group ? " group " + std::to_string(first.int4Group)
+                                                      : ""));
     }
     if (first.scale)
       first.scale = pattern + "_scale_inv";
@@ -534,8 +553,11 @@ OwningOpRef<ModuleOp> importCheckpoint(MLIRContext &context,
     HfConfig config = HfConfig::load((fs::path(dir) / "config.json").string());
     std::optional<TensorCatalog> catalog;
     if (!options.shapeOnly) {
-      catalog = TensorCatalog::open(dir);
+      catalog = openCheckpoint(dir, config);
       checkTiedHead(config, *catalog);
+    } else if (config.gptq) {
+      throw InputError(config.path + ": a GPTQ checkpoint's quantized layers are known from its "
+                       "tensors, which --shape-only does not read");
     }
     WeightSource source(config, catalog ? &*catalog : nullptr);
     OwningOpRef<ModuleOp> module =

@@ -1,5 +1,6 @@
 //===- Safetensors.cpp - read safetensors headers -------------------------===//
 #include "compiler/import/Safetensors.h"
+#include "kernels/cpu/Numeric.h"
 #include "moe/runtime/File.h"
 
 #include <algorithm>
@@ -209,6 +210,22 @@ TensorCatalog TensorCatalog::open(const std::string &dir) {
 const TensorInfo *TensorCatalog::find(const std::string &name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;
+}
+
+bool canDecode(const std::string &dtype) {
+  return dtype == "F32" || dtype == "BF16" || dtype == "F16";
+}
+
+void decodeElements(const std::string &dtype, const char *src, uint64_t count, float *dst) {
+  if (dtype == "F32") {
+    std::memcpy(dst, src, count * 4);
+    return;
+  }
+  for (uint64_t i = 0; i < count; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    dst[i] = dtype == "BF16" ? cpu::bf16ToF32(h) : cpu::f16ToF32(h);
+  }
 }
 
 bool sameData(const TensorInfo &a, const TensorInfo &b) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -21,6 +22,8 @@ namespace moe {
 struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+struct PackedInt4;
 
 /// One tensor of a checkpoint.
 struct TensorInfo {
@@ -33,10 +36,19 @@ struct TensorInfo {
   /// from one row's start to the next's in `file`; 0: the rows are
   /// contiguous. Each of shape[0] rows is size / shape[0] bytes.
   uint64_t rowPitch = 0;
+  /// A GPTQ layer's view (dtype kPackedInt4, PackedInt4.h): the tensors it
+  /// reads; null for a tensor of the file.
+  std::shared_ptr<const PackedInt4> packed;
 };
 
 /// Bytes per element of a safetensors dtype, or 0 when the dtype is unknown.
 unsigned dtypeSize(const std::string &dtype);
+
+/// True for the dtypes decodeElements reads: "F32", "BF16", "F16".
+bool canDecode(const std::string &dtype);
+
+/// `count` elements of safetensors dtype `dtype` (canDecode) at src as f32.
+void decodeElements(const std::string &dtype, const char *src, uint64_t count, float *dst);
 
 /// "[2, 3]".
 std::string shapeString(const std::vector<int64_t> &shape);
@@ -56,6 +68,10 @@ public:
   void addFile(const std::string &path);
 
   const TensorInfo *find(const std::string &name) const;
+  /// Adds or replaces tensor `name` (a view standing for others).
+  void insert(const std::string &name, TensorInfo info) { tensors_[name] = std::move(info); }
+  /// Removes tensor `name` if present (tensors a view reads).
+  void erase(const std::string &name) { tensors_.erase(name); }
   const std::map<std::string, TensorInfo> &tensors() const { return tensors_; }
   /// The file a missing tensor should have been in, for messages.
   const std::string &source() const { return source_; }

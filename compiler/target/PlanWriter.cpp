@@ -11,6 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/target/PlanWriter.h"
+#include "compiler/import/HfConfig.h"
+#include "compiler/import/PackedInt4.h"
 #include "compiler/import/Safetensors.h"
 #include "compiler/import/TextFiles.h"
 #include "compiler/target/EventFolding.h"
@@ -97,7 +99,9 @@ public:
     // reader (and the corruption tests) finds them in place.
     b_.ForceDefaults(true);
     if (!options_.shapeOnly)
-      catalog_ = TensorCatalog::open(options_.checkpointDir);
+      catalog_ = openCheckpoint(
+          options_.checkpointDir,
+          HfConfig::load((fs::path(options_.checkpointDir) / "config.json").string()));
     programs_.resize(ranks.size());
     for (size_t r = 0; r < ranks.size(); ++r) {
       auto arena = ranks[r]->getAttrOfType<IntegerAttr>("plan.arena_bytes");
@@ -279,16 +283,30 @@ private:
         uint64_t numel = 1;
         for (int64_t d : info->shape)
           numel *= uint64_t(d);
+        pending.parts.push_back(info);
+        if (info->packed) { // a GPTQ layer: read as the plan's int4, or not at all
+          if (dtype != fb::DType::I4 || e.group != info->packed->group || numel != partElements)
+            fail(w, info->file + ": tensor '" + part + "' is a GPTQ layer of " +
+                        shapeString(info->shape) + " in groups of " +
+                        std::to_string(info->packed->group) +
+                        ", which the plan can store only as int4 or w4a8 in those groups");
+          continue;
+        }
         // Stored as in the checkpoint, or converted from a dtype we decode.
         pending.convert |= info->dtype != safetensorsDtype(dtype);
         if (numel != partElements || info->size != numel * dtypeSize(info->dtype) ||
             (info->dtype != safetensorsDtype(dtype) && !canDecode(info->dtype)))
           fail(w, info->file + ": tensor '" + part + "' is " + info->dtype + " " +
                       shapeString(info->shape) + ", which does not match the IR");
-        pending.parts.push_back(info);
         if (w.getScale())
           pending.checkpointScales.push_back(checkpointScale(w, ex, *info));
       }
+    const size_t packed = size_t(std::count_if(pending.parts.begin(), pending.parts.end(),
+                                               [](const TensorInfo *t) { return t->packed; }));
+    if (packed && packed != pending.parts.size())
+      fail(w, "weight '" + name + "' joins GPTQ layers and plain tensors, which the plan "
+                  "cannot store as one int4 weight without rounding the GPTQ values again");
+    pending.packedInt4 = packed > 0;
     if (w.getScale()) { // fp8 as stored, with its block scales stacked
       e.rowGroup = (*w.getBlock())[0];
       e.group = (*w.getBlock())[1];
@@ -506,8 +524,9 @@ private:
       // as stored) or from the encoder.
       std::vector<float> scales;
       const bool encode = w.checkpointScales.empty() && (w.convert || w.encoding.quantized());
-      place(w.tensor, encode ? packer.appendEncoded(w.parts, w.encoding, scales)
-                             : packer.append(w.parts, w.encoding.panels ? w.encoding.cols : 0));
+      place(w.tensor, w.packedInt4 ? packer.appendPackedInt4(w.parts, scales)
+                      : encode     ? packer.appendEncoded(w.parts, w.encoding, scales)
+                                   : packer.append(w.parts, w.encoding.panels ? w.encoding.cols : 0));
       for (const TensorInfo *s : w.checkpointScales)
         packer.decode(*s, scales);
       if (w.encoding.quantized())
@@ -647,6 +666,7 @@ private:
     std::vector<const TensorInfo *> parts;
     Encoding encoding;
     bool convert = false; ///< the checkpoint's dtype differs from the plan's
+    bool packedInt4 = false; ///< GPTQ layers, read as they are (PackedInt4.h)
     /// fp8 checkpoint weights: each part's block scale tensor, in order.
     std::vector<const TensorInfo *> checkpointScales;
   };
@@ -656,7 +676,7 @@ private:
   const TensorInfo *slice(pl::WeightOp w, const TensorInfo &t) {
     const size_t rank = t.shape.size();
     const unsigned elem = dtypeSize(t.dtype);
-    if ((rank != 1 && rank != 2) || (w.getCols() && rank != 2) || !elem)
+    if ((rank != 1 && rank != 2) || (w.getCols() && rank != 2) || (!elem && !t.packed))
       fail(w, t.file + ": tensor of " + shapeString(t.shape) + " " + t.dtype +
                   ": only matrices and vectors are sliced");
     const int64_t rows = t.shape[0], cols = rank == 2 ? t.shape[1] : 1;
@@ -669,6 +689,10 @@ private:
       fail(w, t.file + ": tensor of " + shapeString(t.shape) + " has no rows [" +
                   std::to_string(r0) + ", " + std::to_string(r0 + nr) + ") and columns [" +
                   std::to_string(c0) + ", " + std::to_string(c0 + nc) + ")");
+    if (t.packed) {
+      slices_.push_back(slicePackedInt4(t, r0, nr, c0, nc));
+      return &slices_.back();
+    }
     if (t.size != uint64_t(rows) * uint64_t(cols) * elem)
       fail(w, t.file + ": tensor of " + shapeString(t.shape) + " " + t.dtype + " holds " +
                   std::to_string(t.size) + " bytes");

@@ -18,22 +18,6 @@ uint64_t Encoding::bytes(uint64_t rows) const {
   }
 }
 
-bool canDecode(const std::string &dtype) {
-  return dtype == "F32" || dtype == "BF16" || dtype == "F16";
-}
-
-void decodeElements(const std::string &dtype, const char *src, uint64_t count, float *dst) {
-  if (dtype == "F32") {
-    std::memcpy(dst, src, count * 4);
-    return;
-  }
-  for (uint64_t i = 0; i < count; ++i) {
-    uint16_t h;
-    std::memcpy(&h, src + 2 * i, 2);
-    dst[i] = dtype == "BF16" ? cpu::bf16ToF32(h) : cpu::f16ToF32(h);
-  }
-}
-
 void encodeRows(const Encoding &e, const float *src, int64_t rows, std::vector<char> &out,
                 std::vector<float> &scales) {
   const size_t start = out.size();

@@ -10,6 +10,7 @@
 #ifndef MOE_COMPILER_TARGET_WEIGHTENCODING_H
 #define MOE_COMPILER_TARGET_WEIGHTENCODING_H
 
+#include "compiler/import/Safetensors.h" // canDecode, decodeElements
 #include "moe/runtime/PlanFormat.h"
 
 #include <cstdint>
@@ -35,12 +36,6 @@ struct Encoding {
   /// Scales per row (I8/I4).
   int64_t groups() const { return (cols + group - 1) / group; }
 };
-
-/// True for the checkpoint dtypes decodeRows reads: "F32", "BF16", "F16".
-bool canDecode(const std::string &safetensorsDtype);
-
-/// `count` elements of safetensors dtype `dtype` at src as f32.
-void decodeElements(const std::string &dtype, const char *src, uint64_t count, float *dst);
 
 /// Appends `rows` rows of f32 values encoded as `e` to `out`, and for scaled
 /// types each block's scale (max |v| / 127, 7 or 448; q = round(v / scale),

@@ -1,5 +1,6 @@
 //===- WeightPacker.cpp - stream checkpoint tensors into a weight file ----===//
 #include "compiler/target/WeightPacker.h"
+#include "compiler/import/PackedInt4.h"
 #include "moe/runtime/File.h"
 #include "moe/runtime/KernelCall.h"
 #include "moe/runtime/WeightChecksum.h"
@@ -199,6 +200,21 @@ WeightPacker::Packed WeightPacker::appendEncoded(const std::vector<const TensorI
   if (!rows.empty())
     flush(int64_t(rows.size()) / e.cols);
   endPanels(panels);
+  end(packed, sum);
+  return packed;
+}
+
+WeightPacker::Packed WeightPacker::appendPackedInt4(const std::vector<const TensorInfo *> &parts,
+                                                    std::vector<float> &scales) {
+  Packed packed;
+  begin(packed);
+  rt::WeightHasher sum(rt::kWeightChecksum);
+  std::vector<char> nibbles;
+  for (const TensorInfo *part : parts) {
+    nibbles.clear();
+    readPackedInt4(*part, nibbles, scales);
+    write(nibbles.data(), nibbles.size(), sum);
+  }
   end(packed, sum);
   return packed;
 }

@@ -43,6 +43,10 @@ public:
   /// scales are appended to `scales`.
   Packed appendEncoded(const std::vector<const TensorInfo *> &parts, const Encoding &e,
                        std::vector<float> &scales);
+  /// Appends GPTQ layer views (PackedInt4.h) as one int4 tensor, their
+  /// rows as they are; their scales are appended to `scales`.
+  Packed appendPackedInt4(const std::vector<const TensorInfo *> &parts,
+                          std::vector<float> &scales);
   /// Appends the elements of `part` (a dtype canDecode accepts) as f32 to
   /// `out` (e.g. an fp8 checkpoint's block scales).
   void decode(const TensorInfo &part, std::vector<float> &out);

@@ -4,7 +4,12 @@
 // in panels, it writes the naive interleave of those rows, 8 at a time,
 // whether a panel spans read pieces or parts. Every weight's checksum is
 // libxxhash's XXH3-64 of its bytes, streamed across pieces and parts.
+// A GPTQ layer's view, whole or sliced on its groups, is the naive nibble
+// packing of its q - 8 with its fp16 scales widened; a slice that cuts a
+// group is refused.
+#include "compiler/import/PackedInt4.h"
 #include "compiler/target/WeightPacker.h"
+#include "kernels/cpu/Numeric.h"
 #include "moe/runtime/PlanFormat.h"
 
 #include <array>
@@ -164,6 +169,99 @@ TEST_F(WeightPackerSlice, PanelsRefuseAPartialPanel) {
   e.group = 6;
   e.panels = true;
   EXPECT_THROW(packed({&t}, &e, scales), moe::InputError);
+}
+
+/// A GPTQ layer of kOut x kIn in groups of kGroup, written as GPTQ packs it
+/// (qweight [in / 8, out], fp16 scales [groups, out]) from random q in
+/// 0..15 and random scale bits.
+class PackedInt4View : public WeightPackerSlice {
+protected:
+  static constexpr int kOut = 40, kIn = 64, kGroup = 16;
+  void SetUp() override {
+    WeightPackerSlice::SetUp();
+    uint32_t state = 12345;
+    auto next = [&] { return state = state * 1664525u + 1013904223u; };
+    q.resize(kOut * kIn);
+    for (int &v : q)
+      v = int(next() >> 28);
+    for (int i = 0; i < kOut * kIn / kGroup; ++i)
+      scaleBits.push_back(uint16_t(0x3000 + (next() >> 22))); // normal fp16 values
+    std::vector<uint32_t> words(kIn / 8 * kOut);
+    for (int j = 0; j < kIn / 8; ++j)
+      for (int o = 0; o < kOut; ++o)
+        for (int t = 0; t < 8; ++t)
+          words[size_t(j * kOut + o)] |= uint32_t(q[size_t(o * kIn + 8 * j + t)]) << (4 * t);
+    std::ofstream f(dir / "gptq.bin", std::ios::binary);
+    f.write(reinterpret_cast<const char *>(words.data()), std::streamsize(words.size() * 4));
+    f.write(reinterpret_cast<const char *>(scaleBits.data()),
+            std::streamsize(scaleBits.size() * 2));
+    auto p = std::make_shared<moe::PackedInt4>();
+    p->layer = "layer";
+    p->qweight = {(dir / "gptq.bin").string(), "I32", {kIn / 8, kOut}, 0, words.size() * 4};
+    p->scales = {(dir / "gptq.bin").string(), "F16", {kIn / kGroup, kOut}, words.size() * 4,
+                 scaleBits.size() * 2};
+    p->rows = kOut;
+    p->cols = kIn;
+    p->group = kGroup;
+    whole.file = p->qweight.file;
+    whole.dtype = moe::kPackedInt4;
+    whole.shape = {kOut, kIn};
+    whole.size = kOut * kIn / 2;
+    whole.packed = p;
+  }
+  /// Rows [r0, r0 + nr) and columns [c0, c0 + nc): nibbles q - 8, and the
+  /// scales of each row's groups.
+  std::vector<char> naive(int r0, int nr, int c0, int nc, std::vector<float> &scales) const {
+    std::vector<char> out(size_t(nr * nc / 2));
+    for (int r = 0; r < nr; ++r)
+      for (int c = 0; c < nc; ++c) {
+        const int v = q[size_t((r0 + r) * kIn + c0 + c)] - 8;
+        const size_t i = size_t(r * nc + c);
+        out[i / 2] = char(uint8_t(out[i / 2]) | uint8_t((v & 15) << (i % 2 ? 4 : 0)));
+      }
+    for (int r = 0; r < nr; ++r)
+      for (int g = c0 / kGroup; g < (c0 + nc) / kGroup; ++g)
+        scales.push_back(moe::cpu::f16ToF32(scaleBits[size_t(g * kOut + r0 + r)]));
+    return out;
+  }
+  std::vector<char> read(const moe::TensorInfo &view, std::vector<float> &scales) {
+    const std::string path = (dir / "w.bin").string();
+    moe::WeightPacker p(path, 0);
+    moe::WeightPacker::Packed placed = p.appendPackedInt4({&view, &view}, scales);
+    p.finish();
+    std::vector<char> all(fs::file_size(path));
+    std::ifstream(path, std::ios::binary).read(all.data(), std::streamsize(all.size()));
+    return {all.begin() + long(placed.offset), all.begin() + long(placed.offset + placed.size)};
+  }
+  std::vector<int> q;
+  std::vector<uint16_t> scaleBits;
+  moe::TensorInfo whole;
+};
+
+TEST_F(PackedInt4View, WholeAndSlicedAreTheNaivePacking) {
+  for (auto [r0, nr, c0, nc] : {std::array{0, kOut, 0, kIn}, std::array{8, 24, 16, 32},
+                                std::array{3, 17, 48, 16}, std::array{0, kOut, 32, 32}}) {
+    moe::TensorInfo view =
+        nr == kOut && nc == kIn ? whole : moe::slicePackedInt4(whole, r0, nr, c0, nc);
+    std::vector<float> want, got;
+    std::vector<char> once = naive(r0, nr, c0, nc, want);
+    std::vector<char> twice = once; // the test packs the view twice, as two parts
+    twice.insert(twice.end(), once.begin(), once.end());
+    want.insert(want.end(), want.begin(), want.end());
+    EXPECT_EQ(read(view, got), twice) << r0 << " " << nr << " " << c0 << " " << nc;
+    EXPECT_EQ(got, want);
+  }
+}
+
+TEST_F(PackedInt4View, ASliceThatCutsAGroupIsRefused) {
+  for (auto [c0, nc] : {std::array{8, 16}, std::array{0, 24}})
+    try {
+      moe::slicePackedInt4(whole, 0, kOut, c0, nc);
+      FAIL() << "columns " << c0 << " + " << nc << " cut a group of " << kGroup;
+    } catch (const moe::InputError &e) {
+      EXPECT_NE(std::string(e.what()).find("GPTQ layer 'layer': columns"), std::string::npos)
+          << e.what();
+    }
 }
 
 } // namespace

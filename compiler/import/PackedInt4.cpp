@@ -1,0 +1,214 @@
+//===- PackedInt4.cpp - GPTQ layers read as the plan's int4 ---------------===//
+#include "compiler/import/PackedInt4.h"
+#include "moe/runtime/File.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+namespace moe {
+
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "GPTQ words are read as little-endian int32");
+
+/// A GPTQ word of eight q values (q in [0, 15], lowest bits first) as the
+/// plan's eight nibbles q - 8: subtracting 8 modulo 16 flips each nibble's
+/// top bit, and the word's little-endian bytes hold the nibbles two per
+/// byte, low nibble first, as the plan does.
+constexpr uint32_t kMinusEight = 0x88888888u;
+
+[[noreturn]] void fail(const TensorInfo &t, const std::string &layer, const std::string &what) {
+  throw InputError(t.file + ": GPTQ layer '" + layer + "': " + what);
+}
+
+std::vector<char> readAll(const TensorInfo &t, uint64_t offset, uint64_t bytes) {
+  auto in = rt::InputFile::open(t.file);
+  if (!in)
+    throw InputError(in.status().message());
+  std::vector<char> data(bytes);
+  if (rt::Status st = in->readAt(t.offset + offset, data.data(), bytes); !st)
+    throw InputError(st.message());
+  return data;
+}
+
+/// The tensor `name` of a layer, which must exist with `dtype` (one of
+/// `dtypes`) and `shape`.
+const TensorInfo &part(const TensorCatalog &catalog, const std::string &layer, const char *suffix,
+                       const std::vector<std::string> &dtypes,
+                       const std::vector<int64_t> &shape) {
+  const std::string name = layer + suffix;
+  const TensorInfo *t = catalog.find(name);
+  const TensorInfo &qweight = *catalog.find(layer + ".qweight");
+  if (!t)
+    fail(qweight, layer, "tensor '" + name + "' is missing (expected " + dtypes[0] + " " +
+                             shapeString(shape) + ")");
+  if (std::find(dtypes.begin(), dtypes.end(), t->dtype) == dtypes.end() || t->shape != shape) {
+    std::string want;
+    for (const std::string &d : dtypes)
+      want += (want.empty() ? "" : ", ") + d;
+    fail(*t, layer, "tensor '" + name + "' is " + t->dtype + " " + shapeString(t->shape) +
+                        ", expected " + shapeString(shape) + " of " + want);
+  }
+  return *t;
+}
+
+/// Checks one layer's tensors and returns its view.
+TensorInfo layerView(const TensorCatalog &catalog, const std::string &layer,
+                     const GptqFormat &format) {
+  const TensorInfo &qweight = *catalog.find(layer + ".qweight");
+  if (qweight.dtype != "I32" || qweight.shape.size() != 2)
+    fail(qweight, layer, "tensor '" + layer + ".qweight' is " + qweight.dtype + " " +
+                             shapeString(qweight.shape) + ", expected I32 [in / 8, out]");
+  if (catalog.find(layer + ".weight"))
+    fail(qweight, layer, "it has both '" + layer + ".weight' and '" + layer + ".qweight'");
+  const int64_t in = qweight.shape[0] * 8, out = qweight.shape[1];
+  if (out % 8 || in == 0 || out == 0)
+    fail(qweight, layer, "out " + std::to_string(out) +
+                             " is not a positive multiple of 8, so its zero points do not pack");
+  const TensorInfo *scaleInfo = catalog.find(layer + ".scales");
+  if (!scaleInfo || scaleInfo->shape.size() != 2)
+    fail(qweight, layer, "tensor '" + layer + ".scales' is missing or not [groups, out]");
+  const int64_t group = format.groupSize == -1 ? in : format.groupSize;
+  const int64_t groups = (in + group - 1) / group;
+  if (scaleInfo->shape[0] != groups)
+    fail(*scaleInfo, layer, "tensor '" + layer + ".scales' has " +
+                                std::to_string(scaleInfo->shape[0]) + " groups, but group_size " +
+                                std::to_string(format.groupSize) + " makes " +
+                                std::to_string(groups) + " of its " + std::to_string(in) +
+                                " inputs");
+  const TensorInfo &scales = part(catalog, layer, ".scales", {"F16", "BF16", "F32"}, {groups, out});
+  const TensorInfo &qzeros = part(catalog, layer, ".qzeros", {"I32"}, {groups, out / 8});
+
+  // Symmetric: every zero point 8 (v1 stores 7), so q - 8 is the value.
+  const uint32_t zeroWord = format.zeroMinusOne ? 0x77777777u : 0x88888888u;
+  std::vector<char> zeros = readAll(qzeros, 0, qzeros.size);
+  for (size_t i = 0; i < zeros.size() / 4; ++i) {
+    uint32_t w;
+    std::memcpy(&w, zeros.data() + 4 * i, 4);
+    if (w == zeroWord)
+      continue;
+    int t = 0; // the word's first output whose zero point differs
+    while (!(((w ^ zeroWord) >> (4 * t)) & 15))
+      ++t;
+    const int64_t output = int64_t(i) % (out / 8) * 8 + t;
+    fail(qzeros, layer, "output " + std::to_string(output) + " of group " +
+                            std::to_string(int64_t(i) / (out / 8)) + " has zero point " +
+                            std::to_string(((w >> (4 * t)) & 15) + (format.zeroMinusOne ? 1 : 0)) +
+                            ", not 8: the checkpoint is not symmetric, and the plan format has "
+                            "no zero points yet (docs/design-gptq-awq-import.md)");
+  }
+  // Groups in order: input i in group i / group. A desc_act checkpoint
+  // permutes them, which contiguous plan groups cannot express.
+  if (catalog.find(layer + ".g_idx")) {
+    const TensorInfo &gIdx = part(catalog, layer, ".g_idx", {"I32"}, {in});
+    std::vector<char> ids = readAll(gIdx, 0, gIdx.size);
+    for (int64_t i = 0; i < in; ++i) {
+      int32_t g;
+      std::memcpy(&g, ids.data() + 4 * i, 4);
+      if (g != i / group)
+        fail(gIdx, layer, "input " + std::to_string(i) + " is in group " + std::to_string(g) +
+                              ", not " + std::to_string(i / group) +
+                              ": act-order (desc_act) groups are out of order, which plan "
+                              "groups cannot express; export with desc_act=false, or "
+                              "dequantize to bf16 offline");
+    }
+  }
+  auto packed = std::make_shared<PackedInt4>();
+  packed->layer = layer;
+  packed->qweight = qweight;
+  packed->scales = scales;
+  packed->rows = out;
+  packed->cols = in;
+  packed->group = group;
+  TensorInfo view;
+  view.file = qweight.file;
+  view.dtype = kPackedInt4;
+  view.shape = {out, in};
+  view.size = uint64_t(out) * uint64_t(in) / 2;
+  view.packed = std::move(packed);
+  return view;
+}
+
+} // namespace
+
+TensorCatalog openCheckpoint(const std::string &dir, const HfConfig &config) {
+  TensorCatalog catalog = TensorCatalog::open(dir);
+  if (!config.gptq)
+    return catalog;
+  const std::string suffix = ".qweight";
+  std::vector<std::string> layers;
+  for (auto &[name, info] : catalog.tensors())
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      layers.push_back(name.substr(0, name.size() - suffix.size()));
+  for (const std::string &layer : layers) {
+    TensorInfo view = layerView(catalog, layer, *config.gptq);
+    for (const char *s : {".qweight", ".scales", ".qzeros", ".g_idx"})
+      catalog.erase(layer + s);
+    catalog.insert(layer + ".weight", std::move(view));
+  }
+  return catalog;
+}
+
+TensorInfo slicePackedInt4(const TensorInfo &view, int64_t r0, int64_t nr, int64_t c0,
+                           int64_t nc) {
+  const PackedInt4 &p = *view.packed;
+  const int64_t first = p.col0 + c0, end = first + nc;
+  const bool aligned = first % p.group == 0 && first % 8 == 0 &&
+                       ((nc % p.group == 0 && nc % 8 == 0) || end == p.cols);
+  if (!aligned)
+    fail(p.qweight, p.layer,
+         "columns [" + std::to_string(first) + ", " + std::to_string(end) + ") of its " +
+             std::to_string(p.cols) + " inputs do not start and end on its groups of " +
+             std::to_string(p.group) +
+                     " (and multiples of 8): use a tensor-parallel degree that splits its "
+                     "groups evenly");
+  auto packed = std::make_shared<PackedInt4>(p);
+  packed->row0 += r0;
+  packed->col0 += c0;
+  TensorInfo v = view;
+  v.shape = {nr, nc};
+  v.size = uint64_t(nr) * uint64_t(nc) / 2;
+  v.packed = std::move(packed);
+  return v;
+}
+
+void readPackedInt4(const TensorInfo &view, std::vector<char> &nibbles,
+                    std::vector<float> &scales) {
+  const PackedInt4 &p = *view.packed;
+  const int64_t rows = view.shape[0], cols = view.shape[1], words = cols / 8;
+  // Rows col0 / 8 .. of qweight, every output's column.
+  std::vector<char> raw =
+      readAll(p.qweight, uint64_t(p.col0 / 8) * uint64_t(p.rows) * 4,
+              uint64_t(words) * uint64_t(p.rows) * 4);
+  const uint32_t *qw = reinterpret_cast<const uint32_t *>(raw.data());
+  const size_t start = nibbles.size(), rowBytes = size_t(cols / 2);
+  nibbles.resize(start + size_t(rows) * rowBytes);
+  char *dst = nibbles.data() + start;
+  // Blocks of outputs: qweight's row j holds word j of every output, so a
+  // block reads 16 adjacent words and writes 16 rows.
+  constexpr int64_t kBlock = 16;
+  for (int64_t o0 = 0; o0 < rows; o0 += kBlock) {
+    const int64_t o1 = std::min(rows, o0 + kBlock);
+    for (int64_t j = 0; j < words; ++j)
+      for (int64_t o = o0; o < o1; ++o) {
+        const uint32_t w = qw[size_t(j) * size_t(p.rows) + size_t(p.row0 + o)] ^ kMinusEight;
+        std::memcpy(dst + size_t(o) * rowBytes + size_t(4 * j), &w, 4);
+      }
+  }
+  // Scales [groups, out] -> per row, its groups in order.
+  const int64_t g0 = p.col0 / p.group, groups = (cols + p.group - 1) / p.group;
+  const unsigned elem = dtypeSize(p.scales.dtype);
+  std::vector<char> s = readAll(p.scales, uint64_t(g0) * uint64_t(p.rows) * elem,
+                                uint64_t(groups) * uint64_t(p.rows) * elem);
+  std::vector<float> all(size_t(groups) * size_t(p.rows));
+  decodeElements(p.scales.dtype, s.data(), all.size(), all.data());
+  for (int64_t o = 0; o < rows; ++o)
+    for (int64_t g = 0; g < groups; ++g)
+      scales.push_back(all[size_t(g) * size_t(p.rows) + size_t(p.row0 + o)]);
+}
+
+} // namespace moe
