@@ -34,7 +34,7 @@ const ConfigKey kSharedRead[] = {
     {"rope_scaling", R::Read, "RoPE scaling: default, linear, yarn"},
     {"rope_parameters", R::Read, "transformers v5 RoPE base and scaling"},
     {"partial_rotary_factor", R::Read, "must be 1: RoPE on whole heads"},
-    {"quantization_config", R::Read, "fp8 block scales; symmetric 4-bit gptq"},
+    {"quantization_config", R::Read, "fp8 block scales; gptq and awq at 4 bits"},
 };
 
 // Keys of every model type that do not change inference.

@@ -335,87 +335,117 @@ void readMixtral(const Reader &r, HfConfig &c) {
     c.slidingWindow = r.positive("sliding_window");
 }
 
-/// Keys of a GPTQ quantization_config that say how the checkpoint was made
-/// (calibration, the tool, its kernels) but not how its tensors read.
-const std::set<std::string> kGptqInformational = {
+/// Keys of a GPTQ or AWQ quantization_config that say how the checkpoint
+/// was made (calibration, the tool, its kernels, which layers it skipped:
+/// the tensors tell) but not how its tensors read.
+const std::set<std::string> kInt4Informational = {
     "damp_percent", "damp_auto_increment", "true_sequential", "static_groups",
     "model_name_or_path", "model_file_base_name", "meta", "tokenizer", "dataset",
     "use_cuda_fp16", "model_seqlen", "block_name_to_quantize",
     "module_name_preceding_first_block", "batch_size", "pad_token_id", "use_exllama",
     "max_input_length", "exllama_config", "cache_block_outputs",
-    "modules_in_block_to_quantize", "backend", "mse", "v2", "v2_alpha", "lm_head"};
+    "modules_in_block_to_quantize", "backend", "mse", "v2", "v2_alpha", "lm_head",
+    "modules_to_not_convert", "do_fuse", "fuse_max_seq_len", "modules_to_fuse"};
 
-/// GPTQ: 4 bits, symmetric; whether each layer's groups are in order (a
-/// desc_act checkpoint may still have them so) is checked on its g_idx.
-void readGptq(const Reader &r, const json &quant, HfConfig &c) {
-  const std::string known = "quant_method, bits, group_size, sym, desc_act, checkpoint_format, "
-                            "format, pack_dtype, dynamic, rotation, adapter, and informational "
-                            "keys such as damp_percent and true_sequential";
-  for (auto &[key, value] : quant.items())
-    if (!kGptqInformational.count(key) && key != "quant_method" && key != "bits" &&
-        key != "group_size" && key != "sym" && key != "desc_act" &&
-        key != "checkpoint_format" && key != "format" && key != "pack_dtype" &&
-        key != "dynamic" && key != "rotation" && key != "adapter")
-      r.fail("quantization_config." + key + " is not known for gptq (known: " + known +
-             "): it may change how the weights read, and the importer would ignore it");
-  auto refuse = [&](const std::string &key, const std::string &why) {
+/// Typed access to quantization_config's keys, refusing by name.
+struct QuantKeys {
+  const Reader &r;
+  const json &quant;
+  [[noreturn]] void refuse(const std::string &key, const std::string &why) const {
     r.fail("quantization_config." + key + " " + quant[key].dump() + " is not supported: " + why);
-  };
-  // A key's value when it has the type asked for, else refused by name.
-  auto typed = [&](const char *key, json dflt, bool ok(const json &), const char *want) {
+  }
+  /// The key's value when it has the type asked for (dflt when absent).
+  json typed(const char *key, json dflt, bool ok(const json &), const char *want) const {
     if (!quant.contains(key) || quant[key].is_null())
       return dflt;
     if (!ok(quant[key]))
       refuse(key, std::string("it must be ") + want);
     return quant[key];
-  };
-  auto isString = [](const json &v) { return v.is_string(); };
-  auto isBool = [](const json &v) { return v.is_boolean(); };
+  }
+  bool boolean(const char *key, bool dflt) const {
+    return typed(key, dflt, [](const json &v) { return v.is_boolean(); }, "true or false")
+        .get<bool>();
+  }
+  std::string string(const char *key, const std::string &dflt) const {
+    return typed(key, dflt, [](const json &v) { return v.is_string(); }, "a string")
+        .get<std::string>();
+  }
+};
+
+/// GPTQ and AWQ at 4 bits. Symmetric GPTQ becomes the plan's int4; GPTQ
+/// with sym false and AWQ (zero points per group) become int8 q - z, exact.
+/// Whether each GPTQ layer's groups are in order (a desc_act checkpoint may
+/// still have them so) is checked on its g_idx.
+void readInt4(const Reader &r, const json &quant, const std::string &method, HfConfig &c) {
+  const bool awq = method == "awq";
+  const std::set<std::string> semantic =
+      awq ? std::set<std::string>{"quant_method", "bits", "group_size", "zero_point", "version"}
+          : std::set<std::string>{"quant_method", "bits", "group_size", "sym", "desc_act",
+                                  "checkpoint_format", "format", "pack_dtype", "dynamic",
+                                  "rotation", "adapter"};
+  for (auto &[key, value] : quant.items())
+    if (!kInt4Informational.count(key) && !semantic.count(key)) {
+      std::string known;
+      for (const std::string &k : semantic)
+        known += k + ", ";
+      r.fail("quantization_config." + key + " is not known for " + method + " (known: " + known +
+             "and informational keys such as damp_percent): it may change how the weights "
+             "read, and the importer would ignore it");
+    }
+  QuantKeys q{r, quant};
   if (!quant.contains("bits") || quant["bits"] != 4)
     r.fail("quantization_config.bits " + (quant.contains("bits") ? quant["bits"].dump()
                                                                   : std::string("(missing)")) +
-           " is not supported: GPTQ checkpoints are read at 4 bits only");
+           " is not supported: " + method + " checkpoints are read at 4 bits only");
   json group = quant.value("group_size", json(-1));
   if (!group.is_number_integer() || (group != -1 && (group < 2 || group > (1 << 20) ||
                                                      group.get<int64_t>() % 2)))
-    refuse("group_size", "it must be -1 (one group per row) or an even number of elements");
-  if (!typed("sym", true, isBool, "true or false").get<bool>())
-    refuse("sym", "asymmetric zero points are not in the plan format yet "
-                  "(docs/design-gptq-awq-import.md); export with sym=true, or dequantize "
-                  "to bf16 offline");
-  typed("desc_act", false, isBool, "true or false");
-  const std::string format =
-      typed("checkpoint_format", typed("format", "gptq", isString, "a string"), isString,
-            "a string")
-          .get<std::string>();
+    q.refuse("group_size", "it must be -1 (one group per row) or an even number of elements");
+  Int4Format f;
+  f.groupSize = group.get<int64_t>();
+  if (awq) {
+    f.packing = Int4Format::Packing::Awq;
+    f.symmetric = false;
+    if (!q.boolean("zero_point", true))
+      q.refuse("zero_point", "AWQ without zero points is not read (no published checkpoint "
+                             "was found to test it against)");
+    std::string version = q.string("version", "gemm");
+    std::transform(version.begin(), version.end(), version.begin(), ::tolower);
+    if (version != "gemm")
+      q.refuse("version", "only the gemm layout is read (gemv and the kernels' repacked "
+                          "layouts order their words differently)");
+    c.int4 = f;
+    return;
+  }
+  f.symmetric = q.boolean("sym", true);
+  q.boolean("desc_act", false);
+  const std::string format = q.string("checkpoint_format", q.string("format", "gptq"));
   if (format != "gptq" && format != "gptq_v2")
-    refuse(quant.contains("checkpoint_format") ? "checkpoint_format" : "format",
-           "only the gptq and gptq_v2 layouts are read (not a kernel's repacked layout "
-           "such as marlin)");
-  if (typed("pack_dtype", "int32", isString, "a string") != "int32")
-    refuse("pack_dtype", "only int32 packing is read");
+    q.refuse(quant.contains("checkpoint_format") ? "checkpoint_format" : "format",
+             "only the gptq and gptq_v2 layouts are read (not a kernel's repacked layout "
+             "such as marlin)");
+  f.zeroMinusOne = format == "gptq";
+  if (q.string("pack_dtype", "int32") != "int32")
+    q.refuse("pack_dtype", "only int32 packing is read");
   for (const char *key : {"dynamic", "rotation", "adapter"})
     if (quant.contains(key) && !quant[key].is_null() && !quant[key].empty())
-      refuse(key, "per-module overrides, rotations and adapters are not implemented");
-  c.gptq = GptqFormat{group.get<int64_t>(), format == "gptq"};
+      q.refuse(key, "per-module overrides, rotations and adapters are not implemented");
+  c.int4 = f;
 }
 
 /// FP8 checkpoints with block scales (DeepSeek-V3, Qwen3 FP8): the block
-/// size of their `*_scale_inv` tensors. GPTQ int4 checkpoints (readGptq).
+/// size of their `*_scale_inv` tensors. GPTQ and AWQ int4 checkpoints
+/// (readInt4).
 void readQuantization(const Reader &r, HfConfig &c) {
   const json &quant = r.object("quantization_config");
   if (quant.is_null())
     return;
-  std::string method = quant.value("quant_method", "");
-  if (method == "gptq")
-    return readGptq(r, quant, c);
-  if (method == "awq")
-    r.fail("quantization_config.quant_method 'awq' is not supported: AWQ stores a zero point "
-           "per group, which the plan format cannot hold yet (docs/design-gptq-awq-import.md); "
-           "use a symmetric GPTQ export, or dequantize to bf16 offline");
+  const std::string method = QuantKeys{r, quant}.string("quant_method", "");
+  if (method == "gptq" || method == "awq")
+    return readInt4(r, quant, method, c);
   if (method != "fp8")
     r.fail("quantization_config.quant_method '" + method +
-           "' is not supported (fp8 block scales and symmetric 4-bit gptq are)");
+           "' is not supported (fp8 block scales, gptq and awq at 4 bits are)");
   for (auto &[key, value] : quant.items())
     if (key != "quant_method" && key != "fmt" && key != "activation_scheme" &&
         key != "weight_block_size" && key != "modules_to_not_convert")

@@ -21,13 +21,19 @@
 
 namespace moe {
 
-/// quantization_config of a GPTQ checkpoint, as far as reading its tensors
-/// needs it; the groups themselves come from each tensor's shapes.
-struct GptqFormat {
+/// quantization_config of a 4-bit GPTQ or AWQ checkpoint, as far as reading
+/// its tensors needs it; the groups themselves come from each tensor's
+/// shapes (compiler/import/PackedInt4.h).
+struct Int4Format {
+  enum class Packing { Gptq, Awq };
+  Packing packing = Packing::Gptq;
   int64_t groupSize = 0; ///< group_size; -1: one group per row
-  /// checkpoint_format "gptq" (v1) stores each zero point minus one;
-  /// "gptq_v2" stores it as it is.
-  bool zeroMinusOne = true;
+  /// GPTQ checkpoint_format "gptq" (v1) stores each zero point minus one;
+  /// "gptq_v2" and AWQ store it as it is.
+  bool zeroMinusOne = false;
+  /// Every zero point 8 (GPTQ sym): the plan's int4. Otherwise (GPTQ sym
+  /// false, AWQ) the plan stores q - zero as int8, exactly.
+  bool symmetric = true;
 };
 
 struct HfConfig {
@@ -79,9 +85,9 @@ struct HfConfig {
 
   // FP8 block quantisation (DeepSeek-V3 checkpoints).
   std::vector<int64_t> fp8Block;         ///< empty: not quantised
-  /// GPTQ 4-bit checkpoints (quant_method gptq, symmetric): how their
-  /// packed tensors read (compiler/import/PackedInt4.h); empty otherwise.
-  std::optional<GptqFormat> gptq;
+  /// GPTQ and AWQ 4-bit checkpoints: how their packed tensors read;
+  /// empty otherwise.
+  std::optional<Int4Format> int4;
 
   /// Multi-token-prediction layers stored after the decoder layers
   /// (DeepSeek-V3's num_nextn_predict_layers); their tensors are skipped.

@@ -38,11 +38,13 @@ namespace {
 enum class WeightKind { Plain, Linear };
 
 /// A checked checkpoint tensor: its dtype and, for fp8, its scale tensor;
-/// for a GPTQ layer (dtype kPackedInt4), its group.
+/// for a GPTQ or AWQ layer (dtype kPackedInt4), the plan precision that
+/// holds it exactly (int4, or int8 with zero points) and its group.
 struct Resolved {
   std::string dtype;
   std::optional<std::string> scale;
-  int64_t int4Group = 0;
+  std::optional<Precision> stored;
+  int64_t group = 0;
 };
 
 /// Answers "what is tensor X?" from the safetensors headers, or from the
@@ -70,9 +72,10 @@ public:
     Resolved r{info.dtype, std::nullopt};
     if (info.packed) {
       if (shape.size() != 2)
-        fail(info.file, "tensor '" + name + "' is a GPTQ layer but the model reads a tensor of " +
-                            shapeString(shape));
-      r.int4Group = info.packed->group;
+        fail(info.file, "tensor '" + name + "' is a quantized layer but the model reads a "
+                            "tensor of " + shapeString(shape));
+      r.stored = info.packed->int8() ? Precision::int8 : Precision::int4;
+      r.group = info.packed->group;
       return r;
     }
     if (info.dtype != "F32" && info.dtype != "BF16" && info.dtype != "F16" &&
@@ -96,6 +99,12 @@ public:
       fail(scale.file, "tensor '" + *r.scale + "' has dtype " + scale.dtype +
                            "; fp8 block scales must be F32");
     return r;
+  }
+
+  /// "BF16", or "int4 group 128" for a quantized layer.
+  static std::string describe(const Resolved &r) {
+    return r.stored ? stringifyPrecision(*r.stored).str() + " group " + std::to_string(r.group)
+                    : r.dtype;
   }
 
   /// Block size of fp8 scales: the config's, else DeepSeek-V3's 128 x 128.
@@ -192,7 +201,7 @@ Type elementType(MLIRContext *ctx, const std::string &dtype) {
     return b.getF16Type();
   if (dtype == "F8_E4M3")
     return b.getFloat8E4M3FNType();
-  if (dtype == kPackedInt4) // values scale * q, q in [-8, 7], fp16 scales
+  if (dtype == kPackedInt4) // values scale * (q - zero), fp16 scales
     return b.getF16Type();
   return b.getBF16Type();
 }
@@ -332,10 +341,10 @@ private:
     DenseI64ArrayAttr block =
         r.scale ? b_.getDenseI64ArrayAttr(source_.blockSize())
                 : DenseI64ArrayAttr();
-    if (r.int4Group) // GPTQ: int4 as the checkpoint stores it
+    if (r.stored) // GPTQ/AWQ: the checkpoint's integers
       return b_.create<WeightOp>(loc_, type, b_.getStringAttr(name), ArrayAttr(), scale, block,
-                                 PrecisionAttr::get(ctx_, Precision::int4),
-                                 b_.getI64IntegerAttr(r.int4Group), ArrayAttr(), UnitAttr(),
+                                 PrecisionAttr::get(ctx_, *r.stored),
+                                 b_.getI64IntegerAttr(r.group), ArrayAttr(), UnitAttr(),
                                  b_.getUnitAttr());
     return b_.create<WeightOp>(loc_, type, b_.getStringAttr(name), ArrayAttr(), scale,
                                block, PrecisionAttr(), IntegerAttr(), ArrayAttr());
@@ -351,12 +360,9 @@ private:
       Resolved r = source_.check(name, shape, WeightKind::Linear);
       if (e == 0)
         first = r;
-      else if (r.dtype != first.dtype || r.int4Group != first.int4Group)
-        WeightSource::fail(name, "expert " + std::to_string(e) + " is " + r.dtype +
-                                     (r.int4Group ? " group " + std::to_string(r.int4Group) : "") +
-                                     " but expert 0 is " + first.dtype +
-                                     (first.int4Group ? " group " + std::to_string(first.int4Group)
-                                                      : ""));
+      else if (r.dtype != first.dtype || r.stored != first.stored || r.group != first.group)
+        WeightSource::fail(name, "expert " + std::to_string(e) + " is " + WeightSource::describe(r) +
+                                     " but expert 0 is " + WeightSource::describe(first));
     }
     if (first.scale)
       first.scale = pattern + "_scale_inv";
@@ -555,9 +561,9 @@ OwningOpRef<ModuleOp> importCheckpoint(MLIRContext &context,
     if (!options.shapeOnly) {
       catalog = openCheckpoint(dir, config);
       checkTiedHead(config, *catalog);
-    } else if (config.gptq) {
-      throw InputError(config.path + ": a GPTQ checkpoint's quantized layers are known from its "
-                       "tensors, which --shape-only does not read");
+    } else if (config.int4) {
+      throw InputError(config.path + ": a GPTQ or AWQ checkpoint's quantized layers are known "
+                       "from its tensors, which --shape-only does not read");
     }
     WeightSource source(config, catalog ? &*catalog : nullptr);
     OwningOpRef<ModuleOp> module =

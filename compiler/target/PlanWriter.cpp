@@ -284,12 +284,14 @@ private:
         for (int64_t d : info->shape)
           numel *= uint64_t(d);
         pending.parts.push_back(info);
-        if (info->packed) { // a GPTQ layer: read as the plan's int4, or not at all
-          if (dtype != fb::DType::I4 || e.group != info->packed->group || numel != partElements)
-            fail(w, info->file + ": tensor '" + part + "' is a GPTQ layer of " +
+        if (info->packed) { // a GPTQ/AWQ layer: read as the plan's integers, or not at all
+          const bool int8 = info->packed->int8();
+          if (dtype != (int8 ? fb::DType::I8 : fb::DType::I4) || e.group != info->packed->group ||
+              numel != partElements)
+            fail(w, info->file + ": tensor '" + part + "' is a quantized layer of " +
                         shapeString(info->shape) + " in groups of " +
-                        std::to_string(info->packed->group) +
-                        ", which the plan can store only as int4 or w4a8 in those groups");
+                        std::to_string(info->packed->group) + ", which the plan can store only as " +
+                        (int8 ? "int8 (w8a8)" : "int4 (w4a8)") + " in those groups");
           continue;
         }
         // Stored as in the checkpoint, or converted from a dtype we decode.
@@ -304,8 +306,8 @@ private:
     const size_t packed = size_t(std::count_if(pending.parts.begin(), pending.parts.end(),
                                                [](const TensorInfo *t) { return t->packed; }));
     if (packed && packed != pending.parts.size())
-      fail(w, "weight '" + name + "' joins GPTQ layers and plain tensors, which the plan "
-                  "cannot store as one int4 weight without rounding the GPTQ values again");
+      fail(w, "weight '" + name + "' joins GPTQ/AWQ layers and plain tensors, which the plan "
+                  "cannot store as one weight without rounding the checkpoint's values again");
     pending.packedInt4 = packed > 0;
     if (w.getScale()) { // fp8 as stored, with its block scales stacked
       e.rowGroup = (*w.getBlock())[0];
@@ -666,7 +668,7 @@ private:
     std::vector<const TensorInfo *> parts;
     Encoding encoding;
     bool convert = false; ///< the checkpoint's dtype differs from the plan's
-    bool packedInt4 = false; ///< GPTQ layers, read as they are (PackedInt4.h)
+    bool packedInt4 = false; ///< GPTQ/AWQ layers, read as they are (PackedInt4.h)
     /// fp8 checkpoint weights: each part's block scale tensor, in order.
     std::vector<const TensorInfo *> checkpointScales;
   };

@@ -43,8 +43,8 @@ public:
   /// scales are appended to `scales`.
   Packed appendEncoded(const std::vector<const TensorInfo *> &parts, const Encoding &e,
                        std::vector<float> &scales);
-  /// Appends GPTQ layer views (PackedInt4.h) as one int4 tensor, their
-  /// rows as they are; their scales are appended to `scales`.
+  /// Appends GPTQ/AWQ layer views (PackedInt4.h) as one int4 or int8
+  /// tensor, their values exactly; their scales are appended to `scales`.
   Packed appendPackedInt4(const std::vector<const TensorInfo *> &parts,
                           std::vector<float> &scales);
   /// Appends the elements of `part` (a dtype canDecode accepts) as f32 to

@@ -269,12 +269,16 @@ struct AssignPrecisionPass : ::moe::impl::AssignPrecisionPassBase<AssignPrecisio
     const int64_t cols = type.getShape().back();
     const int64_t rows = type.getNumElements() / cols;
     OpBuilder b(w);
-    // The checkpoint's own int4 (GPTQ) keeps its values: only the same
-    // bytes with int8 activations (w4a8, where the group allows) replace it.
+    // The checkpoint's own integers (GPTQ, AWQ) keep their values: only the
+    // same bytes with int8 activations replace them, where the group allows
+    // it (w4a8: a multiple of 128 or the row; w8a8: the row).
     if (w.getStored()) {
       const int64_t group = *w.getGroup();
-      if (*chosen == Precision::w4a8 && (group % 128 == 0 || group == cols))
-        w.setPrecisionAttr(mm::PrecisionAttr::get(b.getContext(), Precision::w4a8));
+      const Precision stored = *w.getPrecision();
+      if ((stored == Precision::int4 && *chosen == Precision::w4a8 &&
+           (group % 128 == 0 || group == cols)) ||
+          (stored == Precision::int8 && *chosen == Precision::w8a8 && group == cols))
+        w.setPrecisionAttr(mm::PrecisionAttr::get(b.getContext(), *chosen));
       return;
     }
     if (*chosen == Precision::int4 && cols % 2)

@@ -122,9 +122,10 @@ def AssignPrecisionPass : Pass<"moe-assign-precision", "mlir::ModuleOp"> {
     multiplies nothing); with `attention=w8a8` (`w4a8`) MLA's `kv_b` gets
     int8 (int4), as under the policy.
     Block-scaled fp8 checkpoint weights keep their precision. So do `stored`
-    int4 weights (GPTQ checkpoints), except that a policy giving their
-    component `w4a8` makes them w4a8 where their group is a multiple of 128
-    or the whole row: the same bytes, read with int8 activations.
+    weights (GPTQ and AWQ checkpoints), except that a policy giving their
+    component `w4a8` makes a stored int4 weight w4a8 where its group is a
+    multiple of 128 or the whole row, and `w8a8` a stored int8 weight whose
+    group is the whole row: the same bytes, read with int8 activations.
 
     `weight-layout=panels` then sets `panels` on every weight stored as f32,
     bf16 or f16 whose matrices have a multiple of 8 rows, that the kernels

@@ -217,9 +217,10 @@ LogicalResult WeightOp::verifyPrecision() {
     return success();
   }
   const Precision p = *getPrecision();
-  if (getStored() && p != Precision::int4 && p != Precision::w4a8)
+  if (getStored() && p != Precision::int4 && p != Precision::w4a8 && p != Precision::int8 &&
+      p != Precision::w8a8)
     return emitOpError() << "weight '" << name << "' is stored as " << stringifyPrecision(p)
-                         << "; only int4 and w4a8 come from a checkpoint as they are";
+                         << "; only int4, w4a8, int8 and w8a8 come from a checkpoint as they are";
   if (getScale())
     return emitOpError() << "block-scaled weight '" << name
                          << "' keeps its checkpoint precision";

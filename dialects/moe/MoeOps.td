@@ -48,13 +48,14 @@ def Moe_WeightOp : Moe_Op<"weight", [Pure]> {
     kernels that multiply by the weight to quantize their activations to
     int8 per token.
 
-    `stored` marks a precision the checkpoint already holds: a GPTQ layer's
-    packed 4-bit integers and fp16 group scales (compiler/import/
-    PackedInt4.h), read into the plan as they are. It is `int4` with the
-    checkpoint's group, or `w4a8` (the same bytes; the kernels quantize
-    their activations) where that group allows it; `moe-assign-precision`
-    changes nothing else about it, since any other precision would round
-    the checkpoint's values a second time.
+    `stored` marks a precision the checkpoint already holds: a GPTQ or AWQ
+    layer's packed 4-bit integers and fp16 group scales (compiler/import/
+    PackedInt4.h), read into the plan exactly: `int4` (q - 8, symmetric
+    GPTQ) or `int8` (q - zero, zero points per group) in the checkpoint's
+    group, or `w4a8`/`w8a8` (the same bytes; the kernels quantize their
+    activations) where that group allows it. `moe-assign-precision` changes
+    nothing else about it, since any other precision would round the
+    checkpoint's values a second time.
 
     `panels` (set by `moe-assign-precision{weight-layout=panels}`) stores
     each matrix (the last two dimensions, a multiple of 8 rows) in panels of

@@ -995,9 +995,9 @@ func.func @stored_without_precision() {
 
 // -----
 
-func.func @stored_int8() {
-  // expected-error @+1 {{weight 'w' is stored as int8; only int4 and w4a8 come from a checkpoint as they are}}
-  %0 = moe.weight "w" precision int8 group 4 stored : tensor<4x4xf16>
+func.func @stored_fp8() {
+  // expected-error @+1 {{weight 'w' is stored as fp8; only int4, w4a8, int8 and w8a8 come from a checkpoint as they are}}
+  %0 = moe.weight "w" precision fp8 group 4 stored : tensor<4x4xf16>
   return
 }
 

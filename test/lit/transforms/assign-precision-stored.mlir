@@ -1,16 +1,19 @@
-// moe-assign-precision over `stored` int4 weights (a GPTQ checkpoint's own
-// packed integers): every policy leaves them int4 in their group, except
-// that a policy giving their component w4a8 makes them w4a8 (the same
-// bytes, int8 activations) where the group is a multiple of 128 or the
-// whole row. MLA's kv_b stays int4 (its kernel takes f32 activations).
+// moe-assign-precision over `stored` weights (a GPTQ or AWQ checkpoint's own
+// integers): every policy leaves them as they are, except that a policy
+// giving their component w4a8 (w8a8) makes stored int4 (int8) w4a8 (w8a8):
+// the same bytes, int8 activations, where the group is a multiple of 128 or
+// the whole row (w8a8: the whole row). MLA's kv_b stays int4 (its kernel
+// takes f32 activations).
 // The other weights follow the policy. moe-fuse-experts joins gate and up
 // only when both are stored (or neither).
 // RUN: moe-opt %s -split-input-file --moe-assign-precision=policy=w4a8 | FileCheck %s --check-prefix=W4A8
 // RUN: moe-opt %s -split-input-file --moe-assign-precision=policy=fp32 | FileCheck %s --check-prefix=FP32
+// RUN: moe-opt %s -split-input-file --moe-assign-precision=policy=w8a8 | FileCheck %s --check-prefix=W8A8
 // RUN: moe-opt %s -split-input-file --moe-assign-precision=policy=w4a8 --moe-fuse-experts | FileCheck %s --check-prefix=FUSE
 
 // W4A8-LABEL: func.func @forward
 // FP32-LABEL: func.func @forward
+// W8A8-LABEL: func.func @forward
 func.func @forward(%ids: tensor<?xi32>, %pos: tensor<?xi32>) -> tensor<?x96xf32> {
   // W4A8: moe.weight "embed" precision int4 group 128 : tensor<96x256xbf16>
   // FP32: moe.weight "embed" precision f32 : tensor<96x256xbf16>
@@ -21,6 +24,14 @@ func.func @forward(%ids: tensor<?xi32>, %pos: tensor<?xi32>) -> tensor<?x96xf32>
   // FP32: moe.weight "q.weight" precision int4 group 128 stored : tensor<48x256xf16>
   %qw = moe.weight "q.weight" precision int4 group 128 stored : tensor<48x256xf16>
   %q = moe.linear %x, %qw : (tensor<?x256xf32>, tensor<48x256xf16>) -> tensor<?x48xf32>
+  // Stored int8 (zero points): w8a8 only with one group a row.
+  // W4A8: moe.weight "k.weight" precision int8 group 256 stored : tensor<48x256xf16>
+  // W8A8: moe.weight "k.weight" precision w8a8 group 256 stored : tensor<48x256xf16>
+  // W8A8: moe.weight "v.weight" precision int8 group 128 stored : tensor<48x256xf16>
+  %kw = moe.weight "k.weight" precision int8 group 256 stored : tensor<48x256xf16>
+  %k = moe.linear %x, %kw : (tensor<?x256xf32>, tensor<48x256xf16>) -> tensor<?x48xf32>
+  %vw = moe.weight "v.weight" precision int8 group 128 stored : tensor<48x256xf16>
+  %v = moe.linear %x, %vw : (tensor<?x256xf32>, tensor<48x256xf16>) -> tensor<?x48xf32>
   // Groups of 32: w4a8's integer blocks of 128 would span four scales.
   // W4A8: moe.weight "kv_a.weight" precision int4 group 32 stored : tensor<20x256xf16>
   %kvw = moe.weight "kv_a.weight" precision int4 group 32 stored : tensor<20x256xf16>

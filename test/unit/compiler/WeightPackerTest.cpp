@@ -171,53 +171,96 @@ TEST_F(WeightPackerSlice, PanelsRefuseAPartialPanel) {
   EXPECT_THROW(packed({&t}, &e, scales), moe::InputError);
 }
 
-/// A GPTQ layer of kOut x kIn in groups of kGroup, written as GPTQ packs it
-/// (qweight [in / 8, out], fp16 scales [groups, out]) from random q in
-/// 0..15 and random scale bits.
-class PackedInt4View : public WeightPackerSlice {
+/// A layer of kOut x kIn in groups of kGroup, written as GPTQ or AWQ packs
+/// it from random q and zero points in 0..15 and random fp16 scale bits:
+/// GPTQ qweight [in / 8, out] (8 inputs a word, in order), AWQ qweight [in,
+/// out / 8] (8 outputs a word in the order 0, 2, 4, 6, 1, 3, 5, 7); qzeros
+/// [groups, out / 8] packed as the qweight of AWQ is, or in order for GPTQ,
+/// whose v1 stores zero - 1; scales [groups, out].
+struct Int4Case {
+  const char *name;
+  moe::Int4Format format;
+};
+
+constexpr int kGroup = 16;
+
+class PackedInt4View : public WeightPackerSlice, public ::testing::WithParamInterface<Int4Case> {
 protected:
-  static constexpr int kOut = 40, kIn = 64, kGroup = 16;
+  static constexpr int kOut = 40, kIn = 64, kGroups = kIn / kGroup;
   void SetUp() override {
     WeightPackerSlice::SetUp();
+    const moe::Int4Format &f = GetParam().format;
+    const bool awq = f.packing == moe::Int4Format::Packing::Awq;
     uint32_t state = 12345;
     auto next = [&] { return state = state * 1664525u + 1013904223u; };
     q.resize(kOut * kIn);
     for (int &v : q)
       v = int(next() >> 28);
-    for (int i = 0; i < kOut * kIn / kGroup; ++i)
+    for (int i = 0; i < kGroups * kOut; ++i) {
       scaleBits.push_back(uint16_t(0x3000 + (next() >> 22))); // normal fp16 values
-    std::vector<uint32_t> words(kIn / 8 * kOut);
-    for (int j = 0; j < kIn / 8; ++j)
-      for (int o = 0; o < kOut; ++o)
-        for (int t = 0; t < 8; ++t)
-          words[size_t(j * kOut + o)] |= uint32_t(q[size_t(o * kIn + 8 * j + t)]) << (4 * t);
-    std::ofstream f(dir / "gptq.bin", std::ios::binary);
-    f.write(reinterpret_cast<const char *>(words.data()), std::streamsize(words.size() * 4));
-    f.write(reinterpret_cast<const char *>(scaleBits.data()),
-            std::streamsize(scaleBits.size() * 2));
+      zeros.push_back(f.symmetric ? 8 : int(next() >> 28));
+    }
+    static constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+    auto pack8 = [&](auto value) { // eight values a word: value(t) for nibble t
+      uint32_t w = 0;
+      for (int t = 0; t < 8; ++t)
+        w |= uint32_t(value(t) & 15) << (4 * t);
+      return w;
+    };
+    std::vector<uint32_t> words, zeroWords;
+    if (awq)
+      for (int i = 0; i < kIn; ++i)
+        for (int k = 0; k < kOut / 8; ++k)
+          words.push_back(pack8([&](int t) { return q[size_t((8 * k + kAwqOrder[t]) * kIn + i)]; }));
+    else
+      for (int j = 0; j < kIn / 8; ++j)
+        for (int o = 0; o < kOut; ++o)
+          words.push_back(pack8([&](int t) { return q[size_t(o * kIn + 8 * j + t)]; }));
+    for (int g = 0; g < kGroups; ++g)
+      for (int k = 0; k < kOut / 8; ++k)
+        zeroWords.push_back(pack8([&](int t) {
+          const int z = zeros[size_t(g * kOut + 8 * k + (awq ? kAwqOrder[t] : t))];
+          return f.zeroMinusOne ? z - 1 : z;
+        }));
+    if (f.zeroMinusOne) // a zero of 0 is stored as 15 and read back as 16
+      for (int &z : zeros)
+        z = z == 0 ? 16 : z;
+    const std::string file = (dir / "packed.bin").string();
+    std::ofstream out(file, std::ios::binary);
+    out.write(reinterpret_cast<const char *>(words.data()), std::streamsize(words.size() * 4));
+    out.write(reinterpret_cast<const char *>(scaleBits.data()), std::streamsize(scaleBits.size() * 2));
+    out.write(reinterpret_cast<const char *>(zeroWords.data()), std::streamsize(zeroWords.size() * 4));
     auto p = std::make_shared<moe::PackedInt4>();
     p->layer = "layer";
-    p->qweight = {(dir / "gptq.bin").string(), "I32", {kIn / 8, kOut}, 0, words.size() * 4};
-    p->scales = {(dir / "gptq.bin").string(), "F16", {kIn / kGroup, kOut}, words.size() * 4,
-                 scaleBits.size() * 2};
+    p->format = f;
+    const uint64_t qBytes = words.size() * 4, sBytes = scaleBits.size() * 2;
+    p->qweight = {file, "I32", awq ? std::vector<int64_t>{kIn, kOut / 8}
+                                   : std::vector<int64_t>{kIn / 8, kOut}, 0, qBytes};
+    p->scales = {file, "F16", {kGroups, kOut}, qBytes, sBytes};
+    p->qzeros = {file, "I32", {kGroups, kOut / 8}, qBytes + sBytes, zeroWords.size() * 4};
     p->rows = kOut;
     p->cols = kIn;
     p->group = kGroup;
-    whole.file = p->qweight.file;
+    whole.file = file;
     whole.dtype = moe::kPackedInt4;
     whole.shape = {kOut, kIn};
-    whole.size = kOut * kIn / 2;
+    whole.size = kOut * kIn / (p->int8() ? 1 : 2);
     whole.packed = p;
   }
-  /// Rows [r0, r0 + nr) and columns [c0, c0 + nc): nibbles q - 8, and the
-  /// scales of each row's groups.
+  /// Rows [r0, r0 + nr) and columns [c0, c0 + nc): int4 nibbles q - 8 or
+  /// int8 q - z, and the scales of each row's groups.
   std::vector<char> naive(int r0, int nr, int c0, int nc, std::vector<float> &scales) const {
-    std::vector<char> out(size_t(nr * nc / 2));
+    const bool int8 = !GetParam().format.symmetric;
+    std::vector<char> out(size_t(nr * nc / (int8 ? 1 : 2)));
     for (int r = 0; r < nr; ++r)
       for (int c = 0; c < nc; ++c) {
-        const int v = q[size_t((r0 + r) * kIn + c0 + c)] - 8;
-        const size_t i = size_t(r * nc + c);
-        out[i / 2] = char(uint8_t(out[i / 2]) | uint8_t((v & 15) << (i % 2 ? 4 : 0)));
+        const int o = r0 + r, i = c0 + c;
+        const int v = q[size_t(o * kIn + i)] - zeros[size_t(i / kGroup * kOut + o)];
+        const size_t at = size_t(r * nc + c);
+        if (int8)
+          out[at] = char(int8_t(v));
+        else
+          out[at / 2] = char(uint8_t(out[at / 2]) | uint8_t((v & 15) << (at % 2 ? 4 : 0)));
       }
     for (int r = 0; r < nr; ++r)
       for (int g = c0 / kGroup; g < (c0 + nc) / kGroup; ++g)
@@ -233,12 +276,12 @@ protected:
     std::ifstream(path, std::ios::binary).read(all.data(), std::streamsize(all.size()));
     return {all.begin() + long(placed.offset), all.begin() + long(placed.offset + placed.size)};
   }
-  std::vector<int> q;
+  std::vector<int> q, zeros;
   std::vector<uint16_t> scaleBits;
   moe::TensorInfo whole;
 };
 
-TEST_F(PackedInt4View, WholeAndSlicedAreTheNaivePacking) {
+TEST_P(PackedInt4View, WholeAndSlicedAreTheNaivePacking) {
   for (auto [r0, nr, c0, nc] : {std::array{0, kOut, 0, kIn}, std::array{8, 24, 16, 32},
                                 std::array{3, 17, 48, 16}, std::array{0, kOut, 32, 32}}) {
     moe::TensorInfo view =
@@ -253,15 +296,24 @@ TEST_F(PackedInt4View, WholeAndSlicedAreTheNaivePacking) {
   }
 }
 
-TEST_F(PackedInt4View, ASliceThatCutsAGroupIsRefused) {
+TEST_P(PackedInt4View, ASliceThatCutsAGroupIsRefused) {
   for (auto [c0, nc] : {std::array{8, 16}, std::array{0, 24}})
     try {
       moe::slicePackedInt4(whole, 0, kOut, c0, nc);
       FAIL() << "columns " << c0 << " + " << nc << " cut a group of " << kGroup;
     } catch (const moe::InputError &e) {
-      EXPECT_NE(std::string(e.what()).find("GPTQ layer 'layer': columns"), std::string::npos)
+      EXPECT_NE(std::string(e.what()).find("quantized layer 'layer': columns"), std::string::npos)
           << e.what();
     }
 }
+
+using Packing = moe::Int4Format::Packing;
+INSTANTIATE_TEST_SUITE_P(
+    Formats, PackedInt4View,
+    ::testing::Values(Int4Case{"GptqSymmetricV1", {Packing::Gptq, kGroup, true, true}},
+                      Int4Case{"GptqZerosV1", {Packing::Gptq, kGroup, true, false}},
+                      Int4Case{"GptqZerosV2", {Packing::Gptq, kGroup, false, false}},
+                      Int4Case{"Awq", {Packing::Awq, kGroup, false, false}}),
+    [](const ::testing::TestParamInfo<Int4Case> &info) { return info.param.name; });
 
 } // namespace
