@@ -11,11 +11,13 @@
 //===----------------------------------------------------------------------===//
 #include "tools/moe-plan/Synth.h"
 
+#include "kernels/cpu/Numeric.h"
 #include "moe/runtime/WeightChecksum.h"
 #include "moe/runtime/File.h"
 #include "moe/runtime/PlanFormat.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -52,57 +54,74 @@ template <typename T> flatbuffers::Table &asTable(T &table) {
 /// What a weight tensor holds, for its values.
 enum class Kind { Matrix, Vector, Scales };
 
-/// The scale of a quantized type's codes: 2^-4 over its largest magnitude,
-/// so that scaled values fall where the float matrices' do.
-float scaleFor(fb::DType quantized) {
+/// The root mean square of a quantized type's codes as fill() draws them:
+/// int4 uniform in [-7, 7], int8 uniform in [-127, 127], any fp8 code but
+/// NaN.
+float codeRms(fb::DType quantized) {
   switch (quantized) {
-  case fb::DType::I4: return 0x1p-4f / 8;
-  case fb::DType::F8E4M3: return 0x1p-4f / 448;
-  default: return 0x1p-4f / 127;
+  case fb::DType::I4: return std::sqrt(280.0f / 15); // 2 (1^2 + .. + 7^2) / 15
+  case fb::DType::F8E4M3: {
+    double sum = 0;
+    int codes = 0;
+    for (int b = 0; b < 256; ++b)
+      if ((b & 0x7f) != 0x7f) {
+        const double v = cpu::fp8ToF32(uint8_t(b));
+        sum += v * v;
+        ++codes;
+      }
+    return float(std::sqrt(sum / codes));
+  }
+  default: return std::sqrt(127.0f * 128.0f / 3.0f); // (2 (1^2 + .. + 127^2) + 0) / 255
   }
 }
 
-/// `bytes` (a multiple of the element size) of a tensor of `dtype` into out.
-/// A float of magnitude in [2^-8, 2^-4): exponent 2^-8 .. 2^-5, any mantissa.
-void fill(fb::DType dtype, Kind kind, float scale, Random &random, uint8_t *out, size_t bytes) {
+/// f16 bits of `v` (|v| < 2^16), its mantissa cut to 10 bits; magnitudes
+/// below f16's smallest normal (2^-14) become 0.
+uint16_t f16Bits(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  const uint32_t sign = (bits >> 16) & 0x8000u;
+  const int exponent = int((bits >> 23) & 0xff) - 127 + 15;
+  if (exponent <= 0)
+    return uint16_t(sign);
+  return uint16_t(sign | uint32_t(exponent) << 10 | (bits >> 13 & 0x3ffu));
+}
+
+/// `bytes` (a multiple of the element size) of a tensor of `dtype` into out:
+/// matrices of floats uniform in [-rms sqrt(3), rms sqrt(3)), vectors 1.0,
+/// scales `value`, quantized codes uniform with mean 0.
+void fill(fb::DType dtype, Kind kind, float value, Random &random, uint8_t *out, size_t bytes) {
+  auto uniform = [&] { // in [-1, 1)
+    return float(int64_t(random.next() >> 11) - (int64_t(1) << 52)) * 0x1p-52f;
+  };
+  const float half = value * std::sqrt(3.0f); // a matrix's values: RMS `value`
   auto put16 = [&](size_t i, uint16_t v) { std::memcpy(out + 2 * i, &v, 2); };
-  auto put32 = [&](size_t i, uint32_t v) { std::memcpy(out + 4 * i, &v, 4); };
   switch (dtype) {
   case fb::DType::F32:
     for (size_t i = 0; i < bytes / 4; ++i) {
-      if (kind != Kind::Matrix) {
-        const float v = kind == Kind::Scales ? scale : 1.0f;
-        uint32_t bits;
-        std::memcpy(&bits, &v, 4);
-        put32(i, bits);
-        continue;
-      }
-      const uint64_t r = random.next();
-      put32(i, uint32_t((r >> 63) << 31 | (119 + (r >> 40) % 4) << 23 | (r & 0x7fffff)));
+      const float v = kind == Kind::Matrix ? half * uniform() : kind == Kind::Scales ? value : 1.0f;
+      std::memcpy(out + 4 * i, &v, 4);
     }
     return;
   case fb::DType::BF16:
-  case fb::DType::F16: {
-    const bool bf16 = dtype == fb::DType::BF16;
-    const int mantissa = bf16 ? 7 : 10, bias = bf16 ? 127 : 15;
+  case fb::DType::F16:
     for (size_t i = 0; i < bytes / 2; ++i) {
-      if (kind != Kind::Matrix) { // 1.0
-        put16(i, uint16_t(bias << mantissa));
-        continue;
-      }
-      const uint64_t r = random.next();
-      put16(i, uint16_t((r >> 63) << 15 | (bias - 8 + (r >> 40) % 4) << mantissa |
-                        (r & ((1u << mantissa) - 1))));
+      const float v = kind == Kind::Matrix ? half * uniform() : 1.0f;
+      put16(i, dtype == fb::DType::BF16 ? cpu::f32ToBf16(v) : f16Bits(v));
     }
     return;
-  }
   case fb::DType::I8:
     for (size_t i = 0; i < bytes; ++i)
       out[i] = uint8_t(int8_t(int(random.next() % 255) - 127));
     return;
   case fb::DType::I4:
-    for (size_t i = 0; i < bytes; ++i)
-      out[i] = uint8_t(random.next());
+    // Uniform in [-7, 7], mean 0: uniform nibbles (mean -1/2) give every
+    // product a common component along the all-ones direction that grows
+    // layer by layer until every token is the same.
+    for (size_t i = 0; i < bytes; ++i) {
+      const uint64_t r = random.next();
+      out[i] = uint8_t((int(r % 15) - 7) & 15) | uint8_t(((int((r >> 32) % 15) - 7) & 15) << 4);
+    }
     return;
   case fb::DType::F8E4M3:
     for (size_t i = 0; i < bytes; ++i) {
@@ -118,22 +137,40 @@ void fill(fb::DType dtype, Kind kind, float scale, Random &random, uint8_t *out,
   std::memset(out, 0, bytes);
 }
 
-/// What each tensor holds, and for scales their value.
+/// What each tensor holds, and its value: a matrix's RMS, a scale's value.
 struct Contents {
   std::vector<Kind> kinds;
-  std::vector<float> scales;
+  std::vector<float> values;
 };
+/// A matrix's values have RMS 1 / sqrt(its row length), so that a product
+/// keeps the RMS of its input; the embedding table's rows have RMS 1. Each
+/// token then stays itself through the layers, and routers spread tokens
+/// over the experts as a trained model's do. (Magnitudes that grow the
+/// residual stream layer by layer make every token the same after a layer
+/// or two: at DeepSeek-V2-Lite's shape, all 512 tokens of a prompt went to
+/// the same 6 of 64 experts.) make-gguf.py scales llama.cpp's the same way.
 Contents contentsOf(const fb::Plan &plan) {
-  Contents c{std::vector<Kind>(plan.tensors()->size(), Kind::Matrix),
-             std::vector<float>(plan.tensors()->size(), 0.0f)};
-  for (const fb::Tensor *t : *plan.tensors())
+  const uint32_t n = plan.tensors()->size();
+  Contents c{std::vector<Kind>(n, Kind::Matrix), std::vector<float>(n, 0.0f)};
+  std::vector<bool> table(n, false);
+  for (const fb::Program *program : *plan.programs())
+    for (const fb::Instruction *i : *program->instructions())
+      if (i->op() == fb::OpCode::Embedding && i->inputs()->size() >= 2)
+        table[i->inputs()->Get(1)] = true;
+  for (uint32_t id = 0; id < n; ++id) {
+    const fb::Tensor *t = plan.tensors()->Get(id);
+    if (t->shape()->size() <= 1)
+      c.kinds[id] = Kind::Vector;
+    else
+      c.values[id] = table[id] ? 1.0f : 1.0f / std::sqrt(float(t->shape()->Get(t->shape()->size() - 1)));
+  }
+  for (uint32_t id = 0; id < n; ++id) {
+    const fb::Tensor *t = plan.tensors()->Get(id);
     if (t->storage() == fb::Storage::Weight && t->group() > 0) {
       c.kinds[t->scales()] = Kind::Scales;
-      c.scales[t->scales()] = scaleFor(t->dtype());
+      c.values[t->scales()] = c.values[id] / codeRms(t->dtype());
     }
-  for (uint32_t id = 0; id < plan.tensors()->size(); ++id)
-    if (c.kinds[id] != Kind::Scales && plan.tensors()->Get(id)->shape()->size() <= 1)
-      c.kinds[id] = Kind::Vector;
+  }
   return c;
 }
 
@@ -175,7 +212,7 @@ Status writeWeightFile(fb::Plan &plan, const Contents &contents, uint32_t file,
     rt::WeightHasher sum(plan.weight_checksum()); // the plan's: it keeps its format
     for (uint64_t done = 0; done < t.size();) {
       const size_t n = size_t(std::min<uint64_t>(kChunk, t.size() - done));
-      fill(t.dtype(), contents.kinds[id], contents.scales[id], random, chunk.data(), n);
+      fill(t.dtype(), contents.kinds[id], contents.values[id], random, chunk.data(), n);
       sum.update(chunk.data(), n);
       if (Status s = output->write(chunk.data(), n); !s)
         return s;

@@ -5,8 +5,8 @@
 // model is too large to send there. Its plan without weights (moe-compile
 // --shape-only, a few kilobytes a layer) travels instead, and synth writes
 // random weights of every tensor's type and shape beside a copy of it:
-// the same bytes to stream, the same kernels, routing close to uniform, as
-// the benchmark checkpoint's own random weights give. The outputs are
+// the same bytes to stream, the same kernels, and routing spread over the
+// experts as a trained model's is. The outputs are
 // meaningless as text.
 //
 //===----------------------------------------------------------------------===//
@@ -25,12 +25,14 @@ namespace moe::tools {
 /// (read from its directory) with new weight files of random values, each
 /// weight's checksum, `shape_only` cleared and the checkpoint hash replaced
 /// by "random-<seed>" (cut or padded with '-' to the hash's length, so that
-/// `moe-plan show` tells). Values:
-/// - matrices (2 or more dimensions) of f32, bf16 or f16: magnitudes
-///   log-uniform in [2^-8, 2^-4), random signs;
+/// `moe-plan show` tells). Values, so that a product keeps the RMS of its
+/// input and routers spread tokens over the experts:
+/// - matrices (2 or more dimensions) of f32, bf16 or f16: uniform with RMS
+///   1 / sqrt(row length), the embedding table's rows RMS 1;
 /// - vectors (norm weights, biases): 1.0;
-/// - int8: uniform in [-127, 127]; int4: uniform nibbles; fp8 e4m3: any
-///   code but NaN; their scales 2^-4 over the type's largest magnitude.
+/// - int8: uniform in [-127, 127]; int4: uniform in [-7, 7]; fp8 e4m3: any
+///   code but NaN (all mean 0); their scales the matrix's RMS over the
+///   codes' RMS.
 rt::Status synthesizeWeights(const rt::LoadedPlan &loaded, const std::string &out,
                              uint64_t seed);
 
