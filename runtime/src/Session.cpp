@@ -207,8 +207,6 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
         auto a = device.allocate(rowBytes * rows, MemoryKind::DeviceLocal);
         if (!a)
           return a.status();
-        if (Status st = options.residentKvCache ? device.makeResident(**a) : Status::ok(); !st)
-          return st;
         s->kvArrays_.push_back({a->get(), rowBytes * size_t(s->blockSize_)});
         s->kvStorage_.push_back(a.take());
         return s->kvStorage_.back()->data();
@@ -229,6 +227,8 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
   s->kvBytes_ = kvBytes;
   for (int64_t b = 0; b < s->numBlocks_; ++b)
     s->identity_.push_back(int32_t(b));
+  if (options.residentKvCache)
+    s->residentBlocks_.assign(size_t(s->numBlocks_), false);
   // Inputs are staged through the HAL: tokens, positions and each token's
   // block table, written on the host into a HostVisible buffer and copied
   // into the DeviceLocal one the kernels read; logits come back through a
@@ -447,10 +447,27 @@ Status Session::forward(const Batch &batch, float *logits) {
       return Status::error("logit rows must ascend within the batch of " +
                            std::to_string(count) + " tokens; row " + std::to_string(j) + " is " +
                            std::to_string(batch.logitRows[j]));
+  if (Status st = makeResident(batch); !st)
+    return st;
   if (stepsWithRanks())
     if (auto agreed = agree(true, false); !agreed)
       return agreed.status();
   return run(batch, logits);
+}
+
+Status Session::makeResident(const Batch &batch) {
+  if (residentBlocks_.empty() || !batch.blockTables)
+    return Status::ok();
+  for (int64_t t = 0; t < batch.count; ++t) {
+    const int32_t block = batch.blockTables[t][batch.positions[t] / blockSize_];
+    if (block < 0 || block >= numBlocks_ || residentBlocks_[size_t(block)])
+      continue; // the kernels report a block outside the pool
+    for (auto [array, bytes] : kvArrays_)
+      if (Status st = device_.makeResident(*array, size_t(block) * bytes, bytes); !st)
+        return st;
+    residentBlocks_[size_t(block)] = true;
+  }
+  return Status::ok();
 }
 
 Expected<Session::Agreement> Session::agree(bool stepping, bool done) {

@@ -286,22 +286,28 @@ public:
   }
   // Left to fault in at first touch, the KV rows a decode step stores cost
   // a batch of 64 up to a third of its attention time (docs/performance.md).
-  Status makeResident(Buffer &buffer) override {
-    // The pages the buffer touches (what they hold besides it is unchanged).
+  Status makeResident(Buffer &buffer, size_t offset, size_t bytes) override {
+    if (offset > buffer.size() || bytes > buffer.size() - offset)
+      return Status::error("makeResident: bytes [" + std::to_string(offset) + ", " +
+                           std::to_string(offset + bytes) + ") outside a buffer of " +
+                           std::to_string(buffer.size()));
+    // The pages the range touches (what they hold besides it is unchanged).
     const size_t page = size_t(::sysconf(_SC_PAGESIZE));
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(buffer.data());
-    const uintptr_t first = begin / page * page,
-                    end = (begin + buffer.size() + page - 1) / page * page;
+    const uintptr_t whole = reinterpret_cast<uintptr_t>(buffer.data());
+    const uintptr_t begin = whole + offset;
+    const uintptr_t first = begin / page * page, end = (begin + bytes + page - 1) / page * page;
     if (end == first)
       return Status::ok();
-    void *p = reinterpret_cast<void *>(first);
-    const size_t n = end - first;
-    (void)::madvise(p, n, MADV_HUGEPAGE); // advice: the kernel may have them off
-    if (::madvise(p, n, MADV_POPULATE_WRITE) == 0)
+    // Advice for the whole buffer, every time: the same flags over the same
+    // range never split its mapping. The kernel may have huge pages off.
+    const uintptr_t wholeFirst = whole / page * page;
+    (void)::madvise(reinterpret_cast<void *>(wholeFirst),
+                    (whole + buffer.size() + page - 1) / page * page - wholeFirst, MADV_HUGEPAGE);
+    if (::madvise(reinterpret_cast<void *>(first), end - first, MADV_POPULATE_WRITE) == 0)
       return Status::ok();
     // Before Linux 5.14: write each page's first byte back to it, for the
-    // pages wholly the buffer's (another thread may write the others).
-    for (uintptr_t at = (begin + page - 1) / page * page; at + page <= begin + buffer.size();
+    // pages wholly the range's (another thread may write the others).
+    for (uintptr_t at = (begin + page - 1) / page * page; at + page <= begin + bytes;
          at += page) {
       volatile char *c = reinterpret_cast<char *>(at);
       *c = *c;

@@ -4,8 +4,9 @@
 // every weight byte. (A plan closed while its background prefault runs:
 // PlanLoaderTest.ClosedWhileBackgroundPrefaultRuns, ClosedWhileVerifying;
 // flipped bytes: PlanLoaderTest.NamesTheWeightWhoseByteFlipped.)
-// And the CPU device's makeResident brings in every page of a buffer; a
-// session uses it for its KV cache unless told not to.
+// And the CPU device's makeResident brings in the pages of a range of a
+// buffer; a session uses it for each KV block a step writes (unless told
+// not to), so that blocks no sequence reached take no memory.
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/Session.h"
@@ -183,9 +184,15 @@ TEST(PrefaultTest, CpuBuffersMadeResidentHaveEveryPage) {
     ASSERT_TRUE(b) << b.status().message();
     const void *data = (*b)->data();
     EXPECT_EQ(reinterpret_cast<uintptr_t>(data) % huge, 0u); // huge pages may back it
-    // Nothing wrote to it, so nothing but makeResident brings its pages in.
-    ASSERT_TRUE(device->makeResident(**b));
+    // Nothing wrote to it, so nothing but makeResident brings its pages in:
+    // a range's pages (huge pages may bring a little more), then all.
+    ASSERT_TRUE(device->makeResident(**b, page, 2 * page));
+    const size_t some = residentPages(data, bytes);
+    EXPECT_GE(some, 2u);
+    EXPECT_TRUE(some == 2 || some == std::min(bytes, huge) / page) << some;
+    ASSERT_TRUE(device->makeResident(**b, 0, bytes));
     EXPECT_EQ(residentPages(data, bytes), (bytes + page - 1) / page);
+    EXPECT_FALSE(device->makeResident(**b, bytes, 1));
   }
 }
 
@@ -198,15 +205,15 @@ long long residentBytes() {
 
 // A session backs its KV cache at creation unless told not to (moe-run and
 // moe-serve --prefault off): a pool of 64 MiB or more, resident or not.
-TEST(PrefaultTest, SessionsMakeTheirKvCacheResidentUnlessToldNot) {
+TEST(PrefaultTest, SessionsBackOnlyTheKvBlocksTheyWrite) {
   auto plan = open(Prefault::Off);
   ASSERT_TRUE(plan);
   auto device = createCpuDevice();
   auto probe = Session::create(*plan, *device);
   ASSERT_TRUE(probe) << probe.status().message();
-  const int64_t blocks = int64_t((64ull << 20) / (*probe)->kvBlockBytes()) + 1;
+  const int64_t blocks = int64_t((256ull << 20) / (*probe)->kvBlockBytes()) + 1;
   probe->reset();
-  for (bool resident : {false, true}) { // fresh memory first: none freed yet
+  for (bool resident : {false, true}) {
     SCOPED_TRACE(resident);
     SessionOptions o;
     o.numBlocks = blocks;
@@ -214,11 +221,17 @@ TEST(PrefaultTest, SessionsMakeTheirKvCacheResidentUnlessToldNot) {
     const long long before = residentBytes();
     auto s = Session::create(*plan, *device, o);
     ASSERT_TRUE(s) << s.status().message();
-    const long long grew = residentBytes() - before, kv = (long long)(*s)->kvBytes();
-    if (resident)
-      EXPECT_GE(grew, kv);
-    else
-      EXPECT_LT(grew, kv / 4);
+    const long long kv = (long long)(*s)->kvBytes();
+    EXPECT_LT(residentBytes() - before, kv / 4);
+    // A step of two sequences of one token, in the pool's first and last
+    // blocks: those two are backed (huge pages may back up to 2 MiB of each
+    // KV array), not the pool.
+    const int32_t tokens[2] = {1, 2}, positions[2] = {0, 0};
+    const int32_t first = 0, last = int32_t(blocks - 1);
+    const int32_t *tables[2] = {&first, &last};
+    std::vector<float> logits(size_t(2 * (*s)->vocabSize()));
+    ASSERT_TRUE((*s)->forward(Batch{tokens, positions, tables, 2}, logits.data()));
+    EXPECT_LT(residentBytes() - before, kv / 4);
   }
 }
 

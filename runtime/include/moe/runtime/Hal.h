@@ -85,12 +85,13 @@ public:
   virtual bool supportsKvCache(DType kvType) const = 0;
   /// `bytes` of `kind`, 64-byte aligned.
   virtual Expected<std::unique_ptr<Buffer>> allocate(size_t bytes, MemoryKind kind) = 0;
-  /// Backs all of `buffer` with memory now rather than at first touch: for
-  /// memory that fills while requests run (the KV cache), whose first
-  /// touches would otherwise land inside their steps. Contents unchanged.
-  /// The default does nothing (device memory is backed when allocated).
-  virtual Status makeResident(Buffer &buffer) {
-    (void)buffer;
+  /// Backs bytes [offset, offset + bytes) of `buffer` with memory now
+  /// rather than at first touch: for memory that fills while requests run
+  /// (a KV block as it is handed out), whose first touches would otherwise
+  /// land inside their steps. Contents unchanged. The default does nothing
+  /// (device memory is backed when allocated).
+  virtual Status makeResident(Buffer &buffer, size_t offset, size_t bytes) {
+    (void)buffer, (void)offset, (void)bytes;
     return Status::ok();
   }
   /// Device memory holding `bytes` of read-only host memory that outlives

@@ -29,9 +29,10 @@ struct SessionOptions {
   /// Bytes this session may use (weights + activations + KV cache); 0: what
   /// the device has. Checked before anything is allocated.
   uint64_t memoryLimit = 0;
-  /// Back the KV cache with memory when the session is created
-  /// (Device::makeResident): otherwise its first touches land inside decode
-  /// steps. False: each page at its first touch (`--prefault off`).
+  /// Back each KV block with memory before the first step that writes it
+  /// (Device::makeResident): otherwise its first touches land inside the
+  /// step's kernels. Blocks no sequence reached take no memory. False:
+  /// each page at its first touch (`--prefault off`).
   bool residentKvCache = true;
   /// The job's ranks, for the plan's collective instructions: its size must
   /// be the plan's rank count and its rank the one the plan was loaded for.
@@ -152,6 +153,8 @@ private:
   Status collective(uint32_t i, Stream &stream, const KernelCall &call);
   /// Runs a checked batch (no tokens: a step for the other ranks).
   Status run(const Batch &batch, float *logits);
+  /// Makes resident the KV blocks `batch` writes that are not yet.
+  Status makeResident(const Batch &batch);
   /// Every rank says whether it has tokens this step and whether its work
   /// is done: whether any has tokens, whether all are done.
   struct Agreement {
@@ -201,6 +204,9 @@ private:
   /// Every KV array (data and scales, k and v, per layer): its buffer and
   /// the bytes one block takes in it; blocks are contiguous in each.
   std::vector<std::pair<Buffer *, size_t>> kvArrays_;
+  /// Per KV block: made resident (SessionOptions::residentKvCache; empty
+  /// when it is false).
+  std::vector<bool> residentBlocks_;
   std::vector<ExpertLoad> load_;
   /// Per instruction: the index in routing_ and load_ of its router's
   /// layer (-1: not a router), and the rows of a step it runs on.
