@@ -5,11 +5,12 @@
 // expert by expert; experts() on one rank skips the copy, its grouped GEMMs
 // reading each row's token from x (LinearProblem::xRows). expertRows (rows
 // grouped by expert, as dispatch leaves them, or regrouped when they come
-// from several ranks): grouped, the gate/up projections of all experts run
-// as one grouped GEMM (linearGroup: one parallel region, threads sharing
-// the row blocks of every expert), then SwiGLU over all rows, then the down
-// projections as a second grouped GEMM; ungrouped, each projection of each
-// expert is its own GEMM. combine: each token adds its weighted rows in
+// from several ranks), in chunks of experts of bounded rows: grouped, the
+// gate/up projections of a chunk's experts run as one grouped GEMM
+// (linearGroup: one parallel region, threads sharing the row blocks of
+// every expert), then SwiGLU over its rows, then the down projections as a
+// second grouped GEMM; ungrouped, each projection of each expert is its own
+// GEMM. combine: each token adds its weighted rows in
 // ascending expert id, always-on (shared) experts last with weight 1: one
 // fixed order (that of the transformers loop over experts) whatever the
 // batch, the thread count or where the rows were computed. Always-on
@@ -60,15 +61,29 @@ std::vector<int64_t> permute(int64_t tokens, const int32_t *indices, int64_t top
   return start;
 }
 
+/// Bytes of gate/up and SwiGLU rows expertGroups keeps at once: the
+/// experts run in chunks of about this many rows' worth (an expert's rows
+/// are never split), so that a long prefill's intermediate rows (12,288
+/// rows of 3 x 1,408 floats for 2,048 tokens of DeepSeek-V2-Lite's shape:
+/// 200 MiB) do not add to peak memory. Each chunk's rows are still
+/// thousands, so the grouped GEMMs keep their size.
+constexpr int64_t kExpertScratchBytes = int64_t(16) << 20;
+
 /// y[r] = expert e's SwiGLU of row r for the rows of each expert e, which
 /// owns rows [start[e], start[e + 1]); row r is x + xRows[r] * hidden, or
 /// x + r * hidden without xRows (the grouped GEMMs read it where it is:
-/// LinearProblem::xRows).
+/// LinearProblem::xRows). Experts run in chunks (kExpertScratchBytes),
+/// each as below; the results do not depend on the chunks.
 void expertGroups(const float *x, const int32_t *xRows, const std::vector<int64_t> &start,
                   int64_t hidden, int64_t inter, const ExpertWeights &w, float *y) {
   const int64_t all = int64_t(start.size()) - 1, count = start.back();
+  int64_t largest = 0;
+  for (int64_t e = 0; e < all; ++e)
+    largest = std::max(largest, start[size_t(e + 1)] - start[size_t(e)]);
+  const int64_t cap = std::min(
+      count, std::max(largest, kExpertScratchBytes / (3 * inter * int64_t(sizeof(float)))));
   thread_local std::vector<float> gateUpBuf, actBuf;
-  float *gateUp = scratch(gateUpBuf, count * 2 * inter), *act = scratch(actBuf, count * inter);
+  float *gateUp = scratch(gateUpBuf, cap * 2 * inter), *act = scratch(actBuf, cap * inter);
   // Grouped: every expert's projections in one parallel region; else one
   // after another, each its own (the same results).
   auto run = [&](const std::vector<LinearProblem> &group) {
@@ -77,46 +92,56 @@ void expertGroups(const float *x, const int32_t *xRows, const std::vector<int64_
     for (const LinearProblem &p : group)
       linearGroup(&p, 1);
   };
-  // gateUp row r: [gate | up] of row r.
   std::vector<LinearProblem> group;
-  for (int64_t e = 0; e < all; ++e) {
-    const int64_t n = start[size_t(e + 1)] - start[size_t(e)], r0 = start[size_t(e)];
-    if (n == 0)
+  for (int64_t e0 = 0, e1; e0 < all; e0 = e1) {
+    // The chunk: experts [e0, e1), rows [base, start[e1]).
+    const int64_t base = start[size_t(e0)];
+    for (e1 = e0 + 1; e1 < all && start[size_t(e1 + 1)] - base <= cap; ++e1) {
+    }
+    const int64_t rows = start[size_t(e1)] - base;
+    if (rows == 0)
       continue;
-    const float *xe = xRows ? x : x + r0 * hidden;
-    const int32_t *rowsOfE = xRows ? xRows + r0 : nullptr;
-    float *gu = gateUp + r0 * 2 * inter;
-    if (w.gateUp) {
-      group.push_back({xe, n, hidden, w.gateUp->offset(e * 2 * inter * hidden), 2 * inter, nullptr,
-                       gu, rowsOfE});
-    } else {
-      // Separate gate and up: [n, inter] each, one after the other.
-      group.push_back(
-          {xe, n, hidden, w.gate.offset(e * inter * hidden), inter, nullptr, gu, rowsOfE});
-      group.push_back({xe, n, hidden, w.up.offset(e * inter * hidden), inter, nullptr,
-                       gu + n * inter, rowsOfE});
-    }
-  }
-  run(group);
-  // Fused, every expert's rows are [gate | up]: one SwiGLU over all of them
-  // shares the threads (an expert's few rows alone run on one thread).
-  if (w.gateUp)
-    siluMul(gateUp, gateUp + inter, count, inter, 2 * inter, act);
-  else
-    for (int64_t e = 0; e < all; ++e) {
+    // gateUp row r: [gate | up] of row base + r.
+    group.clear();
+    for (int64_t e = e0; e < e1; ++e) {
       const int64_t n = start[size_t(e + 1)] - start[size_t(e)], r0 = start[size_t(e)];
-      const float *gu = gateUp + r0 * 2 * inter;
-      if (n > 0)
-        siluMul(gu, gu + n * inter, n, inter, inter, act + r0 * inter);
+      if (n == 0)
+        continue;
+      const float *xe = xRows ? x : x + r0 * hidden;
+      const int32_t *rowsOfE = xRows ? xRows + r0 : nullptr;
+      float *gu = gateUp + (r0 - base) * 2 * inter;
+      if (w.gateUp) {
+        group.push_back({xe, n, hidden, w.gateUp->offset(e * 2 * inter * hidden), 2 * inter,
+                         nullptr, gu, rowsOfE});
+      } else {
+        // Separate gate and up: [n, inter] each, one after the other.
+        group.push_back(
+            {xe, n, hidden, w.gate.offset(e * inter * hidden), inter, nullptr, gu, rowsOfE});
+        group.push_back({xe, n, hidden, w.up.offset(e * inter * hidden), inter, nullptr,
+                         gu + n * inter, rowsOfE});
+      }
     }
-  group.clear();
-  for (int64_t e = 0; e < all; ++e) {
-    const int64_t n = start[size_t(e + 1)] - start[size_t(e)], r0 = start[size_t(e)];
-    if (n > 0)
-      group.push_back({act + r0 * inter, n, inter, w.down.offset(e * hidden * inter), hidden,
-                       nullptr, y + r0 * hidden});
+    run(group);
+    // Fused, every expert's rows are [gate | up]: one SwiGLU over all of
+    // them shares the threads (an expert's few rows alone run on one thread).
+    if (w.gateUp)
+      siluMul(gateUp, gateUp + inter, rows, inter, 2 * inter, act);
+    else
+      for (int64_t e = e0; e < e1; ++e) {
+        const int64_t n = start[size_t(e + 1)] - start[size_t(e)], r0 = start[size_t(e)] - base;
+        const float *gu = gateUp + r0 * 2 * inter;
+        if (n > 0)
+          siluMul(gu, gu + n * inter, n, inter, inter, act + r0 * inter);
+      }
+    group.clear();
+    for (int64_t e = e0; e < e1; ++e) {
+      const int64_t n = start[size_t(e + 1)] - start[size_t(e)], r0 = start[size_t(e)];
+      if (n > 0)
+        group.push_back({act + (r0 - base) * inter, n, inter, w.down.offset(e * hidden * inter),
+                         hidden, nullptr, y + r0 * hidden});
+    }
+    run(group);
   }
-  run(group);
 }
 
 } // namespace

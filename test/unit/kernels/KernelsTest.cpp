@@ -1459,6 +1459,42 @@ TEST_P(Quantizable, Experts) {
   }
 }
 
+// A prefill's expert rows run in chunks of experts (Experts.cpp,
+// kExpertScratchBytes: about 680 rows of an intermediate size of 2,048 at
+// once); a batch of 1,200 rows over 8 experts takes two or more chunks, and
+// each token's output has the bits it has alone (one chunk), grouped or not.
+TEST(Experts, ChunkedRowsEqualEachTokenAlone) {
+  std::mt19937 rng(11);
+  const int64_t hidden = 8, inter = 2048, numExperts = 8, topK = 4, tokens = 300;
+  const Format format(WeightType::F32);
+  const TestWeight gate = randomWeight(format, numExperts * inter * hidden, rng, 0.5f, hidden);
+  const TestWeight up = randomWeight(format, numExperts * inter * hidden, rng, 0.5f, hidden);
+  const TestWeight down = randomWeight(format, numExperts * hidden * inter, rng, 0.5f, inter);
+  const std::vector<float> x = randomFloats(rng, tokens * hidden);
+  const std::vector<float> weights = randomFloats(rng, tokens * topK);
+  std::vector<int32_t> indices;
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<int32_t> pick(numExperts);
+    std::iota(pick.begin(), pick.end(), 0);
+    std::shuffle(pick.begin(), pick.end(), rng);
+    indices.insert(indices.end(), pick.begin(), pick.begin() + topK);
+  }
+  for (bool grouped : {true, false}) {
+    SCOPED_TRACE(grouped);
+    ExpertWeights w{gate.weight(), up.weight(), down.weight(), nullptr, 0};
+    w.grouped = grouped;
+    std::vector<float> all(tokens * hidden, NAN), alone(hidden, NAN);
+    experts(x.data(), tokens, hidden, inter, numExperts, weights.data(), indices.data(), topK, w,
+            all.data());
+    for (int64_t t = 0; t < tokens; ++t) {
+      experts(x.data() + t * hidden, 1, hidden, inter, numExperts, weights.data() + t * topK,
+              indices.data() + t * topK, topK, w, alone.data());
+      ASSERT_EQ(0, std::memcmp(all.data() + t * hidden, alone.data(), hidden * sizeof(float)))
+          << "token " << t;
+    }
+  }
+}
+
 // experts() in its parts: dispatch puts each slot's token row in its
 // expert's group; expertRows and combine give the same bits wherever the
 // rows lie (here in reverse order, as rows from other ranks may arrive):
