@@ -60,6 +60,7 @@ import copy
 import hashlib
 import json
 import os
+import random
 import re
 import shutil
 import statistics
@@ -331,6 +332,35 @@ def verify_batch_invariance(a, m, precision):
     return level
 
 
+def routing_spread(a, m, precision, work):
+    """How our plan's routers spread a 512-token prompt of random ids: per
+    MoE layer, the experts that got a token and the busiest expert's share
+    of the picks. Random weights that made every token alike sent them all
+    to the same few experts (moe-plan synth before 2026-12-05), a workload
+    unlike a trained model's and unlike llama.cpp's GGUF here (make-gguf.py
+    keeps each token's RMS): the benchmark refuses to compare such runs."""
+    profile = os.path.join(work, f"routing-{m.name}-{precision}.json")
+    if os.path.exists(profile):
+        os.remove(profile)  # moe-run adds to a profile that exists
+    rng = random.Random(5)
+    ids = ",".join(str(rng.randrange(m.config["vocab_size"])) for _ in range(FIRST_TOKEN_PROMPT))
+    run([os.path.join(a.bin, "moe-run"), m.plan(precision), "--prompt-tokens", ids,
+         "--max-new-tokens", "1", "--ignore-eos", "--threads", str(a.threads),
+         "--routing-profile", profile], "moe-run --routing-profile")
+    layers = json.load(open(profile))["layers"]
+    used = min(sum(1 for c in layer["counts"] if c > 0) for layer in layers)
+    busiest = max(max(layer["counts"]) / sum(layer["counts"]) for layer in layers)
+    experts = len(layers[0]["counts"])
+    log(f"ours: routing of a {FIRST_TOKEN_PROMPT}-token prompt on {m.name} {precision}: at "
+        f"least {used} of {experts} experts a layer, the busiest taking {busiest:.1%} of a "
+        f"layer's picks ({1 / experts:.1%} if uniform)")
+    if used < experts // 2:
+        fail(f"routing collapsed on {m.name} {precision}: only {used} of {experts} experts in some "
+            f"layer, so its prefill and batched runs are not like llama.cpp's; re-synthesise "
+            f"the plan (moe-plan synth keeps tokens apart since 2026-12-05)")
+    return {"min_experts_used": used, "experts": experts, "busiest_share": busiest}
+
+
 def ratio_of(kind, got):
     if kind == "first":  # time over time: how many times faster ours starts
         return got["llama.cpp"]["process_seconds"] / got["ours"]["process_seconds"]
@@ -448,10 +478,11 @@ def main():
             make_gguf(m, gguf_type, a.seed)
 
     r = Runner(a, os.path.join(build, "bin"), a.bin, work)
-    verified = {}
+    verified, routing = {}, {}
     for m in models:
         for precision, _ in pairs:
             verified[f"{m.name} {precision}"] = verify_batch_invariance(a, m, precision)
+            routing[f"{m.name} {precision}"] = routing_spread(a, m, precision, work)
     results = {}
     for m in models:
         for precision, gguf_type in pairs:
@@ -516,7 +547,8 @@ def main():
     print("\n".join(lines))
     json.dump({"cpu": cpu, "threads": a.threads, "layers": a.layers, "rounds": a.rounds,
                "llamacpp_version": LLAMACPP_VERSION, "llamacpp_isa": llamacpp_isa(),
-               "resources": resources, "batch_invariance": verified, "results": results,
+               "resources": resources, "batch_invariance": verified, "routing": routing,
+               "results": results,
                "table": lines},
               open(json_path, "w"), indent=1)
     log(f"raw numbers: {json_path}")
