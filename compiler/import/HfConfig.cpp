@@ -5,6 +5,7 @@
 #include "moe/runtime/File.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -345,7 +346,8 @@ const std::set<std::string> kInt4Informational = {
     "module_name_preceding_first_block", "batch_size", "pad_token_id", "use_exllama",
     "max_input_length", "exllama_config", "cache_block_outputs",
     "modules_in_block_to_quantize", "backend", "mse", "v2", "v2_alpha", "lm_head",
-    "modules_to_not_convert", "do_fuse", "fuse_max_seq_len", "modules_to_fuse"};
+    "modules_to_not_convert", "do_fuse", "fuse_max_seq_len", "modules_to_fuse",
+    "disable_exllama"};
 
 /// Typed access to quantization_config's keys, refusing by name.
 struct QuantKeys {
@@ -382,7 +384,7 @@ void readInt4(const Reader &r, const json &quant, const std::string &method, HfC
       awq ? std::set<std::string>{"quant_method", "bits", "group_size", "zero_point", "version"}
           : std::set<std::string>{"quant_method", "bits", "group_size", "sym", "desc_act",
                                   "checkpoint_format", "format", "pack_dtype", "dynamic",
-                                  "rotation", "adapter"};
+                                  "rotation", "adapter", "is_marlin_format"};
   for (auto &[key, value] : quant.items())
     if (!kInt4Informational.count(key) && !semantic.count(key)) {
       std::string known;
@@ -410,7 +412,8 @@ void readInt4(const Reader &r, const json &quant, const std::string &method, HfC
       q.refuse("zero_point", "AWQ without zero points is not read (no published checkpoint "
                              "was found to test it against)");
     std::string version = q.string("version", "gemm");
-    std::transform(version.begin(), version.end(), version.begin(), ::tolower);
+    std::transform(version.begin(), version.end(), version.begin(),
+                   [](unsigned char c) { return char(std::tolower(c)); });
     if (version != "gemm")
       q.refuse("version", "only the gemm layout is read (gemv and the kernels' repacked "
                           "layouts order their words differently)");
@@ -418,7 +421,9 @@ void readInt4(const Reader &r, const json &quant, const std::string &method, HfC
     return;
   }
   f.symmetric = q.boolean("sym", true);
-  q.boolean("desc_act", false);
+  f.descAct = q.boolean("desc_act", false);
+  if (q.boolean("is_marlin_format", false))
+    q.refuse("is_marlin_format", "marlin's repacked layout is not read; export the gptq layout");
   const std::string format = q.string("checkpoint_format", q.string("format", "gptq"));
   if (format != "gptq" && format != "gptq_v2")
     q.refuse(quant.contains("checkpoint_format") ? "checkpoint_format" : "format",

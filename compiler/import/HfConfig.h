@@ -34,6 +34,8 @@ struct Int4Format {
   /// Every zero point 8 (GPTQ sym): the plan's int4. Otherwise (GPTQ sym
   /// false, AWQ) the plan stores q - zero as int8, exactly.
   bool symmetric = true;
+  /// GPTQ desc_act (act-order): each layer must then have its g_idx.
+  bool descAct = false;
 };
 
 struct HfConfig {

@@ -98,7 +98,8 @@ TensorInfo layerView(const TensorCatalog &catalog, const std::string &layer,
   const TensorInfo *scaleInfo = catalog.find(layer + ".scales");
   if (!scaleInfo || scaleInfo->shape.size() != 2)
     fail(qweight, layer, "tensor '" + layer + ".scales' is missing or not [groups, out]");
-  const int64_t group = format.groupSize == -1 ? in : format.groupSize;
+  // A layer narrower than group_size has one group a row.
+  const int64_t group = format.groupSize == -1 ? in : std::min(format.groupSize, in);
   const int64_t groups = (in + group - 1) / group;
   if (scaleInfo->shape[0] != groups)
     fail(*scaleInfo, layer, "tensor '" + layer + ".scales' has " +
@@ -129,6 +130,9 @@ TensorInfo layerView(const TensorCatalog &catalog, const std::string &layer,
   }
   // Groups in order: input i in group i / group. A desc_act checkpoint
   // permutes them, which contiguous plan groups cannot express.
+  if (!awq && format.descAct && !catalog.find(layer + ".g_idx"))
+    fail(qweight, layer, "quantization_config.desc_act is true but tensor '" + layer +
+                             ".g_idx' is missing, so its groups' order is unknown");
   if (!awq && catalog.find(layer + ".g_idx")) {
     const TensorInfo &gIdx = part(catalog, layer, ".g_idx", {"I32"}, {in});
     std::vector<char> ids = readAll(gIdx, 0, gIdx.size);
@@ -226,6 +230,11 @@ TensorInfo slicePackedInt4(const TensorInfo &view, int64_t r0, int64_t nr, int64
   const int64_t first = p.col0 + c0, end = first + nc;
   // GPTQ packs 8 inputs a word: slices start on a word too.
   const int64_t unit = p.format.packing == Int4Format::Packing::Awq ? 1 : 8;
+  if (p.group == p.cols && nc != p.cols)
+    fail(p.qweight, p.layer,
+         "columns [" + std::to_string(first) + ", " + std::to_string(end) + ") of its " +
+             std::to_string(p.cols) + " inputs cut its one group a row (group_size -1), which no "
+             "tensor-parallel degree splits: run it without --tp, or export with group_size 128");
   const bool aligned = first % p.group == 0 && first % unit == 0 &&
                        ((nc % p.group == 0 && nc % unit == 0) || end == p.cols);
   if (!aligned)

@@ -30,6 +30,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -801,6 +802,10 @@ bool writePlan(ModuleOp module, const PlanWriteOptions &options, std::string &er
     error = e.what();
   } catch (const fs::filesystem_error &e) {
     error = e.what();
+  } catch (const nlohmann::json::exception &e) {
+    // config.json, re-read for its quantization_config: a value of an
+    // unexpected kind that a reader did not name.
+    error = options.checkpointDir + ": malformed JSON in the checkpoint: " + e.what();
   }
   if (options.cancelled && *options.cancelled)
     error = "interrupted by a signal; " + options.outputDir + " was left as it was";

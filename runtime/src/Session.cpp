@@ -399,6 +399,11 @@ Status Session::swap(int32_t block, int32_t slot, bool out) {
   // The stream after the plan's: forwards have finished when this is called,
   // so the copies need wait for nothing, and the next forward waits for them.
   Stream &stream = device_.stream(streams_);
+  // A block swapped in is written whole by the copy, on another thread: a
+  // later step must not make it resident (before Linux 5.14 that rewrites
+  // a byte of each page, which could undo the copy's).
+  if (!out && !residentBlocks_.empty())
+    residentBlocks_[size_t(block)] = true;
   size_t at = size_t(slot) * kvBlockBytes();
   for (auto [array, bytes] : kvArrays_) {
     const size_t offset = size_t(block) * bytes;

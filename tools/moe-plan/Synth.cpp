@@ -55,21 +55,18 @@ template <typename T> flatbuffers::Table &asTable(T &table) {
 enum class Kind { Matrix, Vector, Scales };
 
 /// The root mean square of a quantized type's codes as fill() draws them:
-/// int4 uniform in [-7, 7], int8 uniform in [-127, 127], any fp8 code but
-/// NaN.
+/// int4 uniform in [-7, 7], int8 uniform in [-127, 127], fp8 a uniform byte
+/// with the NaN codes moved to their neighbours (+-448).
 float codeRms(fb::DType quantized) {
   switch (quantized) {
   case fb::DType::I4: return std::sqrt(280.0f / 15); // 2 (1^2 + .. + 7^2) / 15
-  case fb::DType::F8E4M3: {
+  case fb::DType::F8E4M3: { // every byte, a NaN code read as its neighbour (fill)
     double sum = 0;
-    int codes = 0;
-    for (int b = 0; b < 256; ++b)
-      if ((b & 0x7f) != 0x7f) {
-        const double v = cpu::fp8ToF32(uint8_t(b));
-        sum += v * v;
-        ++codes;
-      }
-    return float(std::sqrt(sum / codes));
+    for (int b = 0; b < 256; ++b) {
+      const double v = cpu::fp8ToF32(uint8_t((b & 0x7f) == 0x7f ? b ^ 1 : b));
+      sum += v * v;
+    }
+    return float(std::sqrt(sum / 256));
   }
   default: return std::sqrt(127.0f * 128.0f / 3.0f); // (2 (1^2 + .. + 127^2) + 0) / 255
   }

@@ -5,7 +5,7 @@ Matrices of f32/bf16/f16: RMS 1 / sqrt(row length) (the embedding table's
 rows: 1), within 10% for those of 1,000 values or more, signs balanced;
 vectors: 1.0; int8 in [-127, 127]; fp8 without NaN codes; scales the
 matrix's RMS over the RMS of its type's codes (int4 uniform in [-7, 7],
-int8 uniform in [-127, 127], fp8 any code but NaN). Prints one line per weight
+int8 uniform in [-127, 127], fp8 a uniform byte, NaN codes as +-448). Prints one line per weight
 type."""
 import json
 import math
@@ -25,7 +25,7 @@ def e4m3(b):
     return sign * (m * 2.0 ** -9 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7))
 
 
-fp8 = [e4m3(b) ** 2 for b in range(256) if b & 0x7F != 0x7F]
+fp8 = [e4m3(b ^ 1 if b & 0x7F == 0x7F else b) ** 2 for b in range(256)]  # NaN codes -> +-448
 code_rms = {"I4": math.sqrt(sum(q * q for q in range(-7, 8)) / 15),
             "I8": math.sqrt(sum(q * q for q in range(-127, 128)) / 255),
             "F8E4M3": math.sqrt(sum(fp8) / len(fp8))}
