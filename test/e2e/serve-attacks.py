@@ -267,7 +267,17 @@ def case_leaving():
         s = connect(slow.port)
         s.sendall(raw_request("/v1/completions", body))
         socks.append(s)
-    time.sleep(0.5)  # they run
+    # They run: wait until the server has read every request (a loaded
+    # sanitizer build may take more than a moment), or a client's close
+    # would end a connection that never became a request.
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        m = slow.metrics()
+        known = (m["moe_queue_length"] + m["moe_running_sequences"] + m["moe_swapped_sequences"] +
+                 m.get('moe_requests_total{outcome="completed"}', 1) - 1)
+        if known >= 64:
+            break
+        time.sleep(0.05)
     busy = slow.metric("moe_kv_blocks_used")
     for s in socks:
         s.close()
