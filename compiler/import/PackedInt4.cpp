@@ -3,6 +3,7 @@
 #include "moe/runtime/File.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -92,9 +93,12 @@ TensorInfo layerView(const TensorCatalog &catalog, const std::string &layer,
     fail(qweight, layer, "it has both '" + layer + ".weight' and '" + layer + ".qweight'");
   const int64_t in = awq ? qweight.shape[0] : qweight.shape[0] * 8;
   const int64_t out = awq ? qweight.shape[1] * 8 : qweight.shape[1];
-  if (out % 8 || in == 0 || out == 0)
+  if (in == 0 || out == 0)
+    fail(qweight, layer, "tensor '" + layer + ".qweight' " + shapeString(qweight.shape) +
+                             " holds no weights");
+  if (out % 8)
     fail(qweight, layer, "out " + std::to_string(out) +
-                             " is not a positive multiple of 8, so its zero points do not pack");
+                             " is not a multiple of 8, so its zero points do not pack");
   const TensorInfo *scaleInfo = catalog.find(layer + ".scales");
   if (!scaleInfo || scaleInfo->shape.size() != 2)
     fail(qweight, layer, "tensor '" + layer + ".scales' is missing or not [groups, out]");
@@ -217,8 +221,11 @@ TensorCatalog openCheckpoint(const std::string &dir, const HfConfig &config) {
       layers.push_back(name.substr(0, name.size() - suffix.size()));
   for (const std::string &layer : layers) {
     TensorInfo view = layerView(catalog, layer, *config.int4);
+    // The tensors the view reads: an AWQ layer's g_idx, which AWQ does not
+    // write, stays and is refused as unused.
     for (const char *s : {".qweight", ".scales", ".qzeros", ".g_idx"})
-      catalog.erase(layer + s);
+      if (std::string(s) != ".g_idx" || config.int4->packing == Int4Format::Packing::Gptq)
+        catalog.erase(layer + s);
     catalog.insert(layer + ".weight", std::move(view));
   }
   return catalog;
@@ -268,8 +275,14 @@ void readPackedInt4(const TensorInfo &view, std::vector<char> &out, std::vector<
   std::vector<float> all(size_t(groups) * size_t(p.rows));
   decodeElements(p.scales.dtype, s.data(), all.size(), all.data());
   for (int64_t o = 0; o < rows; ++o)
-    for (int64_t g = 0; g < groups; ++g)
-      scales.push_back(all[size_t(g) * size_t(p.rows) + size_t(p.row0 + o)]);
+    for (int64_t g = 0; g < groups; ++g) {
+      const float scale = all[size_t(g) * size_t(p.rows) + size_t(p.row0 + o)];
+      if (!std::isfinite(scale)) // a NaN would make every output of its row NaN
+        fail(p.scales, p.layer, "the scale of output " + std::to_string(p.row0 + o) +
+                                    " in group " + std::to_string(g0 + g) + " is " +
+                                    std::to_string(scale));
+      scales.push_back(scale);
+    }
 }
 
 } // namespace moe

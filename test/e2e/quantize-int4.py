@@ -24,6 +24,8 @@ and X.scales fp16 [groups, out]. The twin holds X.weight = fp16(scale) * (q
 - zero as read) in F32 instead: the values the layer stands for, exactly.
 
 --zero writes that zero point (0-15) in the first group of the first layer,
+--nan-scale makes that group's first scale NaN, --awq-g-idx writes a g_idx
+for AWQ layers (which AWQ does not have),
 --shuffle-g-idx permutes the first layer's g_idx (act-order), --config sets
 quantization_config keys: the cases the importer must refuse.
 """
@@ -103,6 +105,8 @@ def main():
     ap.add_argument("--no-g-idx", action="store_true")
     ap.add_argument("--shuffle-g-idx", action="store_true")
     ap.add_argument("--zero", type=int, default=8)
+    ap.add_argument("--nan-scale", action="store_true", help="the first layer's first scale NaN")
+    ap.add_argument("--awq-g-idx", action="store_true", help="a g_idx for AWQ layers too")
     ap.add_argument("--config", action="append", default=[], metavar="KEY=JSON")
     args = ap.parse_args()
 
@@ -120,6 +124,8 @@ def main():
         groups = len(scales)
         if first and args.zero != 8:
             zeros[0][0] = args.zero
+        if first and args.nan_scale:
+            scales[0][0] = float("nan")
         stored = [[(z - 1) & 15 if v1 else z for z in row] for row in zeros]
         read_zero = [[z + 1 if v1 else z for z in row] for row in stored]
         stem = name[:-len(".weight")]
@@ -137,7 +143,7 @@ def main():
         g_idx = [i // g for i in range(inputs)]
         if first and args.shuffle_g_idx and groups > 1:
             g_idx[0], g_idx[-1] = g_idx[-1], g_idx[0]
-        if not awq and not args.no_g_idx:
+        if (not awq and not args.no_g_idx) or (awq and args.awq_g_idx):
             quant[stem + ".g_idx"] = ("I32", [inputs], struct.pack(f"<{inputs}i", *g_idx))
         first = False
         deq = [scales[i // g][o] * (q[o][i] - read_zero[i // g][o]) for o in range(out) for i in range(inputs)]
