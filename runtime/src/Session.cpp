@@ -446,6 +446,11 @@ Status Session::forward(const Batch &batch, float *logits) {
     if (positions[t] < 0 || positions[t] >= maxContext_)
       return Status::error("position " + std::to_string(positions[t]) +
                            " out of the context [0, " + std::to_string(maxContext_) + ")");
+    // The block its KV row goes to (the earlier ones were written before).
+    if (const int32_t b = batch.blockTables ? batch.blockTables[t][positions[t] / blockSize_] : 0;
+        b < 0 || b >= numBlocks_)
+      return Status::error("token " + std::to_string(t) + " writes KV block " + std::to_string(b) +
+                           ", outside the pool of " + std::to_string(numBlocks_) + " blocks");
   }
   for (int64_t j = 0; batch.logitRows && j < batch.logitCount; ++j)
     if (batch.logitRows[j] < (j ? batch.logitRows[j - 1] + 1 : 0) || batch.logitRows[j] >= count)
@@ -464,9 +469,9 @@ Status Session::makeResident(const Batch &batch) {
   if (residentBlocks_.empty() || !batch.blockTables)
     return Status::ok();
   for (int64_t t = 0; t < batch.count; ++t) {
-    const int32_t block = batch.blockTables[t][batch.positions[t] / blockSize_];
-    if (block < 0 || block >= numBlocks_ || residentBlocks_[size_t(block)])
-      continue; // the kernels report a block outside the pool
+    const int32_t block = batch.blockTables[t][batch.positions[t] / blockSize_]; // checked
+    if (residentBlocks_[size_t(block)])
+      continue;
     for (auto [array, bytes] : kvArrays_)
       if (Status st = device_.makeResident(*array, size_t(block) * bytes, bytes); !st)
         return st;

@@ -235,6 +235,14 @@ TEST(PrefaultTest, SessionsBackOnlyTheKvBlocksTheyWrite) {
     std::vector<float> logits(size_t(2 * (*s)->vocabSize()));
     ASSERT_TRUE((*s)->forward(Batch{tokens, positions, tables, 2}, logits.data()));
     EXPECT_LT(residentBytes() - before, kv / 4);
+    // A block outside the pool is refused, not touched.
+    const int32_t outside = int32_t(blocks);
+    const int32_t *bad[2] = {&first, &outside};
+    Status st = (*s)->forward(Batch{tokens, positions, bad, 2}, logits.data());
+    EXPECT_FALSE(st);
+    EXPECT_NE(st.message().find("writes KV block " + std::to_string(blocks) + ", outside the pool"),
+              std::string::npos)
+        << st.message();
   }
 }
 
