@@ -96,8 +96,9 @@ void expertGroups(const float *x, const int32_t *xRows, const std::vector<int64_
   for (int64_t e0 = 0, e1; e0 < all; e0 = e1) {
     // The chunk: experts [e0, e1), rows [base, start[e1]).
     const int64_t base = start[size_t(e0)];
-    for (e1 = e0 + 1; e1 < all && start[size_t(e1 + 1)] - base <= cap; ++e1) {
-    }
+    e1 = e0 + 1;
+    while (e1 < all && start[size_t(e1 + 1)] - base <= cap)
+      ++e1;
     const int64_t rows = start[size_t(e1)] - base;
     if (rows == 0)
       continue;
