@@ -3,7 +3,8 @@
 // A tool started by mpirun joins the MPI job (before it loads the plan: a
 // rank maps only its own weights); started alone it runs as the one rank.
 // Before the first step every rank checks that all loaded the same plan and
-// that the job has as many ranks as the plan has programs.
+// that the job has as many ranks as the plan has programs. Every
+// collective of the job waits at most --collective-timeout for its peers.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_TOOLS_COMMON_RANKS_H
@@ -12,6 +13,7 @@
 #include "moe/runtime/MpiCollective.h"
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/Session.h"
+#include "tools/common/Cli.h"
 
 #include <sys/resource.h>
 
@@ -21,10 +23,26 @@
 
 namespace moe::tools {
 
+/// --collective-timeout SECONDS: the longest one rank waits inside one
+/// collective for its peers.
+inline void addCollectiveTimeout(Cli &cli, double &seconds) {
+  cli.app
+      .add_option("--collective-timeout", seconds,
+                  "under mpirun: fail, naming the rank that did not come, when a rank waits "
+                  "longer than SECONDS for its peers inside one collective (a stopped or lost "
+                  "peer); a step's work does not count, only the wait (default " +
+                      std::to_string(rt::kDefaultCollectiveDeadline.count() / 1000) + ")")
+      ->check(positiveFinite())
+      ->type_name("SECONDS");
+}
+
 /// The job's collective: MPI's under mpirun, else the local one.
-inline rt::Expected<std::unique_ptr<rt::Collective>> joinJob(const std::string &tool) {
+inline rt::Expected<std::unique_ptr<rt::Collective>>
+joinJob(const std::string &tool,
+        double timeoutSeconds = rt::kDefaultCollectiveDeadline.count() / 1000.0) {
   if (rt::launchedByMpi())
-    return rt::createMpiCollective(tool);
+    return rt::createMpiCollective(
+        tool, std::chrono::milliseconds(std::max<int64_t>(1, int64_t(timeoutSeconds * 1000))));
   return rt::createLocalCollective();
 }
 

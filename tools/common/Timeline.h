@@ -4,7 +4,8 @@
 // and measurable: --emulate-link LATENCY_US:GB_PER_S holds every collective
 // of the job as a slower link would (moe/runtime/LinkEmulation.h), and
 // --trace FILE writes every rank's streams as one Chrome / Perfetto
-// trace-event file (moe/runtime/Trace.h), gathered to rank 0.
+// trace-event file (moe/runtime/Trace.h), gathered to rank 0; and
+// --collective-timeout bounds each wait for the peers (Ranks.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_TOOLS_COMMON_TIMELINE_H
@@ -27,6 +28,7 @@ namespace moe::tools {
 
 struct TimelineFlags {
   std::string trace, link;
+  double collectiveTimeout = rt::kDefaultCollectiveDeadline.count() / 1000.0;
 };
 
 inline void addTimelineFlags(Cli &cli, TimelineFlags &f) {
@@ -42,12 +44,13 @@ inline void addTimelineFlags(Cli &cli, TimelineFlags &f) {
                   "loopback is too fast")
       ->type_name("LATENCY_US:GB_PER_S")
       ->check(linkValidator());
+  addCollectiveTimeout(cli, f.collectiveTimeout);
 }
 
 /// The job's collective (joinJob), over the emulated link the flags name.
 inline rt::Expected<std::unique_ptr<rt::Collective>> joinJob(const std::string &tool,
                                                              const TimelineFlags &f) {
-  auto job = joinJob(tool);
+  auto job = joinJob(tool, f.collectiveTimeout);
   if (!job || f.link.empty())
     return job;
   auto link = rt::LinkModel::parse(f.link); // checked by the flag

@@ -10,12 +10,22 @@
 // buffer too small on any rank fails the call on every rank (an
 // MPI_Allreduce of the verdict), so that no rank is left waiting.
 //
+// Every wait has a deadline. A rank that waits longer for its peers asks
+// each of them, on a second communicator, which collective it is in (a
+// rank waiting in a collective answers between its tests); the peers that
+// do not answer within a few seconds are the stopped or lost ones, and the
+// collective fails naming them.
+//
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/MpiCollective.h"
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
+#include <string>
+#include <vector>
 #include <climits>
 #include <csignal>
 #include <cstdlib>
@@ -70,6 +80,24 @@ MPI_Datatype mpiType(DType t) {
 constexpr int kSpinMicroseconds = 20;
 constexpr int kSleepMicroseconds = 5, kLongestSleepMicroseconds = 80;
 
+// After the deadline: how long the peers have to answer "which collective
+// are you in?", and the tags of the question and the answer.
+constexpr auto kAnswerTime = std::chrono::seconds(3);
+constexpr int kQuestionTag = 1, kAnswerTag = 2;
+
+// What a rank waits in, as the answer says it.
+enum class Op : uint64_t { None, AllReduce, AllGather, AllToAllV };
+
+const char *opName(Op op) {
+  switch (op) {
+  case Op::AllReduce: return "all_reduce";
+  case Op::AllGather: return "all_gather";
+  case Op::AllToAllV: return "all_to_all_v";
+  case Op::None: break;
+  }
+  return "no collective";
+}
+
 // For the SIGTERM line: set once, before the handler is installed.
 char abortLine[256];
 size_t abortLineLength = 0;
@@ -87,6 +115,7 @@ public:
     if (abandoned_)
       return; // MPI_Finalize would wait for ranks that wait for us
     MPI_Op_free(&bf16Sum_);
+    MPI_Comm_free(&side_);
     MPI_Comm_free(&comm_);
     if (initialized_)
       MPI_Finalize();
@@ -94,8 +123,10 @@ public:
 
   void abandon() override { abandoned_ = true; }
 
-  static Expected<std::unique_ptr<Collective>> create(const std::string &program) {
+  static Expected<std::unique_ptr<Collective>> create(const std::string &program,
+                                                      std::chrono::milliseconds deadline) {
     std::unique_ptr<MpiCollective> c(new MpiCollective());
+    c->deadline_ = deadline;
     int already = 0;
     MPI_Initialized(&already);
     if (!already) {
@@ -106,6 +137,8 @@ public:
     }
     MPI_Comm_dup(MPI_COMM_WORLD, &c->comm_);
     MPI_Comm_set_errhandler(c->comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_dup(MPI_COMM_WORLD, &c->side_);
+    MPI_Comm_set_errhandler(c->side_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(c->comm_, &c->rank_);
     MPI_Comm_size(c->comm_, &c->size_);
     MPI_Op_create(bf16Sum, /*commute=*/1, &c->bf16Sum_);
@@ -125,6 +158,7 @@ public:
 protected:
   Status doAllReduce(Stream &stream, DeviceArray data) override {
     return stream.enqueueHost([this, data] {
+      begin(Op::AllReduce);
       MPI_Op op = data.dtype == DType::BF16 ? bf16Sum_ : MPI_SUM;
       MPI_Request request;
       return complete("MPI_Iallreduce",
@@ -138,6 +172,7 @@ protected:
 
   Status doAllGather(Stream &stream, DeviceArray in, DeviceArray out) override {
     return stream.enqueueHost([this, in, out] {
+      begin(Op::AllGather);
       MPI_Request request;
       return complete("MPI_Iallgather",
                       in.count > INT_MAX
@@ -151,6 +186,7 @@ protected:
   Status doAllToAllV(Stream &stream, DeviceArray send, const std::vector<size_t> &sendCounts,
                      DeviceArray recv, std::vector<size_t> &recvCounts) override {
     return stream.enqueueHost([this, send, &sendCounts, recv, &recvCounts]() -> Status {
+      begin(Op::AllToAllV);
       const size_t n = size_t(size_);
       std::vector<uint64_t> out(sendCounts.begin(), sendCounts.end()), in(n);
       MPI_Request request;
@@ -220,13 +256,22 @@ private:
                          std::to_string(rank_) + ": " + std::string(text, size_t(length)));
   }
 
+  /// Called by each collective's host work when it starts.
+  void begin(Op op) {
+    ++count_;
+    op_ = op;
+    answer_ = {uint64_t(op), count_};
+  }
+
   /// Waits for a request `call` started (if `code` says it did): tests it,
-  /// spinning for a while (a quick collective), then sleeping between tests.
-  Status complete(const char *call, int code, MPI_Request &request) const {
+  /// spinning for a while (a quick collective), then sleeping between tests
+  /// and answering the peers' questions, until the deadline.
+  Status complete(const char *call, int code, MPI_Request &request) {
     if (code != MPI_SUCCESS)
       return check(call, code);
-    const auto spinUntil =
-        std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicroseconds);
+    const auto start = std::chrono::steady_clock::now();
+    const auto spinUntil = start + std::chrono::microseconds(kSpinMicroseconds);
+    const auto giveUp = start + deadline_;
     // Sleeps as short as asked (Linux rounds a thread's timers up by 50 us
     // by default), on this thread only.
     static thread_local bool precise = ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) == 0;
@@ -244,21 +289,120 @@ private:
     }();
     (void)raised;
     int sleep = kSleepMicroseconds;
+    // Gaps between two tests longer than a second: this rank was itself
+    // stopped (SIGSTOP) or not scheduled, which the message says.
+    auto last = start;
+    std::chrono::steady_clock::duration stalled{};
     for (;;) {
       int done = 0;
       if (int tested = MPI_Test(&request, &done, MPI_STATUS_IGNORE); tested != MPI_SUCCESS)
         return check(call, tested);
       if (done)
         return Status::ok();
-      if (std::chrono::steady_clock::now() > spinUntil) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last > std::chrono::seconds(1))
+        stalled += now - last;
+      last = now;
+      if (now > spinUntil) {
+        answerQuestions();
+        if (now > giveUp)
+          return overdue(now - start, stalled);
         std::this_thread::sleep_for(std::chrono::microseconds(sleep));
         sleep = std::min(2 * sleep, kLongestSleepMicroseconds); // a peer that is late
       }
     }
   }
 
+  /// Answers every peer that asked which collective this rank waits in.
+  void answerQuestions() {
+    for (;;) {
+      int asked = 0;
+      MPI_Status status;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kQuestionTag, side_, &asked, &status) != MPI_SUCCESS ||
+          !asked)
+        return;
+      int question = 0;
+      MPI_Request reply;
+      if (MPI_Recv(&question, 1, MPI_INT, status.MPI_SOURCE, kQuestionTag, side_,
+                   MPI_STATUS_IGNORE) != MPI_SUCCESS ||
+          MPI_Isend(answer_.data(), 2, MPI_UINT64_T, status.MPI_SOURCE, kAnswerTag, side_,
+                    &reply) != MPI_SUCCESS)
+        return;
+      MPI_Request_free(&reply); // answer_ stays as it is while this rank waits
+    }
+  }
+
+  /// The collective waited past the deadline: asks every peer where it is
+  /// and fails with one line naming those that did not answer.
+  Status overdue(std::chrono::steady_clock::duration waited,
+                 std::chrono::steady_clock::duration stalled) {
+    const size_t n = size_t(size_);
+    int question = rank_;
+    std::vector<std::array<uint64_t, 2>> answers(n);
+    std::vector<MPI_Request> asks(n, MPI_REQUEST_NULL), replies(n, MPI_REQUEST_NULL);
+    std::vector<bool> answered(n, false);
+    answered[size_t(rank_)] = true;
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) {
+        MPI_Isend(&question, 1, MPI_INT, p, kQuestionTag, side_, &asks[size_t(p)]);
+        MPI_Irecv(answers[size_t(p)].data(), 2, MPI_UINT64_T, p, kAnswerTag, side_,
+                  &replies[size_t(p)]);
+      }
+    const auto until = std::chrono::steady_clock::now() + kAnswerTime;
+    size_t waiting = n - 1;
+    while (waiting && std::chrono::steady_clock::now() < until) {
+      answerQuestions(); // the peers that time out too ask this rank
+      for (size_t p = 0; p < n; ++p) {
+        int done = 0;
+        if (!answered[p] && MPI_Test(&replies[p], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+            done) {
+          answered[p] = true;
+          --waiting;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    // The requests of the silent peers stay posted: this rank leaves the
+    // job (the caller abandons the collective), and MPI_Cancel of a send
+    // may itself wait.
+    std::string silent, elsewhere;
+    for (size_t p = 0; p < n; ++p) {
+      if (!answered[p]) {
+        silent += (silent.empty() ? "" : ", ") + std::to_string(p);
+        continue;
+      }
+      if (int(p) == rank_ || (answers[p][0] == uint64_t(op_) && answers[p][1] == count_))
+        continue;
+      elsewhere += "; rank " + std::to_string(p) + " waits in " +
+                   opName(Op(answers[p][0])) + " number " + std::to_string(answers[p][1]);
+    }
+    auto seconds = [](std::chrono::steady_clock::duration d) {
+      return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";
+    };
+    std::string line = "rank " + std::to_string(rank_) + ": " + opName(op_) + " number " +
+                       std::to_string(count_) + " waited " + seconds(waited) +
+                       " for its peers (--collective-timeout); ";
+    if (stalled > std::chrono::seconds(1))
+      line += "this rank was itself stopped or not scheduled for " + seconds(stalled) +
+              " of it; ";
+    if (!silent.empty())
+      line += std::string(silent.find(',') == std::string::npos ? "rank " : "ranks ") + silent +
+              " did not answer (stopped, lost, or working outside any collective)";
+    else
+      line += "every rank answered";
+    return Status::error(line + elsewhere);
+  }
+
   MPI_Comm comm_ = MPI_COMM_NULL;
+  // Questions and answers about where a rank waits (overdue).
+  MPI_Comm side_ = MPI_COMM_NULL;
   MPI_Op bf16Sum_ = MPI_OP_NULL;
+  std::chrono::milliseconds deadline_{0};
+  // The collectives this rank has started, the one it is in, and the
+  // answer it gives while waiting in it.
+  uint64_t count_ = 0;
+  Op op_ = Op::None;
+  std::array<uint64_t, 2> answer_{};
   int rank_ = 0, size_ = 1;
   bool initialized_ = false;
   bool abandoned_ = false;
@@ -271,8 +415,11 @@ bool launchedByMpi() {
          std::getenv("PMI_RANK");
 }
 
-Expected<std::unique_ptr<Collective>> createMpiCollective(const std::string &program) {
-  return MpiCollective::create(program);
+Expected<std::unique_ptr<Collective>> createMpiCollective(const std::string &program,
+                                                          std::chrono::milliseconds deadline) {
+  if (deadline <= std::chrono::milliseconds(0))
+    return Status::error("mpi: the collective deadline must be positive");
+  return MpiCollective::create(program, deadline);
 }
 
 } // namespace moe::rt

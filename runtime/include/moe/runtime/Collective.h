@@ -15,6 +15,7 @@
 
 #include "moe/runtime/Hal.h"
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,12 @@ struct DeviceArray {
   DType dtype = DType::F32;
   size_t count = 0;
 };
+
+/// How long a rank waits inside one collective for its peers before the
+/// collective fails (--collective-timeout). It bounds waiting, not work:
+/// the ranks of a step arrive together, give or take one rank's share of
+/// the step.
+inline constexpr std::chrono::milliseconds kDefaultCollectiveDeadline{60'000};
 
 class Collective {
 public:

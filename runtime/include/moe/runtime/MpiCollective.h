@@ -22,7 +22,12 @@ bool launchedByMpi();
 /// "<program>: rank R of N: stopped: the job was ended (another rank
 /// failed or was killed)", and exits with status 1 instead of dying
 /// silently. Errors of MPI calls come back as Status, naming the call.
-Expected<std::unique_ptr<Collective>> createMpiCollective(const std::string &program);
+/// A collective that waits longer than `deadline` for its peers fails with
+/// one line naming the collective and the ranks that did not answer (a
+/// stopped or lost peer); the caller then abandons the job.
+Expected<std::unique_ptr<Collective>>
+createMpiCollective(const std::string &program,
+                    std::chrono::milliseconds deadline = kDefaultCollectiveDeadline);
 
 } // namespace moe::rt
 
