@@ -54,6 +54,8 @@ for _d in _devices:
 # same code on other splits; the optimized build runs both.
 config.substitutions.append(("%e2e_ranks", "2" if asan else "2,4"))
 config.substitutions.append(("%e2e_rank_checks", "CHECK" if asan else "CHECK,NP4"))
+# The largest of them, for checks that run one job (serve-rank-faults).
+config.substitutions.append(("%e2e_most_ranks", "2" if asan else "4"))
 # serving.test's continuous batching load: 256 requests on the plan's 256 KV
 # blocks; under ASan 64 on 64 (the same pressure), as each of the two runs'
 # --verify reruns every request alone, 115 s a run there at 256.

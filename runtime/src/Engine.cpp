@@ -111,6 +111,14 @@ Expected<std::unique_ptr<Engine>> Engine::create(const LoadedPlan &plan, Device 
       e->hostFree_.push_back(int32_t(b));
   }
   e->logits_.reset(new float[size_t(e->options_.tokenBudget * e->vocab_)]);
+  e->device_ = &device;
+  if (options.ranks && options.ranks->size() > 1 && !e->session_->stepsWithRanks()) {
+    auto picks = device.allocate(size_t(e->options_.tokenBudget) * sizeof(int32_t),
+                                 MemoryKind::HostVisible);
+    if (!picks)
+      return picks.status();
+    e->picks_ = picks.take();
+  }
   e->start_ = e->now();
   return std::move(e);
 }
@@ -434,6 +442,7 @@ Status Engine::step() {
   ++stats_.steps;
   stats_.peakBlocks = std::max(stats_.peakBlocks, blocks_->usedBlocks());
 
+  std::vector<std::pair<Sequence *, int64_t>> picking; // the sequences that pick, their rows
   for (const Chunk &c : chunks) {
     Sequence &s = *c.seq;
     if (s.request.promptLogprobs)
@@ -452,9 +461,20 @@ Status Engine::step() {
       s.ended = true;
       continue;
     }
-    if (Status st = sample(s, c.offset + c.count - 1, t1); !st)
-      return st;
+    picking.push_back({&s, c.offset + c.count - 1});
   }
+  std::vector<int32_t> picks;
+  for (auto [s, row] : picking) {
+    auto next = pick(*s, row);
+    if (!next)
+      return next.status();
+    picks.push_back(*next);
+  }
+  if (Status st = agreeOnPicks(picks); !st)
+    return st;
+  for (size_t i = 0; i < picking.size(); ++i)
+    if (Status st = accept(*picking[i].first, picking[i].second, picks[i], t1); !st)
+      return st;
   for (size_t i = running_.size(); i-- > 0;)
     if (running_[i]->ended)
       finish(i);
@@ -476,15 +496,36 @@ Status Engine::scorePrompt(Sequence &s, int64_t from, int64_t count, int64_t row
   return Status::ok();
 }
 
-Status Engine::sample(Sequence &s, int64_t row, double time) {
+Expected<int32_t> Engine::pick(Sequence &s, int64_t row) {
+  return s.sampler.next(logits_.get() + row * vocab_, vocab_);
+}
+
+Status Engine::agreeOnPicks(std::vector<int32_t> &picks) {
+  if (!picks_ || picks.empty())
+    return Status::ok();
+  // Rank 0's picks plus zeros from every other rank: rank 0's, exactly.
+  auto *words = static_cast<int32_t *>(picks_->host());
+  const bool first = options_.ranks->rank() == 0;
+  for (size_t i = 0; i < picks.size(); ++i)
+    words[i] = first ? picks[i] : 0;
+  Stream &stream = device_->stream(0);
+  if (Status st = options_.ranks->allReduce(stream, {picks_->data(), DType::I32, picks.size()});
+      !st)
+    return st;
+  if (Status st = stream.synchronize(); !st)
+    return st;
+  for (size_t i = 0; i < picks.size(); ++i) {
+    stats_.picksOfRankZero += words[i] != picks[i];
+    picks[i] = words[i];
+  }
+  return Status::ok();
+}
+
+Status Engine::accept(Sequence &s, int64_t row, int32_t next, double time) {
+  // pick() put the raw logits back: a log-softmax is of those.
   float *logits = logits_.get() + row * vocab_;
-  auto picked = s.sampler.next(logits, vocab_);
-  if (!picked)
-    return picked.status();
-  const int32_t next = *picked;
   std::optional<LogprobEntry> logprob;
   if (s.request.logprobs) {
-    // next() put the raw logits back: the log-softmax is of those.
     auto entry = logprobEntry(logits, vocab_, next, *s.request.logprobs);
     if (!entry)
       return entry.status();

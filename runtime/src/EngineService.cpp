@@ -1,8 +1,11 @@
 //===- EngineService.cpp - the serving engine on its own thread -----------===//
 #include "moe/runtime/EngineService.h"
 
+#include "moe/runtime/ServiceEvents.h"
+
 #include <algorithm>
 #include <future>
+#include <set>
 
 namespace moe::rt {
 
@@ -37,7 +40,10 @@ void RequestStream::wake() {
     (*notify)();
 }
 
-EngineService::EngineService(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {
+EngineService::EngineService(std::unique_ptr<Engine> engine, ServiceRanks ranks)
+    : engine_(std::move(engine)), ranks_(ranks) {
+  if (!ranks_.ranks || ranks_.ranks->size() == 1)
+    ranks_ = {};
   publish();
   thread_ = std::thread([this] { run(); });
 }
@@ -95,6 +101,38 @@ std::optional<std::string> EngineService::failure() const {
   return failure_;
 }
 
+void EngineService::abort(const std::string &reason) {
+  std::deque<Submission> refused;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_)
+      failure_ = reason;
+    refused.swap(submissions_);
+    for (Submission &r : handing_)
+      refused.push_back(std::move(r));
+    handing_.clear();
+  }
+  std::vector<std::shared_ptr<RequestStream>> ended;
+  {
+    std::lock_guard<std::mutex> lock(streamsMutex_);
+    aborted_ = true;
+    for (auto &[id, stream] : streams_) {
+      GenerationResult result;
+      result.id = id;
+      result.finishReason = FinishReason::Cancelled;
+      std::lock_guard<std::mutex> streamLock(stream->mutex_);
+      stream->pending_.result = std::move(result);
+      ended.push_back(stream);
+    }
+    streams_.clear();
+  }
+  for (const std::shared_ptr<RequestStream> &stream : ended)
+    stream->wake();
+  for (Submission &r : refused)
+    r.done({nullptr, Rejection::Unavailable, "the engine stopped: " + reason});
+  handed_.notify_all();
+}
+
 std::vector<int64_t> EngineService::drain(std::chrono::milliseconds grace) {
   auto deadline = std::chrono::steady_clock::now() + grace;
   std::unique_lock<std::mutex> lock(mutex_);
@@ -120,29 +158,45 @@ std::vector<int64_t> EngineService::drain(std::chrono::milliseconds grace) {
 }
 
 void EngineService::run() {
+  auto fail = [&](const Status &st) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_) // abort() may have said why first
+      failure_ = st.message();
+  };
+  bool failed = false;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] {
+      auto work = [&] {
         return stop_ || drainCancel_ || !submissions_.empty() || !cancels_.empty() ||
                !engine_->idle();
-      });
+      };
+      // With other ranks, an idle service still sends them (empty) events.
+      if (ranks_.ranks)
+        wake_.wait_for(lock, kServiceHeartbeat, work);
+      else
+        wake_.wait(lock, work);
       if (stop_)
         break;
     }
-    takeInbox();
-    if (!engine_->idle())
-      if (Status st = engine_->step(); !st) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        failure_ = st.message();
-        break;
-      }
+    Status st = takeInbox();
+    if (st && !engine_->idle())
+      st = engine_->step();
+    if (!st) {
+      fail(st);
+      failed = true;
+      break;
+    }
     // The snapshot first: a client that has its result sees its blocks free.
     publish();
     deliver();
   }
-  // Stopped, or the engine failed: nothing pending is left waiting.
-  takeInbox();
+  // Stopped, or the engine failed: nothing pending is left waiting (and,
+  // stopped, the other ranks stop too).
+  if (!failed)
+    stopRanks();
+  ranks_ = {};
+  (void)takeInbox(); // ranks_ is cleared: nothing is shared, nothing can fail
   std::vector<int64_t> ids = cancelPending();
   publish();
   deliver();
@@ -152,7 +206,19 @@ void EngineService::run() {
   handed_.notify_all();
 }
 
-void EngineService::takeInbox() {
+void EngineService::stopRanks() {
+  if (!ranks_.ranks)
+    return;
+  ServiceEvents stop;
+  stop.stop = true;
+  if (Status st = shareEvents(*ranks_.ranks, *ranks_.device, stop); !st) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_)
+      failure_ = st.message();
+  }
+}
+
+Status EngineService::takeInbox() {
   std::deque<Submission> submissions;
   std::vector<int64_t> cancels;
   std::function<void(std::vector<int64_t>)> drainCancel;
@@ -161,6 +227,29 @@ void EngineService::takeInbox() {
     submissions.swap(submissions_);
     cancels.swap(cancels_);
     drainCancel = drainCancel_;
+  }
+  if (ranks_.ranks) { // the other ranks' engines get the same, in the same order
+    ServiceEvents events;
+    for (const Submission &r : submissions)
+      events.submissions.push_back(r.request);
+    events.cancels = cancels;
+    events.cancelAll = bool(drainCancel);
+    {
+      // abort() answers them while this thread waits for the other ranks.
+      std::lock_guard<std::mutex> lock(mutex_);
+      handing_ = std::move(submissions);
+    }
+    Status st = shareEvents(*ranks_.ranks, *ranks_.device, events);
+    std::lock_guard<std::mutex> lock(mutex_);
+    submissions = std::move(handing_);
+    handing_.clear();
+    if (!st) {
+      // Handed back: the failure refuses them, after the loop.
+      for (auto it = submissions.rbegin(); it != submissions.rend(); ++it)
+        submissions_.push_front(std::move(*it));
+      cancels_.insert(cancels_.end(), cancels.begin(), cancels.end());
+      return st;
+    }
   }
   const std::optional<std::string> failed = failure();
   std::vector<Submitted> outcomes(submissions.size());
@@ -174,6 +263,12 @@ void EngineService::takeInbox() {
     auto id = engine_->submit(std::move(submissions[i].request));
     if (!id) {
       r = {nullptr, busy ? Rejection::Busy : Rejection::Invalid, id.status().message()};
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(streamsMutex_);
+    if (aborted_) {
+      engine_->cancel(*id);
+      r = {nullptr, Rejection::Unavailable, "the engine stopped: " + failure().value_or("")};
       continue;
     }
     r.stream = std::make_shared<RequestStream>();
@@ -198,10 +293,12 @@ void EngineService::takeInbox() {
   handed_.notify_all();
   for (size_t i = 0; i < submissions.size(); ++i)
     submissions[i].done(std::move(outcomes[i]));
+  return Status::ok();
 }
 
 std::vector<int64_t> EngineService::cancelPending() {
   std::vector<int64_t> ids;
+  std::lock_guard<std::mutex> lock(streamsMutex_);
   for (auto &[id, stream] : streams_)
     if (engine_->cancel(id))
       ids.push_back(id);
@@ -211,6 +308,7 @@ std::vector<int64_t> EngineService::cancelPending() {
 void EngineService::deliver() {
   // Each stream is woken once, after everything of this step is pending.
   std::vector<std::shared_ptr<RequestStream>> touched;
+  std::unique_lock<std::mutex> streamsLock(streamsMutex_);
   auto add = [&](int64_t id, auto change) {
     auto it = streams_.find(id);
     if (it == streams_.end())
@@ -234,6 +332,7 @@ void EngineService::deliver() {
     add(id, [&](RequestStream::Update &u) { u.result = std::move(r); });
     streams_.erase(id);
   }
+  streamsLock.unlock();
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   for (const std::shared_ptr<RequestStream> &s : touched)
@@ -252,6 +351,33 @@ void EngineService::publish() {
     snapshot_ = std::move(snap);
   }
   handed_.notify_all();
+}
+
+Status followService(Engine &engine, Collective &ranks, Device &device) {
+  std::set<int64_t> pending; // this engine's requests not finished yet
+  for (;;) {
+    ServiceEvents events;
+    if (Status st = shareEvents(ranks, device, events); !st)
+      return st;
+    if (events.stop)
+      return Status::ok();
+    // Rank 0's engine accepted or refused each the same way: same state.
+    for (GenerationRequest &r : events.submissions)
+      if (auto id = engine.submit(std::move(r)))
+        pending.insert(*id);
+    for (int64_t id : events.cancels)
+      engine.cancel(id);
+    if (events.cancelAll)
+      for (int64_t id : pending)
+        engine.cancel(id);
+    if (!engine.idle())
+      if (Status st = engine.step(); !st)
+        return st;
+    engine.takeSampled();
+    engine.takeScoredPrompts();
+    for (const GenerationResult &r : engine.takeFinished())
+      pending.erase(r.id);
+  }
 }
 
 } // namespace moe::rt

@@ -3,6 +3,13 @@
 
 namespace moe::rt {
 
+namespace {
+thread_local bool streamWorker = false;
+} // namespace
+
+bool onStreamWorker() { return streamWorker; }
+void markStreamWorker() { streamWorker = true; }
+
 Status Stream::copy(Buffer &dst, size_t dstOffset, Buffer &src, size_t srcOffset,
                     size_t bytes) {
   auto inside = [](size_t offset, size_t n, size_t size) {

@@ -21,7 +21,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -216,23 +215,9 @@ def check_overload():
 
 def check_disconnect():
     s = Server()
-    idle = s.metric("moe_kv_blocks_used")
-    sock = socket.create_connection(("127.0.0.1", s.port))
-    body = json.dumps({"model": "kjv", "prompt": "And God", "max_tokens": 200, "stream": True,
-                       "temperature": 0.9, "seed": 1, "ignore_eos": True})
-    sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
-                  f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-                  + body).encode())
-    seen = b""
-    while seen.count(b"data: ") < 3:
-        seen += sock.recv(4096)
-    busy = s.metric("moe_kv_blocks_used")
-    sock.close()
-    for _ in range(100):
-        if s.metric("moe_kv_blocks_used") == idle:
-            break
-        time.sleep(0.05)
-    freed = s.metric("moe_kv_blocks_used")
+    idle, busy, freed = s.leave_stream({"model": "kjv", "prompt": "And God", "max_tokens": 200,
+                                        "stream": True, "temperature": 0.9, "seed": 1,
+                                        "ignore_eos": True})
     assert busy > idle and freed == idle, (idle, busy, freed)
     time.sleep(0.2)
     status, text = s.request("GET", "/metrics", key=None)

@@ -5,6 +5,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -12,15 +13,17 @@ KEY = "sk-test-0123456789"
 
 
 class Server:
-    """moe-serve on PLAN, listening on a free port, with the key KEY."""
+    """moe-serve on PLAN, listening on a free port, with the key KEY (under
+    `launcher`, e.g. mpirun -np N, when given)."""
 
-    def __init__(self, bin_dir, plan, work, *flags, name="kjv", key=True, wait_ready=True):
+    def __init__(self, bin_dir, plan, work, *flags, name="kjv", key=True, wait_ready=True,
+                 launcher=()):
         os.makedirs(work, exist_ok=True)
         self.bin_dir, self.plan, self.name = bin_dir, plan, name
         self.port_file = os.path.join(work, "port")
         if os.path.exists(self.port_file):
             os.remove(self.port_file)
-        args = [os.path.join(bin_dir, "moe-serve"), plan, "--port", "0", "--port-file",
+        args = [*launcher, os.path.join(bin_dir, "moe-serve"), plan, "--port", "0", "--port-file",
                 self.port_file, "--model-name", name, *flags]
         self.key = KEY if key else None
         if key:
@@ -118,6 +121,28 @@ class Server:
             if got == value or time.time() > deadline:
                 return got
             time.sleep(0.05)
+
+    def leave_stream(self, body, events=3):
+        """POSTs a streamed completion on a raw socket and closes it after
+        `events` server-sent events (a client that goes away); the KV
+        blocks in use then, and once they are back to the count before
+        (waiting up to 10 s): (before, during, after)."""
+        before = self.metric("moe_kv_blocks_used")
+        sock = socket.create_connection(("127.0.0.1", self.port))
+        data = json.dumps(body)
+        sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                      f"{self.key}\r\nContent-Type: application/json\r\nContent-Length: "
+                      f"{len(data)}\r\n\r\n" + data).encode())
+        seen = b""
+        while seen.count(b"data: ") < events:
+            seen += sock.recv(4096)
+        during = self.metric("moe_kv_blocks_used")
+        sock.close()
+        for _ in range(200):
+            if self.metric("moe_kv_blocks_used") == before:
+                break
+            time.sleep(0.05)
+        return before, during, self.metric("moe_kv_blocks_used")
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)

@@ -1,6 +1,7 @@
 //===- moe-serve.cpp - an OpenAI-compatible server for a plan -------------===//
 //
 //   moe-serve PLAN [--host 127.0.0.1] [--port 8000] [--api-key-file FILE]
+//   mpirun -np N moe-serve PLAN ...
 //
 // Loads the plan, checks its weights' checksums as their pages come in
 // (unless --no-verify-weights; /health is 503 until they match), starts the
@@ -8,6 +9,14 @@
 // moe_serve library). SIGTERM or SIGINT: stop admitting, let the running
 // requests finish for --grace seconds, cancel the rest, and report what
 // was cancelled.
+//
+// Under mpirun (a plan compiled with --ep/--tp) every rank loads its part
+// and runs an engine; rank 0 alone listens and sends the others what its
+// engine is handed before each step (moe/runtime/ServiceEvents.h). Any
+// rank's failure, or a peer that stops answering for --collective-timeout,
+// ends the in-flight requests with an error and every rank with a non-zero
+// status; SIGTERM there ends the job at once (the launcher sends it when a
+// rank died), as the ranks cannot drain without each other.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/ChatTemplate.h"
@@ -19,6 +28,7 @@
 #include "tools/common/Cli.h"
 #include "tools/common/EngineFlags.h"
 #include "tools/common/ModelName.h"
+#include "tools/common/Ranks.h"
 #include "tools/common/RuntimeFlags.h"
 
 #include <sys/resource.h>
@@ -42,6 +52,7 @@ struct Flags {
   int64_t maxPromptTokens = 0, maxOpenConnections = 1024;
   bool prefixCaching = false, noVerifyWeights = false;
   int threads = 0;
+  double collectiveTimeout = rt::kDefaultCollectiveDeadline.count() / 1000.0;
 };
 
 void note(const std::string &line) { std::fprintf(stderr, "moe-serve: %s\n", line.c_str()); }
@@ -97,14 +108,27 @@ serve::Readiness readiness(const rt::LoadedPlan &plan, bool verifying) {
 }
 
 int serveMain(Flags &f, tools::Cli &cli) {
-  auto fail = [&](const std::string &m) { return cli.fail(m); };
-  // Every thread started from here on leaves SIGTERM and SIGINT to the one
-  // that waits for them.
+  // Every thread started from here on (MPI's too) leaves SIGTERM and SIGINT
+  // to the one that waits for them: rank 0's. The other ranks' main thread
+  // takes them back below and ends at once, as MpiCollective.h says.
   sigset_t stopSignals;
   sigemptyset(&stopSignals);
   sigaddset(&stopSignals, SIGTERM);
   sigaddset(&stopSignals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
+  auto job = tools::joinJob("moe-serve", f.collectiveTimeout);
+  if (!job)
+    return cli.fail(job.status().message());
+  rt::Collective &ranks = **job;
+  const bool leader = ranks.rank() == 0, several = ranks.size() > 1;
+  // From here a failing rank leaves the job without waiting for the others.
+  auto fail = [&](const std::string &m) {
+    ranks.abandon();
+    const std::string self = "rank " + std::to_string(ranks.rank()) + ": ";
+    return cli.fail(several && m.rfind(self, 0) != 0 ? self + m : m);
+  };
+  if (!leader)
+    pthread_sigmask(SIG_UNBLOCK, &stopSignals, nullptr);
   std::signal(SIGPIPE, SIG_IGN); // a client gone mid-write is an error return, not a signal
 
   auto device = rt::createDevice(f.device, {f.threads});
@@ -116,14 +140,23 @@ int serveMain(Flags &f, tools::Cli &cli) {
   if (verify && loadOptions.prefault == rt::Prefault::Off)
     return fail("--prefault off pages nothing in, so nothing checks the weights; use "
                 "--prefault background or sync, or --no-verify-weights");
-  loadOptions.verifyWhilePrefaulting = verify;
+  if (several) {
+    // Only rank 0 answers /health: every rank checks its weights before
+    // the job starts instead.
+    loadOptions.rank = ranks.rank();
+    loadOptions.verifyWeights = verify;
+  } else {
+    loadOptions.verifyWhilePrefaulting = verify;
+  }
   auto plan = rt::LoadedPlan::open(f.planDir, loadOptions);
   if (!plan)
     return fail(plan.status().message());
   const plan::Plan &p = (*plan)->plan();
-  if (p.programs()->size() != 1)
-    return fail("the plan has " + std::to_string(p.programs()->size()) +
-                " ranks; moe-serve runs single-rank plans (compile without --ep/--tp)");
+  if (rt::Status st = tools::agreeOnPlan(ranks, **plan, **device); !st)
+    return fail(st.message());
+  if (several && tools::ranksHoldDifferentTokens(**plan, ranks.rank()))
+    return fail("the plan's ranks hold different tokens (--dp-attention); moe-serve runs "
+                "plans whose ranks step together (--ep, --tp) under mpirun so far");
   auto tokenizer = rt::Tokenizer::forPlan(p);
   if (!tokenizer)
     return fail(tokenizer.status().message() + "; moe-serve needs text in and out");
@@ -161,9 +194,15 @@ int serveMain(Flags &f, tools::Cli &cli) {
   options.prefixCaching = f.prefixCaching;
   options.residentKvCache = loadOptions.prefault != rt::Prefault::Off;
   options.tokenizer = *tokenizer;
+  options.ranks = &ranks;
   auto engine = rt::Engine::create(**plan, **device, options);
   if (!engine)
     return fail(engine.status().message());
+  if (!leader) {
+    if (rt::Status st = rt::followService(**engine, ranks, **device); !st)
+      return fail(st.message());
+    return 0;
+  }
   model.vocabSize = (*engine)->session().vocabSize();
   model.maxContext = (*engine)->session().maxContext();
   model.maxPromptTokens = f.maxPromptTokens > 0 ? f.maxPromptTokens : model.maxContext;
@@ -190,7 +229,7 @@ int serveMain(Flags &f, tools::Cli &cli) {
   limits.openConnections = size_t(f.maxOpenConnections);
   raiseDescriptorLimit(f.maxOpenConnections);
 
-  rt::EngineService service(engine.take());
+  rt::EngineService service(engine.take(), {&ranks, device->get()});
   serve::Metrics metrics(f.pricePerHour);
   const rt::LoadedPlan &loaded = **plan;
   serve::Server server(
@@ -221,8 +260,36 @@ int serveMain(Flags &f, tools::Cli &cli) {
   if (!f.portFile.empty()) // last: whoever waits for it may connect at once
     std::ofstream(f.portFile) << server.port() << '\n';
 
+  // With other ranks: a failed engine (a rank that stopped answering, a
+  // step that failed) or SIGTERM (the launcher ending the job) ends the
+  // in-flight requests with an error and this process, without waiting
+  // for the engine's thread (it may wait in a collective for a dead rank).
+  auto endJob = [&](const std::string &why) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!service.failure())
+      service.abort(why);
+    const std::string reason = service.failure().value_or(why);
+    note("rank 0: error: " + reason + "; answering the in-flight requests with an error");
+    const bool answered = server.waitAnswered(std::chrono::milliseconds(500));
+    char line[120];
+    std::snprintf(line, sizeof line, "rank 0: %s in %.3f s; exiting",
+                  answered ? "every request answered" : "some answers still unwritten",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    note(line);
+    ranks.abandon();
+    std::fflush(stderr);
+    std::_Exit(1);
+  };
   std::thread stopper([&] {
     int signal = 0;
+    if (several) {
+      const timespec tick{0, 100'000'000};
+      while ((signal = sigtimedwait(&stopSignals, nullptr, &tick)) < 0)
+        if (service.failure())
+          endJob(*service.failure());
+      endJob(std::string(signal == SIGTERM ? "SIGTERM" : "SIGINT") +
+             ": the job was ended (another rank failed, or mpirun was stopped)");
+    }
     sigwait(&stopSignals, &signal);
     std::fprintf(stderr, "moe-serve: %s: no new requests; %g s for the running ones\n",
                  signal == SIGTERM ? "SIGTERM" : "SIGINT", f.grace);
@@ -322,6 +389,7 @@ int main(int argc, char **argv) {
   tools::addEngineFlags(cli, f.engine, "8 sequences of the full context");
   app.add_flag("--prefix-caching", f.prefixCaching, "share KV blocks of common prompt prefixes");
   tools::addPrefault(cli, f.prefault);
+  tools::addCollectiveTimeout(cli, f.collectiveTimeout);
   cli.addThreads(f.threads);
   cli.addDevice(f.device);
   if (auto code = cli.parse(argc, argv))

@@ -144,6 +144,7 @@ private:
   }
 
   void loop() {
+    markStreamWorker();
     std::unique_lock<std::mutex> lock(m_);
     for (;;) {
       wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });

@@ -79,6 +79,10 @@ MPI_Datatype mpiType(DType t) {
 // fragments that each need a test on both ranks.
 constexpr int kSpinMicroseconds = 20;
 constexpr int kSleepMicroseconds = 5, kLongestSleepMicroseconds = 80;
+// After this long without its peers, a collective sleeps longer between
+// tests: it waits for a rank that has other work, not for a fragment.
+constexpr auto kIdleAfter = std::chrono::milliseconds(20);
+constexpr int kIdleSleepMicroseconds = 2000;
 
 // After the deadline: how long the peers have to answer "which collective
 // are you in?", and the tags of the question and the answer.
@@ -135,6 +139,10 @@ public:
         return Status::error("mpi: MPI_Init_thread failed");
       c->initialized_ = true;
     }
+    // Errors come back as codes, also those a nonblocking collective's
+    // progress reports against the world communicator (a message longer
+    // than its receive: ranks that disagree on a step).
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_dup(MPI_COMM_WORLD, &c->comm_);
     MPI_Comm_set_errhandler(c->comm_, MPI_ERRORS_RETURN);
     MPI_Comm_dup(MPI_COMM_WORLD, &c->side_);
@@ -277,11 +285,12 @@ private:
     static thread_local bool precise = ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) == 0;
     (void)precise;
     static thread_local bool raised = [] {
-      // A collective stream's thread (not the main one, which computes):
-      // real-time priority, so that each wakeup to move the next fragment
-      // preempts the computation at once instead of at the next scheduler
-      // tick. It sleeps between tests, so it takes little of the core.
-      if (::gettid() == ::getpid())
+      // A collective stream's thread (not one that computes: the main
+      // thread, a server's engine thread): real-time priority, so that each
+      // wakeup to move the next fragment preempts the computation at once
+      // instead of at the next scheduler tick. It sleeps between tests, so
+      // it takes little of the core.
+      if (!onStreamWorker())
         return false;
       sched_param sp{};
       sp.sched_priority = 1;
@@ -308,7 +317,10 @@ private:
         if (now > giveUp)
           return overdue(now - start, stalled);
         std::this_thread::sleep_for(std::chrono::microseconds(sleep));
-        sleep = std::min(2 * sleep, kLongestSleepMicroseconds); // a peer that is late
+        // A peer that is late; one that has not come for a while (an idle
+        // server's rank waiting for rank 0's next step) is tested less often.
+        sleep = std::min(2 * sleep, now - start > kIdleAfter ? kIdleSleepMicroseconds
+                                                             : kLongestSleepMicroseconds);
       }
     }
   }

@@ -106,6 +106,10 @@ struct EngineStats {
   int64_t peakHostBlocks = 0;
   double swapSeconds = 0;
   uint64_t cancelled = 0;
+  /// Ranks in lockstep: tokens where this rank's own pick differed from
+  /// rank 0's, which every rank takes (their logits differed in the last
+  /// bits); 0 on rank 0 and on one rank.
+  uint64_t picksOfRankZero = 0;
 };
 
 /// Where the engine's requests are now.
@@ -250,11 +254,22 @@ private:
   /// The prompt log-probabilities of the chunk of `s` from position `from`
   /// (`count` rows from batch row `row`), and its report once complete.
   Status scorePrompt(Sequence &s, int64_t from, int64_t count, int64_t row);
-  /// Samples the next token of `s` from the logits of batch row `row`.
-  Status sample(Sequence &s, int64_t row, double time);
+  /// The next token of `s` from the logits of batch row `row`.
+  Expected<int32_t> pick(Sequence &s, int64_t row);
+  /// Ranks in lockstep (several ranks holding the same tokens): every
+  /// rank's picks become rank 0's, so that no last bit of a rank's logits
+  /// can end a sequence on one rank and not on another.
+  Status agreeOnPicks(std::vector<int32_t> &picks);
+  /// Appends `next` to `s` (its log-probability from the logits of batch
+  /// row `row`) and checks whether `s` ends.
+  Status accept(Sequence &s, int64_t row, int32_t next, double time);
 
   const LoadedPlan *plan_ = nullptr;
+  Device *device_ = nullptr;
   std::unique_ptr<Session> session_;
+  /// Ranks in lockstep: where rank 0's picks are summed in (host-visible,
+  /// one word a batch row).
+  std::unique_ptr<Buffer> picks_;
   std::unique_ptr<BlockManager> blocks_;
   EngineOptions options_;
   int64_t vocab_ = 0, maxContext_ = 0, kvBytesPerBlock_ = 0;

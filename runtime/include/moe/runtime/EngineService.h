@@ -8,6 +8,11 @@
 // most one step; an asynchronous server's I/O threads use the calls that
 // never block (submit with a callback, RequestStream::setNotify and take).
 //
+// Under mpirun (a plan whose ranks step in lockstep) the service runs on
+// rank 0 with the job's collective: before each step it sends the other
+// ranks what it hands its engine (ServiceEvents.h), and they run
+// followService, which applies the same to theirs.
+//
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_ENGINESERVICE_H
 #define MOE_RUNTIME_ENGINESERVICE_H
@@ -89,10 +94,18 @@ struct ServiceSnapshot {
   bool draining = false;
 };
 
+/// The job a service's engine steps with: the collective of a multi-rank
+/// plan and the device its events are staged through; none: one rank.
+struct ServiceRanks {
+  Collective *ranks = nullptr;
+  Device *device = nullptr;
+};
+
 class EngineService {
 public:
-  /// Starts the engine's thread.
-  explicit EngineService(std::unique_ptr<Engine> engine);
+  /// Starts the engine's thread (on rank 0 of `ranks`, which must have
+  /// created `engine` with them).
+  explicit EngineService(std::unique_ptr<Engine> engine, ServiceRanks ranks = {});
   /// Cancels what is pending and joins the thread.
   ~EngineService();
 
@@ -115,6 +128,12 @@ public:
   /// The error that stopped the engine's thread, if one did (every pending
   /// request then ends cancelled, and submissions are refused).
   std::optional<std::string> failure() const;
+  /// The job is ending (another rank failed): without waiting for the
+  /// engine's thread, which may be stuck in a collective, every pending
+  /// request ends cancelled with failure() = `reason`. The thread is then
+  /// never joined: the process must leave (std::_Exit) instead of
+  /// destroying the service.
+  void abort(const std::string &reason);
 
 private:
   struct Submission {
@@ -123,8 +142,11 @@ private:
   };
   /// The engine thread: steps while there is work, sleeps otherwise.
   void run();
-  /// On the engine thread: hands over submissions and cancellations.
-  void takeInbox();
+  /// On the engine thread: hands over submissions and cancellations (and,
+  /// with several ranks, sends them to the others first).
+  Status takeInbox();
+  /// The same for the other ranks: that the service stops.
+  void stopRanks();
   /// Cancels every pending request; their ids.
   std::vector<int64_t> cancelPending();
   /// Prompt log-probabilities, sampled tokens and results to their
@@ -134,9 +156,13 @@ private:
   void publish();
 
   std::unique_ptr<Engine> engine_;
+  ServiceRanks ranks_;
   mutable std::mutex mutex_;
   std::condition_variable wake_, handed_;
   std::deque<Submission> submissions_;
+  /// With other ranks: the submissions being sent to them (abort() answers
+  /// them if that never ends).
+  std::deque<Submission> handing_;
   std::vector<int64_t> cancels_;
   bool stop_ = false, draining_ = false;
   /// Set by drain() when its grace is over: the engine thread cancels what
@@ -144,10 +170,17 @@ private:
   std::function<void(std::vector<int64_t>)> drainCancel_;
   std::optional<std::string> failure_;
   ServiceSnapshot snapshot_;
-  /// Engine-thread only: the streams of pending requests.
+  /// The streams of pending requests: the engine thread's, and abort()'s.
+  std::mutex streamsMutex_;
   std::map<int64_t, std::shared_ptr<RequestStream>> streams_;
+  bool aborted_ = false;
   std::thread thread_;
 };
+
+/// The other ranks of a service's job: applies rank 0's events to
+/// `engine` and steps it with rank 0's, until rank 0's service stops
+/// (ok) or a step or collective fails.
+Status followService(Engine &engine, Collective &ranks, Device &device);
 
 } // namespace moe::rt
 

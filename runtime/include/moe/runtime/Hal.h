@@ -102,6 +102,16 @@ public:
   virtual std::unique_ptr<Event> createEvent() = 0;
 };
 
+/// Whether this thread is a stream's own worker: it runs only what is
+/// enqueued on one stream, beside the threads that compute (a host
+/// collective there may raise its priority while it waits, so that its
+/// wakeups preempt the computation it overlaps). False on the threads that
+/// enqueue and compute: the main thread, a server's engine thread.
+bool onStreamWorker();
+/// Marks the calling thread as a stream's worker (backends call it first
+/// thing in the thread).
+void markStreamWorker();
+
 struct CpuDeviceOptions {
   /// Kernel threads of the process (one pool for every device and stream);
   /// 0: leave it as it is (one per core this process may run on).

@@ -1,0 +1,47 @@
+//===- ServiceEvents.h - what rank 0's service hands its engine -*- C++ -*-===//
+//
+// A server under mpirun runs one Engine on every rank; rank 0 alone takes
+// requests. Before each step rank 0 sends the other ranks what it hands
+// its engine (requests admitted, cancellations), so that every rank's
+// engine makes the same batches, preemptions and prefix-cache hits; the
+// engines' picks then agree inside the step (Engine.h). A step with
+// nothing new sends an empty set, and an idle rank 0 sends one every
+// kServiceHeartbeat, so that the other ranks' collective deadline
+// (Collective.h) never trips on a quiet server and finds a stopped rank 0.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_SERVICEEVENTS_H
+#define MOE_RUNTIME_SERVICEEVENTS_H
+
+#include "moe/runtime/Collective.h"
+#include "moe/runtime/Engine.h"
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+namespace moe::rt {
+
+inline constexpr std::chrono::milliseconds kServiceHeartbeat{1000};
+
+struct ServiceEvents {
+  /// Submitted in this order (Engine::submit), before the cancellations.
+  std::vector<GenerationRequest> submissions;
+  std::vector<int64_t> cancels;   ///< Engine::cancel, in this order
+  bool cancelAll = false;         ///< then every pending request (a drain's grace ran out)
+  bool stop = false;              ///< the service ends: no more steps
+  bool empty() const { return submissions.empty() && cancels.empty() && !cancelAll && !stop; }
+};
+
+/// The events as 32-bit words, and back (a malformed list fails by name).
+std::vector<int32_t> encodeEvents(const ServiceEvents &events);
+Expected<ServiceEvents> decodeEvents(const std::vector<int32_t> &words);
+
+/// Rank 0's `events` become every rank's (each rank calls it; what the
+/// others pass is replaced). Staged through `device`'s host-visible memory
+/// on its stream 0.
+Status shareEvents(Collective &ranks, Device &device, ServiceEvents &events);
+
+} // namespace moe::rt
+
+#endif

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""moe-serve under mpirun equals the single-rank server (issue 49).
+
+  serve-ranks.py BIN_DIR "MPIRUN" GOLDENS KJV_EXAMPLE WORK RANKS
+
+For the five golden model types (given a tokenizer.json of their first 128
+byte values, and a chat template) and the trained example (its byte-level
+tokenizer.json, make-text-checkpoint.py), a single-rank server and servers
+of the --ep N, --tp N and --ep N --tp N plans under mpirun -np N answer the
+same 16 concurrent requests: completions and chats, half streamed, greedy
+and sampled with seeds, on a KV pool too small for all of them at once
+(preemption) with prefix caching (the completions share a 3-block prefix).
+Every text and finish reason must be the single-rank server's. Then a
+client leaves in the middle of a stream: its request is cancelled on every
+rank (the KV blocks come back) and the next answer is still one rank's.
+Prints one line per plan.
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_common import Server  # noqa: E402
+
+MODELS = ["mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"]
+FLAGS = ["--kv-blocks", "12", "--prefix-caching"]
+PREFIX = "In the beginning God created the heaven and the earth. And the earth "
+TEMPLATE = ("{% for m in messages %}{{ m['role'] | upper }}: {{ m['content'] }}\n{% endfor %}"
+            "{% if add_generation_prompt %}ASSISTANT:{% endif %}")
+
+
+def text_module():
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location("mtc", os.path.join(here,
+                                                                     "make-text-checkpoint.py"))
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def golden_text_checkpoint(golden, out):
+    """The golden checkpoint with a byte-level tokenizer.json whose ids are
+    the byte values 0..127 (its vocabulary), and a chat template."""
+    os.makedirs(out, exist_ok=True)
+    for name in ["config.json", "model.safetensors"]:
+        link = os.path.join(out, name)
+        if not os.path.lexists(link):
+            os.symlink(os.path.abspath(os.path.join(golden, name)), link)
+    tok = text_module().tokenizer_json()
+    chars = text_module().byte_chars()
+    tok["added_tokens"] = []
+    tok["post_processor"] = None
+    tok["model"]["vocab"] = {chars[b]: b for b in range(128)}
+    with open(os.path.join(out, "tokenizer.json"), "w") as f:
+        json.dump(tok, f, ensure_ascii=False)
+    with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "chat_template": TEMPLATE}, f)
+
+
+def requests(name):
+    """16 requests: completions and chats, every other one streamed."""
+    out = []
+    for i in range(16):
+        body = {"model": name, "max_tokens": 6 + 3 * i, "seed": 100 + i,
+                "temperature": 0.0 if i % 3 == 0 else 0.9, "stream": i % 2 == 1}
+        if i % 4 < 2:
+            body["prompt"] = PREFIX + f"{i} said: "
+        else:
+            body["messages"] = [{"role": "user", "content": f"Tell me {i} things"}]
+        if i % 5 == 0:
+            body["ignore_eos"] = True
+        out.append(body)
+    return out
+
+
+def answer(server, body):
+    path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
+    if body["stream"]:
+        events = server.stream(path, body)
+        text, reason = "", None
+        for e in events:
+            if e == "[DONE]":
+                continue
+            assert "error" not in e, e
+            c = e["choices"][0]
+            text += c.get("text") or (c.get("delta") or {}).get("content") or ""
+            reason = c.get("finish_reason") or reason
+        return text, reason
+    status, reply = server.post(path, body)
+    assert status == 200, (status, reply)
+    c = reply["choices"][0]
+    return c.get("text", (c.get("message") or {}).get("content")), c["finish_reason"]
+
+
+def answers(server, name):
+    """The answers to the 16 requests, sent at once."""
+    bodies = requests(name)
+    got = [None] * len(bodies)
+    errors = []
+
+    def one(i):
+        try:
+            got[i] = answer(server, bodies[i])
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(f"request {i}: {e!r}")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise SystemExit("; ".join(errors) + "\n" + server.stderr())
+    return got
+
+
+def leave_mid_stream(server, name):
+    """A streamed request whose client leaves after three events: the KV
+    blocks in use go back to what they were, and the next request is
+    answered."""
+    idle, busy, freed = server.leave_stream({"model": name, "prompt": "And", "max_tokens": 100,
+                                             "stream": True, "temperature": 0.9, "seed": 1,
+                                             "ignore_eos": True})
+    if not busy > idle or freed != idle:
+        raise SystemExit(f"{name}: KV blocks {idle} before, {busy} mid-stream, {freed} after the "
+                         f"client left")
+    return answer(server, {"model": name, "prompt": "And", "max_tokens": 20, "seed": 3,
+                           "temperature": 0.9, "stream": False})
+
+
+def stop(server, several):
+    """SIGTERM: one rank ends at once; under mpirun the job ends non-zero
+    (the ranks cannot drain without each other, moe-serve.cpp)."""
+    server.proc.terminate()
+    code = server.proc.wait(timeout=60)
+    if not several and code != 0:
+        raise SystemExit(f"the server exited {code}\n" + server.stderr())
+
+
+def main():
+    bin_dir, mpirun, goldens, kjv, work = sys.argv[1:6]
+    ranks = [int(r) for r in sys.argv[6].split(",")]
+    os.makedirs(work, exist_ok=True)
+    compile_ = os.path.join(bin_dir, "moe-compile")
+    checkpoints = []
+    for m in MODELS:
+        golden_text_checkpoint(os.path.join(goldens, m), os.path.join(work, m, "ckpt"))
+        checkpoints.append((m, os.path.join(work, m, "ckpt")))
+    subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                 "make-text-checkpoint.py"),
+                    os.path.join(work, "kjv-moe", "ckpt")], check=True)
+    checkpoints.append(("kjv-moe", os.path.join(work, "kjv-moe", "ckpt")))
+    for name, ckpt in checkpoints:
+        base = os.path.join(work, name)
+        alone = os.path.join(base, "alone")
+        subprocess.run([compile_, ckpt, "-o", alone, "--max-context", "128"], check=True,
+                       capture_output=True)
+        server = Server(bin_dir, alone, os.path.join(base, "serve-alone"), *FLAGS, name=name)
+        want = answers(server, name)
+        after = leave_mid_stream(server, name)
+        stop(server, False)
+        for n in ranks:
+            for label, flags in ((f"ep {n}", ["--ep", str(n)]), (f"tp {n}", ["--tp", str(n)]),
+                                 (f"ep {n} + tp {n}", ["--ep", str(n), "--tp", str(n)])):
+                plan = os.path.join(base, label.replace(" ", ""))
+                subprocess.run([compile_, ckpt, "-o", plan, "--max-context", "128", *flags],
+                               check=True, capture_output=True)
+                server = Server(bin_dir, plan, os.path.join(base, "serve-" + label.replace(" ", "")),
+                                *FLAGS, name=name, launcher=mpirun.split() + ["-np", str(n)])
+                got = answers(server, name)
+                got_after = leave_mid_stream(server, name)
+                stop(server, True)
+                if got_after != after:
+                    raise SystemExit(f"{name} {label}: after a client left: {got_after!r} != "
+                                     f"{after!r}")
+                diff = [i for i in range(len(want)) if got[i] != want[i]]
+                if diff:
+                    i = diff[0]
+                    raise SystemExit(f"{name} {label}: {len(diff)} of 16 answers differ from "
+                                     f"one rank's; request {i}: {got[i]!r} != {want[i]!r}")
+                tokens = sum(len(t) for t, _ in got)
+                print(f"{name} {label}: 16 answers (8 streamed, 8 chats) equal one rank's "
+                      f"({tokens} characters); a client left mid-stream: blocks freed, next "
+                      f"answer equal")
+
+
+if __name__ == "__main__":
+    main()
