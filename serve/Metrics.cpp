@@ -168,6 +168,21 @@ std::string Metrics::text(const rt::ServiceSnapshot &s, const http::ConnectionCo
   os << ttft_.text("moe_time_to_first_token_seconds", "from submission to the first token");
   os << itl_.text("moe_inter_token_latency_seconds", "between consecutive tokens of a request");
   os << e2e_.text("moe_request_duration_seconds", "from submission to the last token");
+  if (!s.ranks.empty()) {
+    // Per rank, as of the ranks' last report (once a second).
+    auto perRank = [&](const char *name, const char *help, const char *type, auto value) {
+      os << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+      for (size_t r = 0; r < s.ranks.size(); ++r)
+        os << name << "{rank=\"" << r << "\"} " << double(value(s.ranks[r])) << '\n';
+    };
+    perRank("moe_rank_kv_blocks_used", "KV-cache blocks held on each rank", "gauge",
+            [](const rt::RankFigures &f) { return f.kvBlocksUsed; });
+    perRank("moe_rank_expert_rows_total", "expert rows each rank computed (its routing counts)",
+            "counter", [](const rt::RankFigures &f) { return f.expertRows; });
+    perRank("moe_rank_collective_bytes_total",
+            "bytes each rank handed to the plan's collectives", "counter",
+            [](const rt::RankFigures &f) { return f.collectiveBytes; });
+  }
   os << "# HELP moe_expert_tokens_total tokens routed to each expert\n"
         "# TYPE moe_expert_tokens_total counter\n";
   for (const rt::ExpertLoad &layer : s.experts)

@@ -1,8 +1,6 @@
 //===- EngineService.cpp - the serving engine on its own thread -----------===//
 #include "moe/runtime/EngineService.h"
 
-#include "moe/runtime/ServiceEvents.h"
-
 #include <algorithm>
 #include <future>
 #include <set>
@@ -182,6 +180,13 @@ void EngineService::run() {
     Status st = takeInbox();
     if (st && !engine_->idle())
       st = engine_->step();
+    if (st && reportDue_) {
+      auto figures = gatherJobFigures(*ranks_.ranks, *ranks_.device, *engine_);
+      if (figures)
+        figures_ = figures.take();
+      else
+        st = figures.status();
+    }
     if (!st) {
       fail(st);
       failed = true;
@@ -234,6 +239,10 @@ Status EngineService::takeInbox() {
       events.submissions.push_back(r.request);
     events.cancels = cancels;
     events.cancelAll = bool(drainCancel);
+    const auto now = std::chrono::steady_clock::now();
+    reportDue_ = events.report = now - lastReport_ >= kServiceHeartbeat;
+    if (reportDue_)
+      lastReport_ = now;
     {
       // abort() answers them while this thread waits for the other ranks.
       std::lock_guard<std::mutex> lock(mutex_);
@@ -343,7 +352,9 @@ void EngineService::publish() {
   ServiceSnapshot snap;
   snap.load = engine_->load();
   snap.stats = engine_->stats();
-  snap.experts = engine_->session().expertLoad();
+  snap.experts = figures_ ? figures_->experts : engine_->session().expertLoad();
+  if (figures_)
+    snap.ranks = figures_->ranks;
   snap.kvBytesPerBlock = engine_->kvBytesPerBlock();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -373,6 +384,9 @@ Status followService(Engine &engine, Collective &ranks, Device &device) {
     if (!engine.idle())
       if (Status st = engine.step(); !st)
         return st;
+    if (events.report)
+      if (auto figures = gatherJobFigures(ranks, device, engine); !figures)
+        return figures.status();
     engine.takeSampled();
     engine.takeScoredPrompts();
     for (const GenerationResult &r : engine.takeFinished())

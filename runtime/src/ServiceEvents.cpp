@@ -1,6 +1,8 @@
 //===- ServiceEvents.cpp - rank 0's service events to every rank ----------===//
 #include "moe/runtime/ServiceEvents.h"
 
+#include "moe/runtime/RoutingProfile.h"
+
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -135,6 +137,7 @@ std::vector<int32_t> encodeEvents(const ServiceEvents &events) {
   out.w.put(events.cancels);
   out.w.put(events.cancelAll);
   out.w.put(events.stop);
+  out.w.put(events.report);
   return std::move(out.w.words);
 }
 
@@ -157,6 +160,7 @@ Expected<ServiceEvents> decodeEvents(const std::vector<int32_t> &words) {
   in.r.get(events.cancels);
   in.r.get(events.cancelAll);
   in.r.get(events.stop);
+  in.r.get(events.report);
   if (!in.r.ok() || !in.r.atEnd())
     return Status::error("service events: a malformed list of " + std::to_string(words.size()) +
                          " words");
@@ -200,6 +204,38 @@ Status shareEvents(Collective &ranks, Device &device, ServiceEvents &events) {
     return decoded.status();
   events = decoded.take();
   return Status::ok();
+}
+
+Expected<JobFigures> gatherJobFigures(Collective &ranks, Device &device, const Engine &engine) {
+  const std::vector<ExpertLoad> &load = engine.session().expertLoad();
+  RankFigures mine;
+  mine.kvBlocksUsed = engine.load().usedBlocks;
+  mine.collectiveBytes = engine.session().collectiveBytes();
+  for (const ExpertLoad &l : load)
+    for (uint64_t c : l.counts)
+      mine.expertRows += c;
+  // Three 64-bit numbers as six words, the low half first.
+  std::vector<int32_t> words;
+  for (uint64_t v : {uint64_t(mine.kvBlocksUsed), mine.expertRows, mine.collectiveBytes}) {
+    words.push_back(int32_t(uint32_t(v)));
+    words.push_back(int32_t(uint32_t(v >> 32)));
+  }
+  auto all = gatherWords(ranks, device, words);
+  if (!all)
+    return all.status();
+  JobFigures job;
+  for (int r = 0; r < ranks.size(); ++r) {
+    const int32_t *w = all->data() + size_t(r) * words.size();
+    auto wide = [&](int i) {
+      return uint64_t(uint32_t(w[2 * i])) | uint64_t(uint32_t(w[2 * i + 1])) << 32;
+    };
+    job.ranks.push_back({int64_t(wide(0)), wide(1), wide(2)});
+  }
+  auto summed = sumOverRanks(ranks, device, load);
+  if (!summed)
+    return summed.status();
+  job.experts = summed.take();
+  return job;
 }
 
 } // namespace moe::rt

@@ -135,7 +135,10 @@ class Server:
                       f"{len(data)}\r\n\r\n" + data).encode())
         seen = b""
         while seen.count(b"data: ") < events:
-            seen += sock.recv(4096)
+            chunk = sock.recv(4096)
+            if not chunk:
+                raise SystemExit("the server closed the stream early: " + seen.decode())
+            seen += chunk
         during = self.metric("moe_kv_blocks_used")
         sock.close()
         for _ in range(200):

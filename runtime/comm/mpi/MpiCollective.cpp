@@ -81,7 +81,7 @@ constexpr int kSpinMicroseconds = 20;
 constexpr int kSleepMicroseconds = 5, kLongestSleepMicroseconds = 80;
 // After this long without its peers, a collective sleeps longer between
 // tests: it waits for a rank that has other work, not for a fragment.
-constexpr auto kIdleAfter = std::chrono::milliseconds(20);
+constexpr auto kIdleAfter = std::chrono::milliseconds(20000);
 constexpr int kIdleSleepMicroseconds = 2000;
 
 // After the deadline: how long the peers have to answer "which collective
@@ -264,6 +264,14 @@ private:
                          std::to_string(rank_) + ": " + std::string(text, size_t(length)));
   }
 
+  /// SCHED_FIFO priority 1 for the calling thread, or back to SCHED_OTHER;
+  /// whether it took.
+  static bool raise(bool up) {
+    sched_param sp{};
+    sp.sched_priority = up ? 1 : 0;
+    return ::pthread_setschedparam(::pthread_self(), up ? SCHED_FIFO : SCHED_OTHER, &sp) == 0;
+  }
+
   /// Called by each collective's host work when it starts.
   void begin(Op op) {
     ++count_;
@@ -284,19 +292,21 @@ private:
     // by default), on this thread only.
     static thread_local bool precise = ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) == 0;
     (void)precise;
-    static thread_local bool raised = [] {
-      // A collective stream's thread (not one that computes: the main
-      // thread, a server's engine thread): real-time priority, so that each
-      // wakeup to move the next fragment preempts the computation at once
-      // instead of at the next scheduler tick. It sleeps between tests, so
-      // it takes little of the core.
-      if (!onStreamWorker())
-        return false;
-      sched_param sp{};
-      sp.sched_priority = 1;
-      return ::pthread_setschedparam(::pthread_self(), SCHED_FIFO, &sp) == 0;
-    }();
-    (void)raised;
+    // Real-time priority while the thread waits, so that each wakeup to
+    // test (and move the next fragment) preempts whatever else runs on the
+    // core at once instead of at the next scheduler tick: on a busy node a
+    // normal thread's 80 us sleep became milliseconds, and a step of a
+    // small model took 150 times longer. A stream's own worker (it only
+    // waits) keeps it; a thread that computes (the main one, a server's
+    // engine thread) has its own priority back when the collective ends.
+    static thread_local bool raisedForGood = onStreamWorker() && raise(true);
+    struct Lowered {
+      bool active;
+      ~Lowered() {
+        if (active)
+          raise(false);
+      }
+    } lowered{!raisedForGood && raise(true)};
     int sleep = kSleepMicroseconds;
     // Gaps between two tests longer than a second: this rank was itself
     // stopped (SIGSTOP) or not scheduled, which the message says.

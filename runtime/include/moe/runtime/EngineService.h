@@ -18,6 +18,7 @@
 #define MOE_RUNTIME_ENGINESERVICE_H
 
 #include "moe/runtime/Engine.h"
+#include "moe/runtime/ServiceEvents.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -89,9 +90,14 @@ struct Submitted {
 struct ServiceSnapshot {
   EngineLoad load;
   EngineStats stats;
-  std::vector<ExpertLoad> experts; ///< token selections per (layer, expert) so far
+  /// Token selections per (layer, expert) so far; with several ranks, summed
+  /// over them as of their last report.
+  std::vector<ExpertLoad> experts;
   int64_t kvBytesPerBlock = 0;
   bool draining = false;
+  /// With several ranks: each one's figures as of their last report (once
+  /// every kServiceHeartbeat); empty on one rank.
+  std::vector<RankFigures> ranks;
 };
 
 /// The job a service's engine steps with: the collective of a multi-rank
@@ -157,6 +163,11 @@ private:
 
   std::unique_ptr<Engine> engine_;
   ServiceRanks ranks_;
+  /// With several ranks: whether this step's events ask for a report, when
+  /// the last was asked for, and what it said.
+  bool reportDue_ = false;
+  std::chrono::steady_clock::time_point lastReport_{};
+  std::optional<JobFigures> figures_;
   mutable std::mutex mutex_;
   std::condition_variable wake_, handed_;
   std::deque<Submission> submissions_;

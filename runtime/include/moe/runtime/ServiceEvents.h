@@ -30,12 +30,30 @@ struct ServiceEvents {
   std::vector<int64_t> cancels;   ///< Engine::cancel, in this order
   bool cancelAll = false;         ///< then every pending request (a drain's grace ran out)
   bool stop = false;              ///< the service ends: no more steps
-  bool empty() const { return submissions.empty() && cancels.empty() && !cancelAll && !stop; }
+  /// After this step every rank reports its figures (gatherJobFigures);
+  /// rank 0 asks once every kServiceHeartbeat.
+  bool report = false;
+  bool empty() const {
+    return submissions.empty() && cancels.empty() && !cancelAll && !stop && !report;
+  }
 };
 
 /// The events as 32-bit words, and back (a malformed list fails by name).
 std::vector<int32_t> encodeEvents(const ServiceEvents &events);
 Expected<ServiceEvents> decodeEvents(const std::vector<int32_t> &words);
+
+/// One rank's engine as rank 0's /metrics shows it.
+struct RankFigures {
+  int64_t kvBlocksUsed = 0;
+  uint64_t expertRows = 0;      ///< rows its experts computed (its routing counts)
+  uint64_t collectiveBytes = 0; ///< handed to the plan's collectives (Session)
+};
+struct JobFigures {
+  std::vector<RankFigures> ranks;  ///< in rank order
+  std::vector<ExpertLoad> experts; ///< routing counts summed over the ranks
+};
+/// Every rank's figures, and the job's routing counts (each rank calls it).
+Expected<JobFigures> gatherJobFigures(Collective &ranks, Device &device, const Engine &engine);
 
 /// Rank 0's `events` become every rank's (each rank calls it; what the
 /// others pass is replaced). Staged through `device`'s host-visible memory
