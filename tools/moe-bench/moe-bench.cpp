@@ -132,11 +132,18 @@ int benchMain(Flags f, tools::Cli &cli) {
   std::unique_ptr<rt::Device> device = created.take();
   rt::LoadOptions loadOptions;
   loadOptions.rank = ranks.rank();
+  // With --url the plan only shapes the requests (vocabulary, context,
+  // tokenizer): its weights are not read, and a plan of several ranks
+  // describes a server started by mpirun.
+  const bool remote = !f.url.empty();
+  if (remote)
+    loadOptions.prefault = rt::Prefault::Off;
   auto plan = rt::LoadedPlan::open(f.planDir, loadOptions);
   if (!plan)
     return fail(plan.status().message());
-  if (rt::Status st = tools::agreeOnPlan(ranks, **plan, *device); !st)
-    return fail(st.message());
+  if (!remote)
+    if (rt::Status st = tools::agreeOnPlan(ranks, **plan, *device); !st)
+      return fail(st.message());
   // The ranks have just agreed: their traces start together.
   auto trace = tools::TraceOutput::open(f.timeline.trace, ranks.rank());
   if (!trace)
