@@ -17,6 +17,7 @@ the overhead of splitting, not the scaling a node with a core (or a GPU)
 per rank would see.
 """
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -34,26 +35,12 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca",
 
 def text_checkpoint(ckpt, out, vocab):
     """`ckpt` with a tokenizer.json: ids 0-255 the bytes, the rest "<tN>"."""
-    spec = __import__("importlib.util").util.spec_from_file_location(
+    spec = importlib.util.spec_from_file_location(
         "mtc", os.path.join(HERE, "..", "test", "e2e", "make-text-checkpoint.py"))
-    mtc = __import__("importlib.util").util.module_from_spec(spec)
+    mtc = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mtc)
-    os.makedirs(out, exist_ok=True)
-    for name in os.listdir(ckpt):
-        link = os.path.join(out, name)
-        if not os.path.lexists(link):
-            os.symlink(os.path.abspath(os.path.join(ckpt, name)), link)
-    tok = mtc.tokenizer_json()
-    chars = mtc.byte_chars()
-    tok["added_tokens"] = []
-    tok["post_processor"] = None
-    v = {chars[b]: b for b in range(256)}
-    v.update({f"<t{i}>": i for i in range(256, vocab)})
-    tok["model"]["vocab"] = v
-    with open(os.path.join(out, "tokenizer.json"), "w") as f:
-        json.dump(tok, f, ensure_ascii=False)
-    with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
-        json.dump({"tokenizer_class": "PreTrainedTokenizerFast"}, f)
+    mtc.with_byte_tokenizer(ckpt, out, vocab,
+                            [n for n in os.listdir(ckpt) if not n.startswith("tokenizer")])
 
 
 def bench(bin_dir, plan, url, concurrency, work):

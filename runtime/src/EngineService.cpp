@@ -100,11 +100,10 @@ std::optional<std::string> EngineService::failure() const {
 }
 
 void EngineService::abort(const std::string &reason) {
+  recordFailure(reason);
   std::deque<Submission> refused;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!failure_)
-      failure_ = reason;
     refused.swap(submissions_);
     for (Submission &r : handing_)
       refused.push_back(std::move(r));
@@ -155,12 +154,13 @@ std::vector<int64_t> EngineService::drain(std::chrono::milliseconds grace) {
   return cancelled;
 }
 
+void EngineService::recordFailure(const std::string &message) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!failure_) // abort() may have said why first
+    failure_ = message;
+}
+
 void EngineService::run() {
-  auto fail = [&](const Status &st) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!failure_) // abort() may have said why first
-      failure_ = st.message();
-  };
   bool failed = false;
   for (;;) {
     {
@@ -188,7 +188,7 @@ void EngineService::run() {
         st = figures.status();
     }
     if (!st) {
-      fail(st);
+      recordFailure(st.message());
       failed = true;
       break;
     }
@@ -216,11 +216,8 @@ void EngineService::stopRanks() {
     return;
   ServiceEvents stop;
   stop.stop = true;
-  if (Status st = shareEvents(*ranks_.ranks, *ranks_.device, stop); !st) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!failure_)
-      failure_ = st.message();
-  }
+  if (Status st = shareEvents(*ranks_.ranks, *ranks_.device, stop); !st)
+    recordFailure(st.message());
 }
 
 Status EngineService::takeInbox() {

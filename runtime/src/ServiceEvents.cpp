@@ -214,22 +214,16 @@ Expected<JobFigures> gatherJobFigures(Collective &ranks, Device &device, const E
   for (const ExpertLoad &l : load)
     for (uint64_t c : l.counts)
       mine.expertRows += c;
-  // Three 64-bit numbers as six words, the low half first.
   std::vector<int32_t> words;
-  for (uint64_t v : {uint64_t(mine.kvBlocksUsed), mine.expertRows, mine.collectiveBytes}) {
-    words.push_back(int32_t(uint32_t(v)));
-    words.push_back(int32_t(uint32_t(v >> 32)));
-  }
+  for (uint64_t v : {uint64_t(mine.kvBlocksUsed), mine.expertRows, mine.collectiveBytes})
+    appendWide(words, v);
   auto all = gatherWords(ranks, device, words);
   if (!all)
     return all.status();
   JobFigures job;
   for (int r = 0; r < ranks.size(); ++r) {
     const int32_t *w = all->data() + size_t(r) * words.size();
-    auto wide = [&](int i) {
-      return uint64_t(uint32_t(w[2 * i])) | uint64_t(uint32_t(w[2 * i + 1])) << 32;
-    };
-    job.ranks.push_back({int64_t(wide(0)), wide(1), wide(2)});
+    job.ranks.push_back({int64_t(readWide(w)), readWide(w + 2), readWide(w + 4)});
   }
   auto summed = sumOverRanks(ranks, device, load);
   if (!summed)

@@ -76,6 +76,32 @@ def tokenizer_json():
     }
 
 
+def with_byte_tokenizer(src, out, vocab, names, chat_template=None):
+    """`out`: symlinks to the files `names` of checkpoint `src` beside a
+    byte-level tokenizer.json whose ids 0..min(vocab, 256)-1 are those byte
+    values and the rest, up to `vocab`, "<tN>" (no specials, no
+    post-processor), and a chat template when given (for the goldens and
+    the benchmark model, whose vocabularies are not the example's)."""
+    os.makedirs(out, exist_ok=True)
+    for name in names:
+        link = os.path.join(out, name)
+        if not os.path.lexists(link):
+            os.symlink(os.path.abspath(os.path.join(src, name)), link)
+    tok = tokenizer_json()
+    chars = byte_chars()
+    tok["added_tokens"] = []
+    tok["post_processor"] = None
+    tok["model"]["vocab"] = {chars[b]: b for b in range(min(vocab, 256))}
+    tok["model"]["vocab"].update({f"<t{i}>": i for i in range(256, vocab)})
+    with open(os.path.join(out, "tokenizer.json"), "w") as f:
+        json.dump(tok, f, ensure_ascii=False)
+    config = {"tokenizer_class": "PreTrainedTokenizerFast"}
+    if chat_template:
+        config["chat_template"] = chat_template
+    with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
+        json.dump(config, f)
+
+
 def main():
     out = sys.argv[1]
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../examples/kjv-moe")

@@ -18,7 +18,6 @@ rank (the KV blocks come back) and the next answer is still one rank's.
 Prints one line per plan.
 """
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -47,20 +46,8 @@ def text_module():
 def golden_text_checkpoint(golden, out):
     """The golden checkpoint with a byte-level tokenizer.json whose ids are
     the byte values 0..127 (its vocabulary), and a chat template."""
-    os.makedirs(out, exist_ok=True)
-    for name in ["config.json", "model.safetensors"]:
-        link = os.path.join(out, name)
-        if not os.path.lexists(link):
-            os.symlink(os.path.abspath(os.path.join(golden, name)), link)
-    tok = text_module().tokenizer_json()
-    chars = text_module().byte_chars()
-    tok["added_tokens"] = []
-    tok["post_processor"] = None
-    tok["model"]["vocab"] = {chars[b]: b for b in range(128)}
-    with open(os.path.join(out, "tokenizer.json"), "w") as f:
-        json.dump(tok, f, ensure_ascii=False)
-    with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
-        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "chat_template": TEMPLATE}, f)
+    text_module().with_byte_tokenizer(golden, out, 128, ["config.json", "model.safetensors"],
+                                      TEMPLATE)
 
 
 def requests(name):

@@ -61,15 +61,8 @@ inline rt::Status quietUnlessRankZero(const rt::Collective &ranks) {
   return rt::Status::ok();
 }
 
-/// 64-bit numbers among the I32 words gatherWords moves: two words, the
-/// low 32 bits first.
-inline void appendWide(std::vector<int32_t> &words, uint64_t v) {
-  words.push_back(int32_t(uint32_t(v)));
-  words.push_back(int32_t(uint32_t(v >> 32)));
-}
-inline uint64_t readWide(const int32_t *w) {
-  return uint64_t(uint32_t(w[0])) | uint64_t(uint32_t(w[1])) << 32;
-}
+using rt::appendWide;
+using rt::readWide;
 
 /// Whether the ranks of `plan` hold different tokens (data-parallel
 /// attention: rank `rank`'s program exchanges expert rows with all_to_all_v,

@@ -266,8 +266,7 @@ int serveMain(Flags &f, tools::Cli &cli) {
   // for the engine's thread (it may wait in a collective for a dead rank).
   auto endJob = [&](const std::string &why) {
     const auto t0 = std::chrono::steady_clock::now();
-    if (!service.failure())
-      service.abort(why);
+    service.abort(why); // keeps an earlier failure as the reason
     const std::string reason = service.failure().value_or(why);
     note("rank 0: error: " + reason + "; answering the in-flight requests with an error");
     const bool answered = server.waitAnswered(std::chrono::milliseconds(500));

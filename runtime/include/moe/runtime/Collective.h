@@ -86,6 +86,16 @@ std::unique_ptr<Collective> createLocalCollective();
 Expected<std::vector<int32_t>> gatherWords(Collective &ranks, Device &device,
                                            const std::vector<int32_t> &mine);
 
+/// 64-bit numbers among the I32 words gatherWords moves: two words, the
+/// low 32 bits first.
+inline void appendWide(std::vector<int32_t> &words, uint64_t v) {
+  words.push_back(int32_t(uint32_t(v)));
+  words.push_back(int32_t(uint32_t(v >> 32)));
+}
+inline uint64_t readWide(const int32_t *w) {
+  return uint64_t(uint32_t(w[0])) | uint64_t(uint32_t(w[1])) << 32;
+}
+
 /// Before a plan's first step: every rank must have loaded the plan whose
 /// body checksum is `planChecksum`, and the job must have `planRanks` ranks.
 /// Fails on every rank, with one line naming the ranks that differ.

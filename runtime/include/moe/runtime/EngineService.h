@@ -160,6 +160,8 @@ private:
   void deliver();
   /// A new snapshot; wakes drain().
   void publish();
+  /// failure() becomes `message` unless something failed first.
+  void recordFailure(const std::string &message);
 
   std::unique_ptr<Engine> engine_;
   ServiceRanks ranks_;
