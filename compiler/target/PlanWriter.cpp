@@ -142,6 +142,7 @@ private:
     std::string location;
     std::vector<uint32_t> waits;
     fb::CollectiveOp collective = fb::CollectiveOp::None;
+    int32_t group = -1; // into groups_; -1: every rank
   };
 
   /// The module's functions in rank order: @main alone is rank 0; several
@@ -469,7 +470,12 @@ private:
   }
 
   void visitCollective(pl::CollectiveOp c) {
-    const auto ranks = int64_t(programs_.size());
+    pl::GroupAttr group = c.getGroupAttr();
+    if (group && group.getRanks().back() >= int64_t(programs_.size()))
+      fail(c, "its group names rank " + std::to_string(group.getRanks().back()) +
+                  ", but the module has " + std::to_string(programs_.size()) + " rank(s)");
+    // The ranks it spans: its group's, else every rank.
+    const auto ranks = group ? int64_t(group.getRanks().size()) : int64_t(programs_.size());
     auto in = cast<MemRefType>(c.getIns()[0].getType()),
          out = cast<MemRefType>(c.getOuts()[0].getType());
     if (c.getKind() == pl::CollectiveKind::all_gather && out.getDimSize(0) != ranks)
@@ -486,6 +492,21 @@ private:
     }
     Instruction &inst = addInstruction(c, c.getIns(), c.getOuts(), c.getStream());
     inst.collective = fb::CollectiveOp(c.getKind()); // the same numbers (checked below)
+    if (group)
+      inst.group = int32_t(groups_.try_emplace(group, groups_.size()).first->second);
+  }
+
+  /// Plan.groups, in the order collectives first named them.
+  std::vector<flatbuffers::Offset<fb::Group>> groupTable() {
+    std::vector<pl::GroupAttr> order(groups_.size());
+    for (auto [group, index] : groups_)
+      order[index] = group;
+    std::vector<flatbuffers::Offset<fb::Group>> table;
+    for (pl::GroupAttr g : order) {
+      std::vector<int32_t> ranks(g.getRanks().begin(), g.getRanks().end());
+      table.push_back(fb::CreateGroupDirect(b_, fb::GroupKind(g.getKind()), &ranks));
+    }
+    return table;
   }
 
 
@@ -609,13 +630,14 @@ private:
         instructions.push_back(fb::CreateInstructionDirect(
             b_, in.code, &in.ins, &in.outs, in.paramsType, in.params, in.stream,
             in.location.c_str(), in.waits.empty() ? nullptr : &in.waits,
-            records.empty() ? nullptr : &records, in.collective));
+            records.empty() ? nullptr : &records, in.collective, in.group));
       }
       programs.push_back(fb::CreateProgramDirect(b_, int32_t(r), &instructions, &prog.inputs,
                                                  &prog.outputs, prog.arenaBytes,
                                                  prog.weightBytes));
     }
     auto placement = placementTable();
+    auto groups = groupTable();
     std::string hash = checkpointHash();
     std::string source = fs::absolute(options_.checkpointDir).lexically_normal().string();
     std::string compiler = std::string("moe-compiler ") + rt::version() + " (commit " +
@@ -629,7 +651,8 @@ private:
                                              text.eosToken.c_str());
     auto plan = fb::CreatePlanDirect(b_, rt::kFormatMajor, rt::kFormatMinor, modelConfig,
                                      &tensors, &files, &programs, int32_t(maxTokens_), kv,
-                                     provenance, &placement, textSpec, rt::kWeightChecksum);
+                                     provenance, &placement, textSpec, rt::kWeightChecksum,
+                                     groups.empty() ? nullptr : &groups);
     fb::FinishPlanBuffer(b_, plan);
     auto out = rt::OutputFile::create((fs::path(dir_) / rt::kPlanFileName).string());
     if (!out)
@@ -782,6 +805,7 @@ private:
   std::vector<Program> programs_;
   Program *cur_ = nullptr; ///< the one being visited
   llvm::DenseMap<Value, int64_t> eventIds_;
+  llvm::DenseMap<pl::GroupAttr, size_t> groups_; // -> its index in Plan.groups
   std::map<int64_t, std::tuple<fb::KvKind, int32_t, int32_t>> kvLayers_;
 };
 
@@ -793,6 +817,12 @@ static_assert(int(pl::CollectiveKind::all_reduce) == int(fb::CollectiveOp::AllRe
                   int(pl::CollectiveKind::all_to_all_v) == int(fb::CollectiveOp::AllToAllV) &&
                   int(fb::CollectiveOp::MAX) == int(fb::CollectiveOp::AllToAllV),
               "plan.fbs's CollectiveOp and the plan dialect's CollectiveKind differ");
+// ... and its group kinds plan.fbs's GroupKind.
+static_assert(int(pl::GroupKind::tensor) == int(fb::GroupKind::Tensor) &&
+                  int(pl::GroupKind::data) == int(fb::GroupKind::Data) &&
+                  int(pl::GroupKind::expert) == int(fb::GroupKind::Expert) &&
+                  int(fb::GroupKind::MAX) == int(fb::GroupKind::Expert),
+              "plan.fbs's GroupKind and the plan dialect's GroupKind differ");
 
 bool writePlan(ModuleOp module, const PlanWriteOptions &options, std::string &error) {
   try {

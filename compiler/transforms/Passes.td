@@ -362,24 +362,28 @@ def ShardTensorsPass : Pass<"moe-shard-tensors", "mlir::ModuleOp"> {
   let summary = "Split attention heads, dense MLPs and experts' columns over the ranks (tensor parallelism)";
   let description = [{
     On the `plan` dialect, after `moe-replicate-ranks` (every rank runs the
-    same tokens) and any expert sharding, before `moe-plan-memory`. Rank r
-    of `tp` keeps:
+    same tokens) and any expert sharding, before `moe-plan-memory`. The
+    module's N rank programs form N / tp tensor-parallel groups of `tp`
+    consecutive ranks ({0 .. tp-1}, {tp .. 2 tp - 1}, ...); with N = tp,
+    one. Rank r is member r' = r mod tp of its group, and keeps:
 
     - **attention** (`attention`, `mla_attention`): heads
-      [H r / tp, H (r + 1) / tp). The q projection (and k, v: the key-value
+      [H r' / tp, H (r' + 1) / tp). The q projection (and k, v: the key-value
       heads those query heads read, shared by two ranks when there are
       fewer key-value heads than ranks) keeps its heads' rows, MLA's
       `kv_b_proj` its heads' rows, the KV cache its key-value heads; the
       output projection keeps the matching columns;
     - **dense and shared MLPs** (`linear`, `linear`, `silu_mul`, `linear`):
-      intermediate columns [I r / tp, I (r + 1) / tp) of gate and up (rows)
+      intermediate columns [I r' / tp, I (r' + 1) / tp) of gate and up (rows)
       and of down (columns);
     - **experts** not sharded by expert parallelism (`experts`,
       `expert_rows`): the same share of every expert's intermediate.
 
     Each output projection then holds a partial sum, completed by a
-    `plan.collective all_reduce`; a bias of such a projection stays on rank
-    0 only. Embeddings, norms, routers and the LM head stay whole on every
+    `plan.collective all_reduce` among its group (`#plan.group<tensor,
+    [...]>` when there are several groups; expert parallelism's all-reduces
+    stay on every rank); a bias of such a projection stays on the group's
+    first rank only. Embeddings, norms, routers and the LM head stay whole on every
     rank. The weights are `plan.weight ... rows [start, count]` / `cols
     [start, count]` slices, so each rank's weight file holds its share.
     The all-reduces add in another order than one rank does: the logits
@@ -396,7 +400,8 @@ def ShardTensorsPass : Pass<"moe-shard-tensors", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"tp", "tp", "int64_t", "1", "tensor-parallel ranks: the module's rank programs">
+    Option<"tp", "tp", "int64_t", "1",
+           "ranks per tensor-parallel group: the module's rank programs or a divisor">
   ];
 }
 

@@ -26,13 +26,13 @@ FailureOr<SmallVector<func::FuncOp>> rankPrograms(ModuleOp module, StringRef pas
   return programs;
 }
 
-void allReduceAfter(plan::LaunchOp l) {
+void allReduceAfter(plan::LaunchOp l, plan::GroupAttr group) {
   OpBuilder b(l);
   b.setInsertionPointAfter(l);
   Value y = l.getOuts()[0];
   b.create<plan::CollectiveOp>(
       l.getLoc(), plan::CollectiveKindAttr::get(l.getContext(), plan::CollectiveKind::all_reduce),
-      ValueRange{y}, ValueRange{y}, b.getI64IntegerAttr(l.getStream()));
+      ValueRange{y}, ValueRange{y}, b.getI64IntegerAttr(l.getStream()), group);
 }
 
 } // namespace moe

@@ -22,8 +22,9 @@ mlir::FailureOr<llvm::SmallVector<mlir::func::FuncOp>>
 rankPrograms(mlir::ModuleOp module, llvm::StringRef pass, llvm::StringRef option, int64_t ranks);
 
 /// Adds `plan.collective all_reduce` of `l`'s first output, in place, right
-/// after `l` on its stream: each rank holds a part of the sum.
-void allReduceAfter(mlir::plan::LaunchOp l);
+/// after `l` on its stream: each rank holds a part of the sum, among the
+/// ranks of `group` (null: every rank).
+void allReduceAfter(mlir::plan::LaunchOp l, mlir::plan::GroupAttr group = {});
 
 } // namespace moe
 

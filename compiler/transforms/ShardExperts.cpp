@@ -64,12 +64,13 @@ void exchangeAround(plan::LaunchOp l, int64_t ranks) {
   Value rows = l.getIns()[0], slots = l.getIns()[1], y = l.getOuts()[0];
   Value inRows = received(rows), inSlots = received(slots), out = received(y);
   b.create<plan::CollectiveOp>(l.getLoc(), kind, ValueRange{rows, slots},
-                               ValueRange{inRows, inSlots}, stream);
+                               ValueRange{inRows, inSlots}, stream, plan::GroupAttr());
   l.getInsMutable()[0].set(inRows);
   l.getInsMutable()[1].set(inSlots);
   l.getOutsMutable()[0].set(out);
   b.setInsertionPointAfter(l);
-  b.create<plan::CollectiveOp>(l.getLoc(), kind, ValueRange{out}, ValueRange{y}, stream);
+  b.create<plan::CollectiveOp>(l.getLoc(), kind, ValueRange{out}, ValueRange{y}, stream,
+                               plan::GroupAttr());
 }
 
 /// Rewrites one rank's expert_rows launch to hold `held` of its stacked

@@ -108,17 +108,18 @@ LogicalResult sliceWeight(plan::LaunchOp l, unsigned i, std::optional<Span> rows
 }
 
 /// The projection `l` (a linear) of input columns `cols` only: a partial
-/// sum, completed by an all_reduce; its bias is added by rank 0 alone.
-LogicalResult rowSplit(plan::LaunchOp l, Span cols, int64_t rank) {
+/// sum, completed by an all_reduce among `group`; its bias is added by the
+/// group's first rank (member 0) alone.
+LogicalResult rowSplit(plan::LaunchOp l, Span cols, int64_t member, plan::GroupAttr group) {
   if (failed(sliceWeight(l, 1, std::nullopt, cols)))
     return failure();
-  if (l.getIns().size() == 3 && rank != 0) {
+  if (l.getIns().size() == 3 && member != 0) {
     Operation *bias = l.getIns()[2].getDefiningOp();
     l.getInsMutable().erase(2);
     if (bias && bias->use_empty())
       bias->erase();
   }
-  ::moe::allReduceAfter(l);
+  ::moe::allReduceAfter(l, group);
   return success();
 }
 
@@ -156,7 +157,10 @@ FailureOr<plan::LaunchOp> projectionOutOf(plan::LaunchOp l) {
 
 class Sharder {
 public:
-  Sharder(int64_t rank, int64_t ranks) : rank_(rank), ranks_(ranks) {}
+  /// Member `rank` of a tensor-parallel group of `ranks`, whose all-reduces
+  /// run among `group` (null: the group is every rank).
+  Sharder(int64_t rank, int64_t ranks, plan::GroupAttr group)
+      : rank_(rank), ranks_(ranks), group_(group) {}
 
   /// Rank's share of n things, or an error on `l` naming them.
   FailureOr<Span> share(plan::LaunchOp l, int64_t n, StringRef what) {
@@ -192,7 +196,7 @@ public:
         failed(columnSplit(*k, {kv.start * dim, kv.count * dim})) ||
         failed(columnSplit(*v, {kv.start * dim, kv.count * dim})) ||
         failed(narrow(l.getOuts()[0], mine->count * dim)) ||
-        failed(rowSplit(*o, {mine->start * dim, mine->count * dim}, rank_)))
+        failed(rowSplit(*o, {mine->start * dim, mine->count * dim}, rank_, group_)))
       return failure();
     auto cache = l.getKv().getDefiningOp<plan::KvCacheOp>();
     OpBuilder b(l);
@@ -221,7 +225,7 @@ public:
     if (failed(columnSplit(*q, {mine->start * qDim, mine->count * qDim})) ||
         failed(sliceWeight(l, 3, Span{mine->start * kvDim, mine->count * kvDim}, std::nullopt)) ||
         failed(narrow(l.getOuts()[0], mine->count * vDim)) ||
-        failed(rowSplit(*o, {mine->start * vDim, mine->count * vDim}, rank_)))
+        failed(rowSplit(*o, {mine->start * vDim, mine->count * vDim}, rank_, group_)))
       return failure();
     l.setParamsAttr(plan::MlaParamsAttr::get(
         l.getContext(), p.getLayer(), mine->count, p.getKvLoraRank(), p.getQkNopeHeadDim(),
@@ -237,7 +241,7 @@ public:
       return failure();
     auto mine = share(l, width(l.getOuts()[0]), "intermediate columns");
     if (failed(mine) || failed(columnSplit(*gate, *mine)) || failed(columnSplit(*up, *mine)) ||
-        failed(narrow(l.getOuts()[0], mine->count)) || failed(rowSplit(*down, *mine, rank_)))
+        failed(narrow(l.getOuts()[0], mine->count)) || failed(rowSplit(*down, *mine, rank_, group_)))
       return failure();
     return success();
   }
@@ -259,7 +263,7 @@ public:
         l.getContext(), p.getNumExperts(), mine->count, p.getFusedGateUp(), p.getNumShared(),
         p.getGrouped(), p.getStacked(), p.getHeld(), p.getReplicas(), p.getReplica(),
         p.getLayer()));
-    ::moe::allReduceAfter(l);
+    ::moe::allReduceAfter(l, group_);
     return success();
   }
 
@@ -288,26 +292,46 @@ public:
 
 private:
   int64_t rank_, ranks_;
+  plan::GroupAttr group_;
 };
 
 struct ShardTensorsPass : ::moe::impl::ShardTensorsPassBase<ShardTensorsPass> {
   using ShardTensorsPassBase::ShardTensorsPassBase;
 
   void runOnOperation() override {
-    auto programs = ::moe::rankPrograms(getOperation(), "moe-shard-tensors", "tp", tp);
-    if (failed(programs))
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> programs;
+    for (auto f : module.getOps<func::FuncOp>())
+      if (f->hasAttr("plan.rank"))
+        programs.push_back(f);
+    const int64_t n = int64_t(programs.size());
+    if (tp < 1 || n == 0 || n % tp) {
+      module.emitError() << "moe-shard-tensors: tp=" << static_cast<int64_t>(tp)
+                         << " must divide the " << n
+                         << " rank programs (run moe-replicate-ranks first)";
       return signalPassFailure();
-    WalkResult sliced = getOperation().walk([](plan::WeightOp w) {
+    }
+    auto ordered = ::moe::rankPrograms(module, "moe-shard-tensors", "ranks", n);
+    if (failed(ordered))
+      return signalPassFailure();
+    WalkResult sliced = module.walk([](plan::WeightOp w) {
       return w.getRows() || w.getCols() ? WalkResult::interrupt() : WalkResult::advance();
     });
     if (sliced.wasInterrupted()) {
-      getOperation().emitError() << "moe-shard-tensors: the plan's weights are already split "
+      module.emitError() << "moe-shard-tensors: the plan's weights are already split "
                                     "(run it once, on the unsplit rank programs)";
       return signalPassFailure();
     }
-    for (auto [rank, f] : llvm::enumerate(*programs))
-      if (failed(Sharder(int64_t(rank), tp).run(f)))
+    for (auto [rank, f] : llvm::enumerate(*ordered)) {
+      const int64_t first = int64_t(rank) / tp * tp;
+      // One group of every rank needs no name: a collective spans every rank.
+      plan::GroupAttr group;
+      if (tp < n)
+        group = plan::GroupAttr::get(module.getContext(), plan::GroupKind::tensor,
+                                     llvm::to_vector(llvm::seq<int64_t>(first, first + tp)));
+      if (failed(Sharder(int64_t(rank) - first, tp, group).run(f)))
         return signalPassFailure();
+    }
   }
 };
 

@@ -10,6 +10,7 @@
 #define PLAN_ATTRS_TD
 
 include "dialects/plan/PlanDialect.td"
+include "dialects/plan/PlanEnums.td"
 include "dialects/moe/MoeEnums.td"
 include "mlir/IR/AttrTypeBase.td"
 
@@ -25,6 +26,18 @@ def Plan_KernelAttr : Plan_Attr<"Kernel", "kernel"> {
   let summary = "a kernel of runtime/include/moe/runtime/Kernels.def";
   let parameters = (ins "::mlir::plan::Kernel":$kernel);
   let hasCustomAssemblyFormat = 1;
+}
+
+def Plan_GroupAttr : Plan_Attr<"Group", "group"> {
+  let summary = "a process group: the ranks one collective spans";
+  let description = [{
+    `#plan.group<tensor, [2, 3]>`: ranks 2 and 3, ascending and distinct,
+    meeting for tensor parallelism (`data`: data-parallel attention;
+    `expert`: expert parallelism). A collective without one spans every rank.
+  }];
+  let parameters = (ins EnumParameter<Plan_GroupKindAttr>:$kind, ArrayRefParameter<"int64_t">:$ranks);
+  let assemblyFormat = "`<` $kind `,` `[` $ranks `]` `>`";
+  let genVerifyDecl = 1;
 }
 
 def Plan_RmsNormParamsAttr : Plan_ParamsAttr<"RmsNormParams", "rms_norm"> {

@@ -333,7 +333,27 @@ LogicalResult LaunchOp::checkShare(ExpertsParamsAttr p) {
   return success();
 }
 
+LogicalResult GroupAttr::verify(function_ref<InFlightDiagnostic()> emitError, GroupKind,
+                                ArrayRef<int64_t> ranks) {
+  // (An empty list does not parse.)
+  for (size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i] < 0 || (i && ranks[i] <= ranks[i - 1]))
+      return emitError() << "a process group's ranks are ascending, distinct and not negative; "
+                            "got "
+                         << ranks[i] << " at position " << i;
+  return success();
+}
+
 LogicalResult CollectiveOp::verify() {
+  if (GroupAttr group = getGroupAttr()) {
+    // A rank program's collective spans a group that includes its rank.
+    IntegerAttr rank;
+    for (Operation *p = (*this)->getParentOp(); p && !rank; p = p->getParentOp())
+      rank = p->getAttrOfType<IntegerAttr>("plan.rank");
+    if (rank && !llvm::is_contained(group.getRanks(), rank.getInt()))
+      return emitOpError() << "runs in rank " << rank.getInt()
+                           << "'s program, but its group " << group << " does not include it";
+  }
   const bool exchange = getKind() == CollectiveKind::all_to_all_v;
   // all_to_all_v sends rows with their slots (2 and 2) or returns them (1 and 1).
   const unsigned want = exchange && getIns().size() == 2 ? 2 : 1;

@@ -20,4 +20,13 @@ def Plan_CollectiveKindAttr : I32EnumAttr<"CollectiveKind", "a collective among 
   let cppNamespace = "::mlir::plan";
 }
 
+// The values are plan.fbs's GroupKind (the plan writer checks them).
+def Plan_GroupTensor : I32EnumAttrCase<"tensor", 0>;
+def Plan_GroupData : I32EnumAttrCase<"data", 1>;
+def Plan_GroupExpert : I32EnumAttrCase<"expert", 2>;
+def Plan_GroupKindAttr : I32EnumAttr<"GroupKind", "why a process group's ranks meet",
+    [Plan_GroupTensor, Plan_GroupData, Plan_GroupExpert]> {
+  let cppNamespace = "::mlir::plan";
+}
+
 #endif

@@ -188,10 +188,14 @@ def Plan_CollectiveOp : Plan_Op<"collective", [AttrSizedOperandSegments]> {
     exchanged at run time. Data is f32 or bf16, slots i32. Collectives also use the ranks' communicator: two
     of them on different streams need an event between them (else the
     ranks could run them in different orders), which moe-verify-schedule
-    checks as for a buffer.
+    checks as for a buffer. With `group`, the collective spans that group's
+    ranks (this rank's program among them; `ranks` in the shapes above is
+    the group's size); without, every rank.
 
     ```mlir
     plan.collective all_reduce ins(%x : memref<?x32xf32>) outs(%y : memref<?x32xf32>)
+    plan.collective all_reduce ins(%x : memref<?x32xf32>) outs(%x : memref<?x32xf32>)
+        {group = #plan.group<tensor, [0, 1]>}
     plan.collective all_gather ins(%x : memref<?x32xf32>) outs(%g : memref<2x?x32xf32>)
     plan.collective all_to_all_v ins(%rows, %slots : memref<?x3x32xf32>, memref<?x3xi32>)
                                  outs(%in, %inSlots : memref<?x6x32xf32>, memref<?x6xi32>)
@@ -201,7 +205,8 @@ def Plan_CollectiveOp : Plan_Op<"collective", [AttrSizedOperandSegments]> {
   let arguments = (ins Plan_CollectiveKindAttr:$kind,
                        Arg<Variadic<AnyMemRef>, "read", [MemRead]>:$ins,
                        Arg<Variadic<AnyMemRef>, "written", [MemWrite]>:$outs,
-                       DefaultValuedAttr<I64Attr, "0">:$stream);
+                       DefaultValuedAttr<I64Attr, "0">:$stream,
+                       OptionalAttr<Plan_GroupAttr>:$group);
   let assemblyFormat = [{
     $kind `ins` `(` $ins `:` type($ins) `)` `outs` `(` $outs `:` type($outs) `)` attr-dict
   }];

@@ -55,6 +55,38 @@ Status Collective::allToAllV(Stream &stream, DeviceArray send,
   return doAllToAllV(stream, send, sendCounts, recv, recvCounts);
 }
 
+Expected<Collective *> Collective::group(const std::vector<int> &members) {
+  bool mine = false;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] < 0 || members[i] >= size() || (i && members[i] <= members[i - 1]))
+      return Status::error("a process group's ranks are ascending, distinct and below " +
+                           std::to_string(size()) + "; got rank " + std::to_string(members[i]) +
+                           " at position " + std::to_string(i));
+    mine |= members[i] == rank();
+  }
+  if (!mine)
+    return Status::error("rank " + std::to_string(rank()) +
+                         " asked for a process group it is not in");
+  if (int(members.size()) == size())
+    return this;
+  auto [it, added] = groups_.try_emplace(members);
+  if (added) {
+    auto made = members.size() == 1 ? Expected<std::unique_ptr<Collective>>(
+                                          createLocalCollective())
+                                    : makeGroup(members);
+    if (!made) {
+      groups_.erase(it);
+      return made.status();
+    }
+    it->second = made.take();
+  }
+  return it->second.get();
+}
+
+Expected<std::unique_ptr<Collective>> Collective::makeGroup(const std::vector<int> &) {
+  return Status::error("the " + name() + " collective has no process groups");
+}
+
 Expected<std::vector<int32_t>> gatherWords(Collective &ranks, Device &device,
                                            const std::vector<int32_t> &mine) {
   const size_t in = mine.size() * 4, out = in * size_t(ranks.size());

@@ -50,10 +50,13 @@ class EmulatedLink final : public Collective {
 public:
   EmulatedLink(std::unique_ptr<Collective> inner, const LinkModel &link)
       : owned_(std::move(inner)), inner_(*owned_), link_(link) {}
+  /// Over `inner`, which another collective owns (a group of it).
+  EmulatedLink(Collective &inner, const LinkModel &link) : inner_(inner), link_(link) {}
   std::string name() const override { return inner_.name() + " over an emulated link"; }
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   void abandon() override { inner_.abandon(); }
+  bool movesDeviceMemory() const override { return inner_.movesDeviceMemory(); }
 
 protected:
   Status doAllReduce(Stream &stream, DeviceArray data) override {
@@ -81,6 +84,14 @@ protected:
       wait(bytes);
       return Status::ok();
     });
+  }
+
+  /// The inner collective's group, over the same link.
+  Expected<std::unique_ptr<Collective>> makeGroup(const std::vector<int> &members) override {
+    auto inner = inner_.group(members);
+    if (!inner)
+      return inner.status();
+    return std::unique_ptr<Collective>(std::make_unique<EmulatedLink>(**inner, link_));
   }
 
 private:

@@ -419,6 +419,8 @@ Status LoadedPlan::check() const {
     if (layer->k_width() < 1 || layer->v_width() < 1 || layer->k_width() > (1 << 20) ||
         layer->v_width() > (1 << 20))
       return Status::error("KV-cache layer widths out of range");
+  if (Status st = checkGroups(p); !st)
+    return st;
   for (uint32_t r = 0; r < p.programs()->size(); ++r)
     if (Status st = checkProgram(p, r); !st)
       return Status::error((p.programs()->size() > 1 ? "rank " + str(r) + ": " : "") +

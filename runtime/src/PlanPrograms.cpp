@@ -281,7 +281,22 @@ Status checkProgram(const plan::Plan &p, uint32_t rank) {
       where = describe(*inst, i);
       if (Status st = checkCollective(inst, where); !st)
         return st;
+      if (inst->group() >= 0) {
+        if (!p.groups() || uint32_t(inst->group()) >= p.groups()->size())
+          return Status::error(where + " names group " + std::to_string(inst->group()) +
+                               "; the plan has " + str(p.groups() ? p.groups()->size() : 0));
+        const auto *members = p.groups()->Get(uint32_t(inst->group()))->ranks();
+        if (std::find(members->begin(), members->end(), int32_t(rank)) == members->end())
+          return Status::error(where + " runs among " +
+                               groupName(*p.groups()->Get(uint32_t(inst->group()))) +
+                               ", which does not include this rank");
+      } else if (inst->group() != -1) {
+        return Status::error(where + " names group " + std::to_string(inst->group()));
+      }
     } else {
+      if (inst->group() != -1)
+        return Status::error(describe(*inst, i) + " is not a collective but names group " +
+                             std::to_string(inst->group()));
       if (!kernelInfo(kernelOf(*inst)))
         return Status::error(where + " has unknown op code " + str(uint8_t(inst->op())));
       where = describe(*inst, i);
@@ -328,8 +343,32 @@ Status checkProgram(const plan::Plan &p, uint32_t rank) {
   return checkStreams(p, prog);
 }
 
+Status checkGroups(const plan::Plan &p) {
+  if (!p.groups())
+    return Status::ok();
+  const uint32_t ranks = p.programs()->size();
+  for (uint32_t g = 0; g < p.groups()->size(); ++g) {
+    const plan::Group *group = p.groups()->Get(g);
+    if (group->kind() > plan::GroupKind::MAX)
+      return Status::error("group " + str(g) + " has unknown kind " +
+                           str(uint8_t(group->kind())));
+    const auto *members = group->ranks();
+    if (!members || members->size() == 0)
+      return Status::error("group " + str(g) + " has no ranks");
+    for (uint32_t i = 0; i < members->size(); ++i)
+      if (members->Get(i) < 0 || uint32_t(members->Get(i)) >= ranks ||
+          (i && members->Get(i) <= members->Get(i - 1)))
+        return Status::error("group " + str(g) + " lists rank " +
+                             std::to_string(members->Get(i)) + " at position " + str(i) +
+                             "; a group's ranks are ascending, distinct, and below the plan's " +
+                             str(ranks) + " rank(s)");
+  }
+  return Status::ok();
+}
+
 Status checkRanks(const plan::Plan &p) {
-  // The collectives, in order, as rank 0 runs them.
+  // The collectives, in order, as rank 0 runs them: each rank runs the same
+  // ones, each among a group of the same kind and size (or every rank).
   auto signature = [&](const plan::Program &prog) {
     std::vector<std::pair<uint32_t, std::string>> list;
     const auto *insts = prog.instructions();
@@ -341,8 +380,14 @@ Status checkRanks(const plan::Plan &p) {
       std::string shape;
       for (int64_t d : *x->shape())
         shape += (shape.empty() ? "" : "x") + (d < 0 ? std::string("T") : std::to_string(d));
+      std::string among = "every rank";
+      if (inst->group() >= 0) {
+        const plan::Group *g = p.groups()->Get(uint32_t(inst->group()));
+        among = groupName(*g);
+        among = among.substr(0, among.find(' ')) + " group of " + str(g->ranks()->size());
+      }
       list.push_back({i, std::string(collectiveName(inst->collective())) + " of " +
-                             dtypeName(x->dtype()) + " [" + shape + "]"});
+                             dtypeName(x->dtype()) + " [" + shape + "] among " + among});
     }
     return list;
   };
@@ -358,6 +403,29 @@ Status checkRanks(const plan::Plan &p) {
                              ": the ranks would wait for each other forever");
     }
   }
+  // Collective c of each rank runs among a group whose members all run
+  // their collective c among the same group.
+  std::vector<std::vector<int>> groupAt(p.programs()->size()); // rank -> group of each
+  for (uint32_t r = 0; r < p.programs()->size(); ++r)
+    for (const plan::Instruction *inst : *p.programs()->Get(r)->instructions())
+      if (inst->collective() != plan::CollectiveOp::None)
+        groupAt[r].push_back(inst->group());
+  for (uint32_t r = 0; r < groupAt.size(); ++r)
+    for (size_t c = 0; c < groupAt[r].size(); ++c) {
+      const int g = groupAt[r][c];
+      if (g < 0)
+        continue;
+      for (int32_t member : *p.groups()->Get(uint32_t(g))->ranks())
+        if (groupAt[size_t(member)][c] != g)
+          return Status::error("collective " + str(c) + " of rank " + str(r) + " runs among " +
+                               groupName(*p.groups()->Get(uint32_t(g))) + ", but rank " +
+                               std::to_string(member) + "'s runs among " +
+                               (groupAt[size_t(member)][c] < 0
+                                    ? std::string("every rank")
+                                    : groupName(*p.groups()->Get(
+                                          uint32_t(groupAt[size_t(member)][c])))) +
+                               ": the ranks would wait for each other forever");
+    }
   if (Status st = checkShares(p); !st)
     return st;
   // The placement: every routed layer's experts, each on at least one slot.

@@ -22,6 +22,10 @@ inline std::string end(uint64_t offset, uint64_t size) {
 /// The most rank programs a plan may hold.
 inline constexpr uint32_t kMaxRanks = 4096;
 
+/// Checks Plan.groups: known kinds, ranks ascending, distinct and below the
+/// number of programs. Run before the programs are checked.
+Status checkGroups(const plan::Plan &plan);
+
 /// Checks program `rank`: it says it is that rank; its inputs, output and
 /// instructions (kernels with their operands and parameters, collectives
 /// with theirs) name tensors of the right storage; it reads only weights of
@@ -32,8 +36,9 @@ inline constexpr uint32_t kMaxRanks = 4096;
 Status checkProgram(const plan::Plan &plan, uint32_t rank);
 
 /// Checks what the ranks share: every program runs the same collectives in
-/// the same order on the same sizes (else the ranks would wait for each
-/// other forever), and the expert placement covers every MoE layer's
+/// the same order on the same sizes, each among a group of the same kind
+/// and size whose members all run it there (else the ranks would wait for
+/// each other forever), and the expert placement covers every MoE layer's
 /// experts with slots on existing ranks.
 Status checkRanks(const plan::Plan &plan);
 

@@ -195,7 +195,8 @@ private:
         (dtype != plan::DType::F32 && dtype != plan::DType::BF16))
       return bad(in(0), "input", "an F32 or BF16 activation in Arena");
     std::vector<int64_t> ranked = dims;
-    ranked.insert(ranked.begin(), int64_t(p_.programs()->size()));
+    const int64_t ranks = ranksOf(p_, *inst_);
+    ranked.insert(ranked.begin(), ranks);
     switch (inst_->collective()) {
     case plan::CollectiveOp::AllReduce:
       return act(out(0), "output", dims, dtype);
@@ -205,7 +206,6 @@ private:
       return act(out(0), "output", ranked, dtype);
     case plan::CollectiveOp::AllToAllV: {
       // Rows [T, P, H] out as [T, ranks x P, H] with their slots, or back.
-      const int64_t ranks = int64_t(p_.programs()->size());
       if (dims.size() != 3 || dims[0] != kTokens || dims[1] < 1 || dims[2] < 1)
         return bad(in(0), "input", "rows [T, P, H]");
       if (inst_->inputs()->size() == 1) {

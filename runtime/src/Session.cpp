@@ -98,7 +98,30 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
                          " of " + std::to_string(loaded.ranks()) + ", but this process is rank " +
                          std::to_string(s->ranks_->rank()) + " of " +
                          std::to_string(s->ranks_->size()));
+  if (s->ranks_->size() > 1 && !s->ranks_->movesDeviceMemory() && !device.hostAddressable())
+    return Status::error("the " + s->ranks_->name() + " collective moves host memory, but the " +
+                         device.name() +
+                         " backend's memory is on the device: run multi-rank plans on the cpu "
+                         "backend (no device collective, such as NCCL, is built)");
+  // The groups this rank is in, in the plan's order on every rank (making
+  // one is collective among its members).
+  if (p.groups())
+    for (const plan::Group *g : *p.groups()) {
+      std::vector<int> members(g->ranks()->begin(), g->ranks()->end());
+      Collective *mine = nullptr;
+      if (std::find(members.begin(), members.end(), loaded.rank()) != members.end()) {
+        auto made = s->ranks_->group(members);
+        if (!made)
+          return Status::error("cannot form " + groupName(*g) + ": " + made.status().message());
+        mine = *made;
+      }
+      s->groups_.push_back(mine);
+    }
   for (const plan::Instruction *inst : *s->program_.instructions()) {
+    if (inst->collective() == plan::CollectiveOp::AllToAllV && inst->group() >= 0)
+      return Status::error("all_to_all_v among " +
+                           groupName(*p.groups()->Get(uint32_t(inst->group()))) +
+                           " is not run by this runtime yet (only among every rank)");
     if (inst->collective() == plan::CollectiveOp::AllGather)
       return Status::error(std::string(collectiveName(inst->collective())) +
                            " instructions are not run by this runtime yet (no kernel reads "
@@ -761,10 +784,16 @@ Status Session::collective(uint32_t i, Stream &stream, const KernelCall &call) {
                            call.outputs[1], collectiveBytes_);
   if (auto r = exchanges_->returns.find(i); r != exchanges_->returns.end())
     return r->second->back(stream, *ranks_, call.inputs[0], call.outputs[0], collectiveBytes_);
-  return allReduce(stream, call.inputs[0], call.outputs[0]);
+  return allReduce(stream, call.inputs[0], call.outputs[0],
+                   groupOf(*program_.instructions()->Get(i)));
 }
 
-Status Session::allReduce(Stream &stream, const TensorView &in, const TensorView &out) {
+Collective &Session::groupOf(const plan::Instruction &inst) const {
+  return inst.group() >= 0 ? *groups_[size_t(inst.group())] : *ranks_;
+}
+
+Status Session::allReduce(Stream &stream, const TensorView &in, const TensorView &out,
+                          Collective &among) {
   size_t count = 1;
   for (int64_t d : out.shape)
     count *= size_t(d);
@@ -776,7 +805,7 @@ Status Session::allReduce(Stream &stream, const TensorView &in, const TensorView
         !st)
       return st;
   collectiveBytes_ += count * dtypeSize(out.dtype);
-  return ranks_->allReduce(stream, {out.data, out.dtype, count});
+  return among.allReduce(stream, {out.data, out.dtype, count});
 }
 
 } // namespace moe::rt

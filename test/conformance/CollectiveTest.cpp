@@ -221,6 +221,62 @@ TEST(Collective, RefusesBadArgumentsByName) {
   EXPECT_EQ(st.message(), "all_reduce: the buffer has 3 elements but no memory");
 }
 
+TEST(Collective, GroupsSumAmongTheirMembersOnly) {
+  // Pairs of neighbours {0, 1}, {2, 3}, ... (an odd last rank alone), then
+  // the ranks of the same parity; each rank sums rank + 1 over its group.
+  const int rank = ranks().rank(), size = ranks().size();
+  std::vector<int> pair = {rank / 2 * 2};
+  if (pair[0] + 1 < size)
+    pair.push_back(pair[0] + 1);
+  std::vector<int> parity;
+  for (int r = rank % 2; r < size; r += 2)
+    parity.push_back(r);
+  for (const std::vector<int> &members : {pair, parity}) {
+    auto group = ranks().group(members);
+    ASSERT_TRUE(group) << group.status().message();
+    ASSERT_EQ((*group)->size(), int(members.size()));
+    EXPECT_EQ(members[size_t((*group)->rank())], rank);
+    int32_t x[3] = {rank + 1, 2 * (rank + 1), 0};
+    ASSERT_TRUE((*group)->allReduce(stream(), {x, rt::DType::I32, 3}));
+    ASSERT_TRUE(stream().synchronize());
+    int32_t want = 0;
+    for (int m : members)
+      want += m + 1;
+    EXPECT_EQ(x[0], want);
+    EXPECT_EQ(x[1], 2 * want);
+    EXPECT_EQ(x[2], 0);
+    // Asked again: the same collective, made once.
+    auto again = ranks().group(members);
+    ASSERT_TRUE(again);
+    EXPECT_EQ(*again, *group);
+  }
+  // Every rank: this collective itself.
+  std::vector<int> all(size_t(size), 0);
+  for (int r = 0; r < size; ++r)
+    all[size_t(r)] = r;
+  auto whole = ranks().group(all);
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(*whole, &ranks());
+}
+
+TEST(Collective, GroupsRefuseMembersByName) {
+  const int rank = ranks().rank(), size = ranks().size();
+  auto outside = ranks().group({size});
+  ASSERT_FALSE(outside);
+  EXPECT_EQ(outside.status().message(),
+            "a process group's ranks are ascending, distinct and below " + std::to_string(size) +
+                "; got rank " + std::to_string(size) + " at position 0");
+  if (size > 1) {
+    auto backwards = ranks().group({1, 0});
+    ASSERT_FALSE(backwards);
+    EXPECT_NE(backwards.status().message().find("got rank 0 at position 1"), std::string::npos);
+    auto notMine = ranks().group({(rank + 1) % size});
+    ASSERT_FALSE(notMine);
+    EXPECT_EQ(notMine.status().message(),
+              "rank " + std::to_string(rank) + " asked for a process group it is not in");
+  }
+}
+
 TEST(Collective, RanksAgreeOnThePlanOrAllFail) {
   const int n = ranks().size();
   EXPECT_TRUE(rt::agreeOnPlan(ranks(), moe::conformance::device(), 0x1234, n));

@@ -6,7 +6,8 @@
 For the five golden model types (given a tokenizer.json of their first 128
 byte values, and a chat template) and the trained example (its byte-level
 tokenizer.json, make-text-checkpoint.py), a single-rank server and servers
-of the --ep N, --tp N and --ep N --tp N plans under mpirun -np N answer the
+of the --ep N, --tp N and --ep N --tp M (M > 1 dividing N) plans under
+mpirun -np N answer the
 same 16 concurrent requests: completions and chats, half streamed, greedy
 and sampled with seeds, on a KV pool too small for all of them at once
 (preemption) with prefix caching (the completions share a 3-block prefix).
@@ -189,8 +190,12 @@ def main():
         after = leave_mid_stream(server, name) if leaves else None
         stop(server, False)
         for n in ranks:
-            for label, flags in ((f"ep {n}", ["--ep", str(n)]), (f"tp {n}", ["--tp", str(n)]),
-                                 (f"ep {n} + tp {n}", ["--ep", str(n), "--tp", str(n)])):
+            # Tensor-parallel groups of every size dividing n (--ep 4 --tp 2:
+            # attention split inside {0, 1} and {2, 3}, experts over all 4).
+            layouts = [(f"ep {n}", ["--ep", str(n)]), (f"tp {n}", ["--tp", str(n)])] + [
+                (f"ep {n} + tp {m}", ["--ep", str(n), "--tp", str(m)])
+                for m in range(n, 1, -1) if n % m == 0]
+            for label, flags in layouts:
                 plan = os.path.join(base, label.replace(" ", ""))
                 subprocess.run([compile_, ckpt, "-o", plan, "--max-context", context, *flags],
                                check=True, capture_output=True)

@@ -6,7 +6,8 @@ single-rank plan's tokens (standard library only; the tools on PATH).
 
 For each golden model type and for EXAMPLE, compiles the usual plan and,
 for N in RANKS (e.g. 2,4), plans with --tp N (attention heads, MLP and experts'
-columns split) and with --ep N --tp N (attention split, experts placed);
+columns split) and with --ep N --tp M for each M > 1 dividing N (attention
+and dense layers split over groups of M ranks, experts placed over all N);
 runs each under MPIRUN -np N and the usual plan alone on the same prompt:
 the greedy tokens must be the same and every logit within 1e-5 (the
 all-reduces add the ranks' parts in another order than one rank adds
@@ -45,8 +46,11 @@ def check(mpirun, name, checkpoint, work, rank_counts):
     whole = json.loads(run("moe-plan", "json", alone))["weight_files"][0]["size"]
     tokens, want, counts = generate(alone, alone + ".profile.json")
     for ranks in rank_counts:
-        for label, flags in ((f"tp {ranks}", ["--tp", str(ranks)]),
-                             (f"ep {ranks} + tp {ranks}", ["--ep", str(ranks), "--tp", str(ranks)])):
+        # Tensor-parallel groups of every size that divides the ranks.
+        layouts = [(f"tp {ranks}", ["--tp", str(ranks)])] + [
+            (f"ep {ranks} + tp {m}", ["--ep", str(ranks), "--tp", str(m)])
+            for m in range(ranks, 1, -1) if ranks % m == 0]
+        for label, flags in layouts:
             plan = os.path.join(work, f"{name}-{label.replace(' ', '')}")
             run("moe-compile", checkpoint, "-o", plan, "--max-context", "64", *flags)
             files = [f["size"] for f in json.loads(run("moe-plan", "json", plan))["weight_files"]]

@@ -113,8 +113,9 @@ void addFlags(moe::tools::Cli &cli, Flags &f) {
       app.add_option("--tp", f.tp,
                      "tensor-parallel ranks: one program per rank, each holding 1/N of every "
                      "layer's attention heads, MLP columns and (without --ep) experts' columns, "
-                     "an all-reduce after each split projection (mpirun -np N; with --ep, the "
-                     "same N: attention split, experts placed; default 1)"))
+                     "an all-reduce after each split projection (mpirun -np N; with --ep N, M "
+                     "dividing N: groups of M consecutive ranks split attention and dense "
+                     "layers, experts are spread over all N; default 1)"))
       ->check(integerIn(1, 4096))
       ->type_name("N");
   pipeline(
@@ -248,10 +249,11 @@ int main(int argc, char **argv) {
       return fail(std::string(flag) + " is used only by --precision auto");
   if (cli.app.count("--capacity-factor") && f.routing == "token_choice")
     return fail("--capacity-factor is used only with --routing capacity or expert_choice");
-  if (f.ep > 1 && f.tp > 1 && f.ep != f.tp)
-    return fail("--ep " + std::to_string(f.ep) + " and --tp " + std::to_string(f.tp) +
-                " differ: with both, each is the rank count (attention split over all ranks, "
-                "experts placed over all ranks)");
+  if (f.ep > 1 && f.tp > 1 && f.ep % f.tp)
+    return fail("--tp " + std::to_string(f.tp) + " does not divide --ep " + std::to_string(f.ep) +
+                ": with both, --ep is the rank count (experts over all ranks) and --tp the "
+                "ranks of each tensor-parallel group (attention and dense layers split over "
+                "them), so --tp must divide --ep");
   if (f.dpAttention && (f.ep < 2 || f.tp > 1 || !f.placementProfile.empty()))
     return fail("--dp-attention needs --ep 2 or more, without --tp or --placement-profile "
                 "(placed replicas and tensor-parallel attention with it are not built yet)");

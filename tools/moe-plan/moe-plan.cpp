@@ -200,6 +200,19 @@ int show(const LoadedPlan &loaded) {
     for (auto &[name, n] : ops)
       std::printf(" %s %d", name.c_str(), n);
     std::printf("\n");
+    // Where its collectives meet: a group, or every rank.
+    std::map<int, int> among; // group (-1: every rank) -> collectives
+    for (const fb::Instruction *i : *insts)
+      if (i->collective() != fb::CollectiveOp::None)
+        ++among[i->group()];
+    if (p.groups() && !among.empty()) {
+      std::printf("groups     rank %u:", r);
+      for (auto [g, n] : among)
+        std::printf(" %d collective(s) among %s%s", n,
+                    g < 0 ? "every rank" : moe::rt::groupName(*p.groups()->Get(uint32_t(g))).c_str(),
+                    g == among.rbegin()->first ? "" : ",");
+      std::printf("\n");
+    }
     if (streams > 1)
       std::printf("streams    rank %u: %d, ordered by %zu events (%zu waits)\n", r, streams,
                   events, waits);

@@ -122,6 +122,7 @@ public:
       (void)cudaStreamDestroy(uploads_);
   }
   std::string name() const override { return "cuda"; }
+  bool hostAddressable() const override { return false; }
   uint64_t memoryBytes() const override { return memoryBytes_; }
   bool supports(Kernel kernel, DType weightType) const override {
     return cuda_backend::runsKernel(kernel, weightType);

@@ -30,6 +30,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <pthread.h>
@@ -113,47 +114,69 @@ void onTerminate(int) {
   ::_exit(1);
 }
 
+// What the communicators of one job share: the side communicator for
+// questions and answers, the deadline, and which collective this rank is in
+// (numbered over the job: every rank runs the same collectives in the same
+// order, each among its own group).
+struct MpiJob {
+  MPI_Comm side = MPI_COMM_NULL; // world ranks
+  MPI_Op bf16Sum = MPI_OP_NULL;
+  std::chrono::milliseconds deadline{0};
+  uint64_t count = 0;
+  Op op = Op::None;
+  std::array<uint64_t, 2> answer{};
+  int rank = 0, size = 1; // in the world
+  bool initialized = false;
+  bool abandoned = false;
+};
+
 class MpiCollective final : public Collective {
 public:
   ~MpiCollective() override {
-    if (abandoned_)
+    if (job_->abandoned)
       return; // MPI_Finalize would wait for ranks that wait for us
-    MPI_Op_free(&bf16Sum_);
-    MPI_Comm_free(&side_);
+    dropGroups(); // their communicators go before MPI does
     MPI_Comm_free(&comm_);
-    if (initialized_)
-      MPI_Finalize();
+    if (among_.empty()) {
+      MPI_Op_free(&job_->bf16Sum);
+      MPI_Comm_free(&job_->side);
+      if (job_->initialized)
+        MPI_Finalize();
+    }
   }
 
-  void abandon() override { abandoned_ = true; }
+  void abandon() override { job_->abandoned = true; }
 
   static Expected<std::unique_ptr<Collective>> create(const std::string &program,
                                                       std::chrono::milliseconds deadline) {
-    std::unique_ptr<MpiCollective> c(new MpiCollective());
-    c->deadline_ = deadline;
+    auto job = std::make_shared<MpiJob>();
+    job->deadline = deadline;
     int already = 0;
     MPI_Initialized(&already);
     if (!already) {
       int provided = 0;
       if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
         return Status::error("mpi: MPI_Init_thread failed");
-      c->initialized_ = true;
+      job->initialized = true;
     }
     // Errors come back as codes, also those a nonblocking collective's
     // progress reports against the world communicator (a message longer
     // than its receive: ranks that disagree on a step).
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    std::unique_ptr<MpiCollective> c(new MpiCollective(job));
     MPI_Comm_dup(MPI_COMM_WORLD, &c->comm_);
     MPI_Comm_set_errhandler(c->comm_, MPI_ERRORS_RETURN);
-    MPI_Comm_dup(MPI_COMM_WORLD, &c->side_);
-    MPI_Comm_set_errhandler(c->side_, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(c->comm_, &c->rank_);
-    MPI_Comm_size(c->comm_, &c->size_);
-    MPI_Op_create(bf16Sum, /*commute=*/1, &c->bf16Sum_);
+    MPI_Comm_dup(MPI_COMM_WORLD, &job->side);
+    MPI_Comm_set_errhandler(job->side, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(c->comm_, &job->rank);
+    MPI_Comm_size(c->comm_, &job->size);
+    c->rank_ = job->rank;
+    c->size_ = job->size;
+    MPI_Op_create(bf16Sum, /*commute=*/1, &job->bf16Sum);
     int n = std::snprintf(abortLine, sizeof abortLine,
                           "%s: rank %d of %d: stopped: the job was ended (another rank failed "
                           "or was killed)\n",
-                          program.c_str(), c->rank_, c->size_);
+                          program.c_str(), job->rank, job->size);
     abortLineLength = n > 0 ? std::min(size_t(n), sizeof abortLine - 1) : 0;
     std::signal(SIGTERM, onTerminate);
     return std::unique_ptr<Collective>(std::move(c));
@@ -167,7 +190,7 @@ protected:
   Status doAllReduce(Stream &stream, DeviceArray data) override {
     return stream.enqueueHost([this, data] {
       begin(Op::AllReduce);
-      MPI_Op op = data.dtype == DType::BF16 ? bf16Sum_ : MPI_SUM;
+      MPI_Op op = data.dtype == DType::BF16 ? job_->bf16Sum : MPI_SUM;
       MPI_Request request;
       return complete("MPI_Iallreduce",
                       data.count > INT_MAX
@@ -235,7 +258,7 @@ protected:
         return Status::error(
             "all_to_all_v: " +
             std::string(verdict == 1 ? std::to_string(received) +
-                                           " elements arrive at rank " + std::to_string(rank_) +
+                                           " elements arrive at rank " + std::to_string(job_->rank) +
                                            "; its receive buffer holds " +
                                            std::to_string(recv.count)
                         : worst == 1 ? "a receive buffer on another rank is too small"
@@ -250,8 +273,44 @@ protected:
     });
   }
 
+  /// A communicator of `members` of this one's ranks (MPI_Comm_create_group:
+  /// collective among the members only, so each rank creates just its own
+  /// groups).
+  Expected<std::unique_ptr<Collective>> makeGroup(const std::vector<int> &members) override {
+    MPI_Group all, some;
+    if (Status st = check("MPI_Comm_group", MPI_Comm_group(comm_, &all)); !st)
+      return st;
+    int made = MPI_Group_incl(all, int(members.size()), members.data(), &some);
+    MPI_Group_free(&all);
+    if (Status st = check("MPI_Group_incl", made); !st)
+      return st;
+    std::unique_ptr<MpiCollective> c(new MpiCollective(job_));
+    made = MPI_Comm_create_group(comm_, some, /*tag=*/0, &c->comm_);
+    MPI_Group_free(&some);
+    if (Status st = check("MPI_Comm_create_group", made); !st)
+      return st;
+    MPI_Comm_set_errhandler(c->comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(c->comm_, &c->rank_);
+    MPI_Comm_size(c->comm_, &c->size_);
+    // Named by world ranks in messages.
+    std::vector<int> world(members.size());
+    MPI_Group mine, worldGroup;
+    MPI_Comm_group(c->comm_, &mine);
+    MPI_Comm_group(MPI_COMM_WORLD, &worldGroup);
+    std::vector<int> positions(members.size());
+    for (size_t i = 0; i < positions.size(); ++i)
+      positions[i] = int(i);
+    MPI_Group_translate_ranks(mine, int(positions.size()), positions.data(), worldGroup,
+                              world.data());
+    MPI_Group_free(&mine);
+    MPI_Group_free(&worldGroup);
+    for (int r : world)
+      c->among_ += (c->among_.empty() ? " among ranks " : ", ") + std::to_string(r);
+    return std::unique_ptr<Collective>(std::move(c));
+  }
+
 private:
-  MpiCollective() = default;
+  explicit MpiCollective(std::shared_ptr<MpiJob> job) : job_(std::move(job)) {}
 
   Status check(const char *call, int code) const {
     if (code == MPI_SUCCESS)
@@ -261,7 +320,8 @@ private:
     if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
       length = std::snprintf(text, sizeof text, "error %d", code);
     return Status::error("mpi: " + std::string(call) + " failed on rank " +
-                         std::to_string(rank_) + ": " + std::string(text, size_t(length)));
+                         std::to_string(job_->rank) + among_ + ": " +
+                         std::string(text, size_t(length)));
   }
 
   /// SCHED_FIFO priority 1 for the calling thread, or back to SCHED_OTHER;
@@ -274,9 +334,9 @@ private:
 
   /// Called by each collective's host work when it starts.
   void begin(Op op) {
-    ++count_;
-    op_ = op;
-    answer_ = {uint64_t(op), count_};
+    ++job_->count;
+    job_->op = op;
+    job_->answer = {uint64_t(op), job_->count};
   }
 
   /// Waits for a request `call` started (if `code` says it did): tests it,
@@ -287,7 +347,7 @@ private:
       return check(call, code);
     const auto start = std::chrono::steady_clock::now();
     const auto spinUntil = start + std::chrono::microseconds(kSpinMicroseconds);
-    const auto giveUp = start + deadline_;
+    const auto giveUp = start + job_->deadline;
     // Sleeps as short as asked (Linux rounds a thread's timers up by 50 us
     // by default), on this thread only.
     static thread_local bool precise = ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) == 0;
@@ -340,34 +400,37 @@ private:
     for (;;) {
       int asked = 0;
       MPI_Status status;
-      if (MPI_Iprobe(MPI_ANY_SOURCE, kQuestionTag, side_, &asked, &status) != MPI_SUCCESS ||
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kQuestionTag, job_->side, &asked, &status) !=
+              MPI_SUCCESS ||
           !asked)
         return;
       int question = 0;
       MPI_Request reply;
-      if (MPI_Recv(&question, 1, MPI_INT, status.MPI_SOURCE, kQuestionTag, side_,
+      if (MPI_Recv(&question, 1, MPI_INT, status.MPI_SOURCE, kQuestionTag, job_->side,
                    MPI_STATUS_IGNORE) != MPI_SUCCESS ||
-          MPI_Isend(answer_.data(), 2, MPI_UINT64_T, status.MPI_SOURCE, kAnswerTag, side_,
-                    &reply) != MPI_SUCCESS)
+          MPI_Isend(job_->answer.data(), 2, MPI_UINT64_T, status.MPI_SOURCE, kAnswerTag,
+                    job_->side, &reply) != MPI_SUCCESS)
         return;
-      MPI_Request_free(&reply); // answer_ stays as it is while this rank waits
+      MPI_Request_free(&reply); // the answer stays as it is while this rank waits
     }
   }
 
-  /// The collective waited past the deadline: asks every peer where it is
-  /// and fails with one line naming those that did not answer.
+  /// The collective waited past the deadline: asks every peer of the job
+  /// where it is and fails with one line naming those that did not answer.
   Status overdue(std::chrono::steady_clock::duration waited,
                  std::chrono::steady_clock::duration stalled) {
-    const size_t n = size_t(size_);
-    int question = rank_;
+    const MpiJob &job = *job_;
+    const int me = job.rank; // in the world
+    const size_t n = size_t(job.size);
+    int question = me;
     std::vector<std::array<uint64_t, 2>> answers(n);
     std::vector<MPI_Request> asks(n, MPI_REQUEST_NULL), replies(n, MPI_REQUEST_NULL);
     std::vector<bool> answered(n, false);
-    answered[size_t(rank_)] = true;
-    for (int p = 0; p < size_; ++p)
-      if (p != rank_) {
-        MPI_Isend(&question, 1, MPI_INT, p, kQuestionTag, side_, &asks[size_t(p)]);
-        MPI_Irecv(answers[size_t(p)].data(), 2, MPI_UINT64_T, p, kAnswerTag, side_,
+    answered[size_t(me)] = true;
+    for (int p = 0; p < job.size; ++p)
+      if (p != me) {
+        MPI_Isend(&question, 1, MPI_INT, p, kQuestionTag, job.side, &asks[size_t(p)]);
+        MPI_Irecv(answers[size_t(p)].data(), 2, MPI_UINT64_T, p, kAnswerTag, job.side,
                   &replies[size_t(p)]);
       }
     const auto until = std::chrono::steady_clock::now() + kAnswerTime;
@@ -393,7 +456,7 @@ private:
         silent += (silent.empty() ? "" : ", ") + std::to_string(p);
         continue;
       }
-      if (int(p) == rank_ || (answers[p][0] == uint64_t(op_) && answers[p][1] == count_))
+      if (int(p) == me || (answers[p][0] == uint64_t(job.op) && answers[p][1] == job.count))
         continue;
       elsewhere += "; rank " + std::to_string(p) + " waits in " +
                    opName(Op(answers[p][0])) + " number " + std::to_string(answers[p][1]);
@@ -401,8 +464,8 @@ private:
     auto seconds = [](std::chrono::steady_clock::duration d) {
       return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";
     };
-    std::string line = "rank " + std::to_string(rank_) + ": " + opName(op_) + " number " +
-                       std::to_string(count_) + " waited " + seconds(waited) +
+    std::string line = "rank " + std::to_string(me) + ": " + opName(job.op) + " number " +
+                       std::to_string(job.count) + among_ + " waited " + seconds(waited) +
                        " for its peers (--collective-timeout); ";
     if (stalled > std::chrono::seconds(1))
       line += "this rank was itself stopped or not scheduled for " + seconds(stalled) +
@@ -415,19 +478,12 @@ private:
     return Status::error(line + elsewhere);
   }
 
+  std::shared_ptr<MpiJob> job_;
   MPI_Comm comm_ = MPI_COMM_NULL;
-  // Questions and answers about where a rank waits (overdue).
-  MPI_Comm side_ = MPI_COMM_NULL;
-  MPI_Op bf16Sum_ = MPI_OP_NULL;
-  std::chrono::milliseconds deadline_{0};
-  // The collectives this rank has started, the one it is in, and the
-  // answer it gives while waiting in it.
-  uint64_t count_ = 0;
-  Op op_ = Op::None;
-  std::array<uint64_t, 2> answer_{};
-  int rank_ = 0, size_ = 1;
-  bool initialized_ = false;
-  bool abandoned_ = false;
+  int rank_ = 0, size_ = 1; // in comm_
+  // A group's world ranks, for messages (" among ranks 2, 3"); empty for
+  // the world.
+  std::string among_;
 };
 
 } // namespace

@@ -16,6 +16,8 @@ func.func @rank0() attributes {plan.rank = 0 : i64} {
   plan.collective all_reduce ins(%x : memref<?x32xf32>) outs(%y : memref<?x32xf32>)
   // CHECK: plan.collective all_reduce ins(%{{.*}} : memref<?x32xbf16>) outs(%{{.*}} : memref<?x32xbf16>) {stream = 1 : i64}
   plan.collective all_reduce ins(%b : memref<?x32xbf16>) outs(%b : memref<?x32xbf16>) {stream = 1 : i64}
+  // CHECK: plan.collective all_reduce ins(%{{.*}} : memref<?x32xf32>) outs(%{{.*}} : memref<?x32xf32>) {group = #plan.group<tensor, [0, 1]>}
+  plan.collective all_reduce ins(%x : memref<?x32xf32>) outs(%x : memref<?x32xf32>) {group = #plan.group<tensor, [0, 1]>}
   // CHECK: plan.collective all_gather ins(%{{.*}} : memref<?x32xf32>) outs(%{{.*}} : memref<2x?x32xf32>)
   plan.collective all_gather ins(%x : memref<?x32xf32>) outs(%g : memref<2x?x32xf32>)
   // CHECK: plan.collective all_to_all_v ins(%{{.*}}, %{{.*}} : memref<?x3x32xf32>, memref<?x3xi32>) outs(%{{.*}}, %{{.*}} : memref<?x6x32xf32>, memref<?x6xi32>)
@@ -142,5 +144,33 @@ func.func @stream_out_of_range() {
   %x = plan.alloc : memref<?x32xf32>
   // expected-error @+1 {{'plan.collective' op stream must be in [0, 255], got 300}}
   plan.collective all_reduce ins(%x : memref<?x32xf32>) outs(%x : memref<?x32xf32>) {stream = 300 : i64}
+  return
+}
+
+// -----
+
+func.func @rank1() attributes {plan.rank = 1 : i64} {
+  %x = plan.alloc : memref<?x32xf32>
+  // expected-error @+1 {{'plan.collective' op runs in rank 1's program, but its group #plan.group<tensor, [2, 3]> does not include it}}
+  plan.collective all_reduce ins(%x : memref<?x32xf32>) outs(%x : memref<?x32xf32>) {group = #plan.group<tensor, [2, 3]>}
+  return
+}
+
+// -----
+
+func.func @unsorted_group() {
+  %x = plan.alloc : memref<?x32xf32>
+  // expected-error @+1 {{a process group's ranks are ascending, distinct and not negative; got 1 at position 1}}
+  plan.collective all_reduce ins(%x : memref<?x32xf32>) outs(%x : memref<?x32xf32>) {group = #plan.group<data, [3, 1]>}
+  return
+}
+
+// -----
+
+func.func @empty_group() {
+  %x = plan.alloc : memref<?x32xf32>
+  // expected-error @+2 {{expected integer value}}
+  // expected-error @+1 {{failed to parse Plan_GroupAttr parameter 'ranks'}}
+  plan.collective all_reduce ins(%x : memref<?x32xf32>) outs(%x : memref<?x32xf32>) {group = #plan.group<expert, []>}
   return
 }

@@ -972,7 +972,8 @@ TEST_F(PlanLoaderTest, RejectsCollectivesTheRanksDoNotShare) {
   s.ranks = 2;
   s.collective = fb::CollectiveOp::AllReduce;
   s.skipCollectiveOn = 1;
-  EXPECT_ERROR(s, "collective 0 of rank 1 is nothing, but rank 0's is all_reduce of F32 [Tx4]: "
+  EXPECT_ERROR(s, "collective 0 of rank 1 is nothing, but rank 0's is all_reduce of F32 [Tx4] "
+                  "among every rank: "
                   "the ranks would wait for each other forever");
 }
 

@@ -16,6 +16,7 @@
 #include "moe/runtime/Hal.h"
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,10 +44,22 @@ public:
   virtual std::string name() const = 0;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  /// Whether it moves device memory that the host cannot address (a GPU's,
+  /// as NCCL does); host collectives (local, MPI) move host memory only.
+  virtual bool movesDeviceMemory() const { return false; }
   /// This rank failed and will leave the job: when destroyed, do not wait
   /// for the other ranks (they may be waiting in a collective this rank
   /// will never join; the launcher ends them when this process exits).
   virtual void abandon() {}
+
+  /// The collective among `members`, ranks of this one (ascending,
+  /// distinct, this rank among them); its rank() is this rank's place in
+  /// `members`. Creating one is itself collective among the members: each
+  /// asks for its groups in the same order (a plan's order) before using
+  /// them. Made once and kept (owned by this collective); `members` of
+  /// every rank is this collective itself. Fails by name where an
+  /// implementation has no groups.
+  Expected<Collective *> group(const std::vector<int> &members);
 
   /// Every rank's `data` becomes the element-wise sum over the ranks (BF16
   /// is added in f32 and rounded to nearest even; I32 wraps).
@@ -69,11 +82,20 @@ public:
 protected:
   /// The error when sendCounts add up to more than `send` holds, else "".
   static std::string sendOverflow(const std::vector<size_t> &sendCounts, const DeviceArray &send);
+  /// A new collective among `members` (checked, and neither one rank nor
+  /// every rank); by default an error: this implementation has no groups.
+  virtual Expected<std::unique_ptr<Collective>> makeGroup(const std::vector<int> &members);
+  /// Destroys the groups made so far (an implementation whose groups need
+  /// it alive calls this first in its destructor).
+  void dropGroups() { groups_.clear(); }
   virtual Status doAllReduce(Stream &stream, DeviceArray data) = 0;
   virtual Status doAllGather(Stream &stream, DeviceArray in, DeviceArray out) = 0;
   virtual Status doAllToAllV(Stream &stream, DeviceArray send,
                              const std::vector<size_t> &sendCounts, DeviceArray recv,
                              std::vector<size_t> &recvCounts) = 0;
+
+private:
+  std::map<std::vector<int>, std::unique_ptr<Collective>> groups_;
 };
 
 /// The single-rank collective.

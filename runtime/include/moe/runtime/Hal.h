@@ -81,6 +81,9 @@ public:
   /// products (linear, router, experts, expert_rows), and for Panels8 the
   /// embedding lookup of a tied table too.
   virtual bool readsWeights(WeightForm form) const = 0;
+  /// Whether its DeviceLocal memory is host memory, which a host collective
+  /// (local, MPI) can move; false for a GPU's.
+  virtual bool hostAddressable() const { return true; }
   /// Whether its attention kernels keep a KV cache of `kvType` (KvLayerView).
   virtual bool supportsKvCache(DType kvType) const = 0;
   /// `bytes` of `kind`, 64-byte aligned.

@@ -38,9 +38,10 @@ inline constexpr const char *kWeightFilePrefix = "weights-";
 /// 2.8: weights in panels of 8 rows (Tensor.layout). 2.9: an embedding
 /// table in panels (tied to an LM head in panels). 2.10: the weights'
 /// checksum algorithm (Plan.weight_checksum): XXH3-64 (kWeightChecksum).
-/// 2.11: W4A8 weights (Tensor.int8_activations on I4).
+/// 2.11: W4A8 weights (Tensor.int8_activations on I4). 2.12: process
+/// groups (Plan.groups, Instruction.group): collectives among some ranks.
 inline constexpr uint16_t kFormatMajor = 2;
-inline constexpr uint16_t kFormatMinor = 11;
+inline constexpr uint16_t kFormatMinor = 12;
 
 /// The checksum algorithm of the weights of a plan the compiler writes
 /// (WeightChecksum.h computes each algorithm; readers, and `moe-plan synth`

@@ -13,6 +13,7 @@
 #include "runtime/schema/plan_generated.h"
 
 #include <algorithm>
+#include <string>
 
 namespace moe::rt {
 
@@ -33,6 +34,25 @@ inline const char *collectiveName(plan::CollectiveOp op) {
   case plan::CollectiveOp::AllToAllV: return "all_to_all_v";
   default: return "none";
   }
+}
+
+/// A process group as the plan dialect spells it: "tensor group [2, 3]"
+/// (the loader checked the kind and the ranks).
+inline std::string groupName(const plan::Group &g) {
+  std::string ranks;
+  for (int32_t r : *g.ranks())
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  const char *kind = g.kind() == plan::GroupKind::Tensor ? "tensor"
+                     : g.kind() == plan::GroupKind::Data ? "data"
+                                                         : "expert";
+  return std::string(kind) + " group [" + ranks + "]";
+}
+
+/// How many ranks collective `inst` spans: its group's, else every rank's
+/// (the loader checked the group index).
+inline int64_t ranksOf(const plan::Plan &p, const plan::Instruction &inst) {
+  return inst.group() >= 0 ? int64_t(p.groups()->Get(uint32_t(inst.group()))->ranks()->size())
+                           : int64_t(p.programs()->size());
 }
 
 /// What an instruction runs: its collective's or its kernel's name ("?"

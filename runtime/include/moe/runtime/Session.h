@@ -148,7 +148,10 @@ private:
   size_t arenaOffset(const TensorView &v) const;
   /// Enqueues an all_reduce instruction (in -> out, summed over the ranks)
   /// on `stream`.
-  Status allReduce(Stream &stream, const TensorView &in, const TensorView &out);
+  Status allReduce(Stream &stream, const TensorView &in, const TensorView &out,
+                   Collective &among);
+  /// The collective instruction `inst` runs among: its group's, or every rank's.
+  Collective &groupOf(const plan::Instruction &inst) const;
   /// Enqueues collective instruction `i` (call: its views) on `stream`.
   Status collective(uint32_t i, Stream &stream, const KernelCall &call);
   /// Runs a checked batch (no tokens: a step for the other ranks).
@@ -166,6 +169,9 @@ private:
   Device &device_;
   std::unique_ptr<Collective> localRanks_; ///< when the options name none
   Collective *ranks_ = nullptr;
+  /// The collective of each of the plan's groups this rank is in (null for
+  /// the others), owned by ranks_.
+  std::vector<Collective *> groups_;
   Trace *trace_ = nullptr;
   /// Writes the batch into the staging buffer and copies it to inputs_.
   Status stageInputs(const Batch &batch);
