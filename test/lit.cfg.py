@@ -56,6 +56,23 @@ config.substitutions.append(("%e2e_ranks", "2" if asan else "2,4"))
 config.substitutions.append(("%e2e_rank_checks", "CHECK" if asan else "CHECK,NP4"))
 # The largest of them, for checks that run one job (serve-rank-faults).
 config.substitutions.append(("%e2e_most_ranks", "2" if asan else "4"))
+# Two "nodes" on loopback (an Open MPI hostfile of 127.0.0.1 and
+# 127.0.0.2, launched by tools/fake-node-rsh.sh in UTS namespaces of their
+# own): %two_nodes -np 8 runs ranks 0-3 on one and 4-7 on the other. Needs
+# unshare (CAP_SYS_ADMIN: root outside a restricted container); feature
+# "two-nodes" when it works, else the tests that need it are UNSUPPORTED.
+_hostfile = os.path.join(config.moe_obj_root, "test", "two-nodes.hostfile")
+try:
+    with open(_hostfile, "w") as f:
+        f.write("127.0.0.1 slots=4\n127.0.0.2 slots=4\n")
+    if subprocess.run(["unshare", "--uts", "true"], capture_output=True, timeout=30).returncode == 0:
+        config.available_features.add("two-nodes")
+except (OSError, subprocess.TimeoutExpired):
+    pass
+config.substitutions.append(
+    ("%two_nodes", config.mpirun + " --hostfile " + _hostfile + " --mca plm_rsh_agent " +
+     os.path.join(config.moe_src_root, "tools", "fake-node-rsh.sh") +
+     " --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo"))
 # serving.test's continuous batching load: 256 requests on the plan's 256 KV
 # blocks; under ASan 64 on 64 (the same pressure), as each of the two runs'
 # --verify reruns every request alone, 115 s a run there at 256.

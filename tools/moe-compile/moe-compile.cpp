@@ -161,8 +161,9 @@ void addFlags(moe::tools::Cli &cli, Flags &f) {
       ->type_name("R");
   pipeline(
       app.add_option("--ranks-per-node", f.ranksPerNode,
-                     "with --placement-profile: ranks per node, packed node first (default 0: one "
-                     "node)"))
+                     "ranks per node, packed node first (mpirun's default mapping; default 0: one "
+                     "node): --placement-profile places replicas by it, and --tp groups must lie "
+                     "inside a node"))
       ->check(integerIn(0, 4096))
       ->type_name("K");
   pipeline(
@@ -270,9 +271,14 @@ int main(int argc, char **argv) {
                 "--emit=mlir, --pass-pipeline or --precision=auto");
   if (!f.placementProfile.empty() && f.ep < 2)
     return fail("--placement-profile places experts over ranks: it needs --ep 2 or more");
-  for (const char *flag : {"--redundant", "--ranks-per-node"})
-    if (cli.app.count(flag) && f.placementProfile.empty())
-      return fail(std::string(flag) + " is used only with --placement-profile");
+  if (cli.app.count("--redundant") && f.placementProfile.empty())
+    return fail("--redundant is used only with --placement-profile");
+  if (cli.app.count("--ranks-per-node") && f.placementProfile.empty() && f.tp < 2)
+    return fail("--ranks-per-node is used only with --placement-profile or --tp");
+  if (f.ranksPerNode > 0 && f.tp > 1 && f.ranksPerNode % f.tp)
+    return fail("--tp " + std::to_string(f.tp) + " groups consecutive ranks, and with " +
+                std::to_string(f.ranksPerNode) + " ranks per node a group would span two nodes: "
+                "--tp must divide --ranks-per-node");
   if (f.placementProfile.find('"') != std::string::npos)
     return fail("--placement-profile: a path with '\"' cannot go into the pass pipeline");
   const moe::plan::DType kvType = *moe::rt::parseKvDtype(f.kvDtype);
