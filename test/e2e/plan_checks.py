@@ -3,6 +3,7 @@ PATH): run a tool, stop at the first failure with one FAIL line, and read
 the logits a plan computes for a prompt."""
 import os
 import shlex
+import struct
 import subprocess
 import sys
 
@@ -29,6 +30,32 @@ def logits(plan, prompt, steps, launcher=()):
         "--ignore-eos", "--dump-logits", out)
     with open(out, "rb") as f:
         return f.read()
+
+
+def greedy(plan, prompt, steps, launcher=(), *flags):
+    """A greedy run of `steps` tokens after `prompt` (through `launcher`,
+    with moe-run `flags`): its "generated:" line, every logits row as
+    floats, and its standard output."""
+    out = plan + ".logits"
+    text = run(*launcher, "moe-run", plan, "--prompt-tokens", prompt, "--max-new-tokens",
+               str(steps), "--ignore-eos", "--dump-logits", out, *flags)
+    tokens = next(l for l in text.splitlines() if l.startswith("generated:"))
+    with open(out, "rb") as f:
+        data = f.read()
+    return tokens, struct.unpack(f"<{len(data) // 4}f", data), text
+
+
+def same_greedy_run(label, got, want, tolerance):
+    """Fails unless `got` and `want` (greedy()'s) have the same tokens and
+    logits within `tolerance`; the largest difference."""
+    if got[0] != want[0]:
+        fail(f"{label}: {got[0]}, one rank {want[0]}")
+    if len(got[1]) != len(want[1]):
+        fail(f"{label}: {len(got[1])} logits, one rank {len(want[1])}")
+    err = max(abs(a - b) for a, b in zip(got[1], want[1]))
+    if err > tolerance:
+        fail(f"{label}: logits differ by up to {err:.3g}")
+    return err
 
 
 GOLDEN_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3")

@@ -22,27 +22,14 @@ import json
 import os
 import re
 import shlex
-import struct
-import subprocess
 import sys
 
-from plan_checks import fail, run
+from plan_checks import fail, greedy, run, same_greedy_run
 
 PROMPT = "1,7,3,9,11,2"
 STEPS = 4
 TOLERANCE = 1e-5
 RANKS, TP, PER_NODE = 8, 4, 4
-
-
-def generate(plan, launcher=()):
-    """The greedy tokens, every logits row, and standard output."""
-    out = plan + ".logits"
-    text = run(*launcher, "moe-run", plan, "--prompt-tokens", PROMPT, "--max-new-tokens",
-               str(STEPS), "--ignore-eos", "--dump-logits", out)
-    tokens = next(l for l in text.splitlines() if l.startswith("generated:"))
-    with open(out, "rb") as f:
-        data = f.read()
-    return tokens, struct.unpack(f"<{len(data) // 4}f", data), text
 
 
 def weight_closed_form(plan, config, rank):
@@ -100,15 +87,10 @@ def main():
             "--tp", str(TP), "--ranks-per-node", str(PER_NODE))
         one = json.loads(run("moe-plan", "json", alone))
         split = json.loads(run("moe-plan", "json", layout))
-        want_tokens, want, _ = generate(alone)
-        tokens, got, report = generate(layout, two_nodes + ["-np", str(RANKS)])
-        if tokens != want_tokens:
-            fail(f"{name}: {tokens}, one rank {want_tokens}")
-        if len(got) != len(want):
-            fail(f"{name}: {len(got)} logits, one rank {len(want)}")
-        err = max(abs(a - b) for a, b in zip(got, want))
-        if err > TOLERANCE:
-            fail(f"{name}: logits differ by up to {err:.3g}")
+        want = greedy(alone, PROMPT, STEPS)
+        got = greedy(layout, PROMPT, STEPS, two_nodes + ["-np", str(RANKS)])
+        err = same_greedy_run(name, got, want, TOLERANCE)
+        report = got[2]
         for r in range(RANKS):
             have = split["programs"][r]["weight_bytes"]
             closed = weight_closed_form(one, config, r)
