@@ -129,14 +129,10 @@ double Engine::now() const {
          start_;
 }
 
-Expected<int64_t> Engine::submit(GenerationRequest request) {
-  auto reject = [&](const std::string &why) -> Expected<int64_t> {
-    ++stats_.rejected;
-    return Status::error("request rejected: " + why);
+Expected<StopRules> Engine::rules(const GenerationRequest &request) {
+  auto reject = [](const std::string &why) -> Expected<StopRules> {
+    return Status::error(why);
   };
-  if (int64_t(waiting_.size()) >= options_.maxWaiting)
-    return reject("the waiting queue is full (" + std::to_string(waiting_.size()) +
-                  " requests); retry later");
   if (request.prompt.empty())
     return reject("empty prompt");
   if (request.maxNewTokens < 0 || (request.maxNewTokens == 0 && !request.promptLogprobs))
@@ -171,16 +167,33 @@ Expected<int64_t> Engine::submit(GenerationRequest request) {
       return reject("stop strings need a tokenizer: " + tokenizer.status().message());
     options_.tokenizer = *tokenizer;
   }
-  auto stop = StopRules::create(plan_->plan(), request.stop, options_.tokenizer);
+  return StopRules::create(plan_->plan(), request.stop, options_.tokenizer);
+}
+
+Status Engine::check(const GenerationRequest &request) {
+  auto stop = rules(request);
+  return stop ? Status::ok() : Status::error("request rejected: " + stop.status().message());
+}
+
+Expected<int64_t> Engine::submit(GenerationRequest request) {
+  auto reject = [&](const std::string &why) -> Expected<int64_t> {
+    ++stats_.rejected;
+    return Status::error("request rejected: " + why);
+  };
+  if (int64_t(waiting_.size()) >= options_.maxWaiting)
+    return reject("the waiting queue is full (" + std::to_string(waiting_.size()) +
+                  " requests); retry later");
+  auto stop = rules(request);
   if (!stop)
     return reject(stop.status().message());
+  const int64_t total = int64_t(request.prompt.size()) + request.maxNewTokens;
   Sampler sampler(request.sampling, request.prompt, stop->minTokens());
   auto s = std::make_unique<Sequence>(Sequence{nextId_++, request, request.prompt,
                                                request.prompt.size(), 0, {}, {}, {},
                                                std::move(sampler), stop.take(), {}});
   s->result.id = s->id;
   s->result.submitted = now();
-  s->blocks.reserve(size_t(need));
+  s->blocks.reserve(size_t((total + options_.blockSize - 1) / options_.blockSize));
   waiting_.push_back(std::move(s));
   return waiting_.back()->id;
 }
@@ -410,9 +423,14 @@ Status Engine::step() {
     insertById(running_, std::move(owned));
     add(s, std::min(int64_t(s.context.size()) - s.computed, budget));
   }
-  if (chunks.empty())
-    return idle() ? Status::ok()
-                  : Status::error("scheduler made no progress: no KV blocks for any request");
+  if (chunks.empty()) {
+    if (!idle())
+      return Status::error("scheduler made no progress: no KV blocks for any request");
+    // Ranks holding different tokens: a step is one of all ranks, also
+    // when this one's work went (joinStep).
+    auto joined = session_->joinStep();
+    return joined ? Status::ok() : joined.status();
+  }
 
   // Only the rows whose logits are read go through the LM head: those that
   // pick a token (a chunk that reaches the end of its sequence's context: a

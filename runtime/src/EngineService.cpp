@@ -7,6 +7,106 @@
 
 namespace moe::rt {
 
+namespace {
+
+/// An engine's outputs of the last step, its ids as they are.
+ServiceOutputs takeOutputs(Engine &engine) {
+  return {engine.takeScoredPrompts(), engine.takeSampled(), engine.takeFinished()};
+}
+
+/// Ranks holding different tokens: the requests one rank's engine runs,
+/// between its ids and the service's numbers.
+class OwnRequests {
+public:
+  void add(int64_t engineId, int64_t serviceId) {
+    serviceOf_[engineId] = serviceId;
+    engineOf_[serviceId] = engineId;
+  }
+  /// A request its engine refused (it cannot, after rank 0's check, but if
+  /// it did its stream must still end): cancelled at the next take.
+  void refuse(int64_t serviceId) {
+    GenerationResult r;
+    r.id = serviceId;
+    r.finishReason = FinishReason::Cancelled;
+    refused_.push_back(std::move(r));
+  }
+  void cancel(Engine &engine, int64_t serviceId) {
+    if (auto it = engineOf_.find(serviceId); it != engineOf_.end())
+      engine.cancel(it->second);
+  }
+  void cancelAll(Engine &engine) {
+    for (auto [engineId, serviceId] : serviceOf_)
+      engine.cancel(engineId);
+  }
+  /// The engine's outputs under the service's numbers; finished requests
+  /// are forgotten.
+  ServiceOutputs take(Engine &engine) {
+    ServiceOutputs out = takeOutputs(engine);
+    for (ScoredPrompt &p : out.scored)
+      p.id = serviceOf_.at(p.id);
+    for (SampledToken &t : out.sampled)
+      t.id = serviceOf_.at(t.id);
+    for (GenerationResult &r : out.finished) {
+      const int64_t engineId = r.id;
+      r.id = serviceOf_.at(engineId);
+      serviceOf_.erase(engineId);
+      engineOf_.erase(r.id);
+    }
+    for (GenerationResult &r : refused_)
+      out.finished.push_back(std::move(r));
+    refused_.clear();
+    return out;
+  }
+
+private:
+  std::map<int64_t, int64_t> serviceOf_, engineOf_;
+  std::vector<GenerationResult> refused_;
+};
+
+/// One step of all ranks holding different tokens: this engine's own, or
+/// the others' joined.
+Status stepWithRanks(Engine &engine) {
+  if (!engine.idle())
+    return engine.step();
+  auto joined = engine.joinRanksStep();
+  return joined ? Status::ok() : joined.status();
+}
+
+} // namespace
+
+/// Rank 0's view of a job whose ranks hold different tokens.
+struct EngineService::Placement {
+  explicit Placement(int ranks) : tokens(size_t(ranks), 0), requests(size_t(ranks), 0) {}
+  OwnRequests own;
+  int64_t nextId = 0;                          ///< the next submission's number
+  std::map<int64_t, std::pair<int, int64_t>> placed; ///< unfinished: number -> rank, tokens
+  std::vector<int64_t> tokens, requests;       ///< per rank: of its unfinished requests
+  /// The rank with the fewest tokens to come (prompt + most new tokens of
+  /// its unfinished requests); the lowest of equals.
+  int pick() const {
+    return int(std::min_element(tokens.begin(), tokens.end()) - tokens.begin());
+  }
+  void place(int64_t id, int rank, int64_t n) {
+    placed[id] = {rank, n};
+    tokens[size_t(rank)] += n;
+    ++requests[size_t(rank)];
+  }
+  void finish(int64_t id) {
+    auto it = placed.find(id);
+    if (it == placed.end())
+      return;
+    tokens[size_t(it->second.first)] -= it->second.second;
+    --requests[size_t(it->second.first)];
+    placed.erase(it);
+  }
+  int64_t elsewhere() const {
+    int64_t n = 0;
+    for (size_t r = 1; r < requests.size(); ++r)
+      n += requests[r];
+    return n;
+  }
+};
+
 RequestStream::Update RequestStream::next(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   ready_.wait_for(lock, timeout, [&] { return !pending_.empty(); });
@@ -42,6 +142,8 @@ EngineService::EngineService(std::unique_ptr<Engine> engine, ServiceRanks ranks)
     : engine_(std::move(engine)), ranks_(ranks) {
   if (!ranks_.ranks || ranks_.ranks->size() == 1)
     ranks_ = {};
+  if (ranks_.ranks && engine_->session().stepsWithRanks())
+    placement_ = std::make_unique<Placement>(ranks_.ranks->size());
   publish();
   thread_ = std::thread([this] { run(); });
 }
@@ -137,7 +239,7 @@ std::vector<int64_t> EngineService::drain(std::chrono::milliseconds grace) {
   snapshot_.draining = true;
   auto empty = [&] {
     const EngineLoad &l = snapshot_.load;
-    return submissions_.empty() && l.waiting + l.running + l.swapped == 0;
+    return submissions_.empty() && l.waiting + l.running + l.swapped + snapshot_.elsewhere == 0;
   };
   handed_.wait_until(lock, deadline, [&] { return empty() || failure_.has_value(); });
   if (empty() || failure_)
@@ -167,7 +269,7 @@ void EngineService::run() {
       std::unique_lock<std::mutex> lock(mutex_);
       auto work = [&] {
         return stop_ || drainCancel_ || !submissions_.empty() || !cancels_.empty() ||
-               !engine_->idle();
+               !engine_->idle() || (placement_ && placement_->elsewhere() > 0);
       };
       // With other ranks, an idle service still sends them (empty) events.
       if (ranks_.ranks)
@@ -178,7 +280,9 @@ void EngineService::run() {
         break;
     }
     Status st = takeInbox();
-    if (st && !engine_->idle())
+    if (st && placement_)
+      st = stepWithRanks(*engine_);
+    else if (st && !engine_->idle())
       st = engine_->step();
     if (st && reportDue_) {
       auto figures = gatherJobFigures(*ranks_.ranks, *ranks_.device, *engine_);
@@ -187,6 +291,14 @@ void EngineService::run() {
       else
         st = figures.status();
     }
+    std::vector<ServiceOutputs> outputs;
+    if (st) {
+      auto collected = collect();
+      if (collected)
+        outputs = collected.take();
+      else
+        st = collected.status();
+    }
     if (!st) {
       recordFailure(st.message());
       failed = true;
@@ -194,7 +306,7 @@ void EngineService::run() {
     }
     // The snapshot first: a client that has its result sees its blocks free.
     publish();
-    deliver();
+    deliver(std::move(outputs));
   }
   // Stopped, or the engine failed: nothing pending is left waiting (and,
   // stopped, the other ranks stop too).
@@ -203,8 +315,9 @@ void EngineService::run() {
   ranks_ = {};
   (void)takeInbox(); // ranks_ is cleared: nothing is shared, nothing can fail
   std::vector<int64_t> ids = cancelPending();
+  auto outputs = collect(); // ranks_ is cleared: this engine's alone
   publish();
-  deliver();
+  deliver(outputs ? outputs.take() : std::vector<ServiceOutputs>());
   std::lock_guard<std::mutex> lock(mutex_);
   if (drainCancel_)
     std::exchange(drainCancel_, nullptr)(std::move(ids));
@@ -230,6 +343,8 @@ Status EngineService::takeInbox() {
     cancels.swap(cancels_);
     drainCancel = drainCancel_;
   }
+  if (placement_)
+    return takeInboxAcrossRanks(submissions, cancels, bool(drainCancel));
   if (ranks_.ranks) { // the other ranks' engines get the same, in the same order
     ServiceEvents events;
     for (const Submission &r : submissions)
@@ -302,16 +417,134 @@ Status EngineService::takeInbox() {
   return Status::ok();
 }
 
+Status EngineService::takeInboxAcrossRanks(std::deque<Submission> &submissions,
+                                           std::vector<int64_t> &cancels, bool cancelAll) {
+  // Each submission is checked here (every rank's engine has the same plan
+  // and options) and given to a rank, or refused, before it is shared.
+  Placement &p = *placement_;
+  const std::optional<std::string> failed = failure();
+  std::vector<Submitted> outcomes(submissions.size());
+  ServiceEvents events;
+  for (size_t i = 0; i < submissions.size(); ++i) {
+    Submitted &r = outcomes[i];
+    GenerationRequest &request = submissions[i].request;
+    if (failed || !ranks_.ranks) {
+      r = {nullptr, Rejection::Unavailable,
+           failed ? "the engine stopped: " + *failed
+                  : std::string("the server is shutting down; send the request elsewhere")};
+      continue;
+    }
+    if (Status st = engine_->check(request); !st) {
+      r = {nullptr, Rejection::Invalid, st.message()};
+      continue;
+    }
+    const int rank = p.pick();
+    if (p.requests[size_t(rank)] >= engine_->maxWaiting()) {
+      r = {nullptr, Rejection::Busy,
+           "request rejected: every rank's waiting queue is full (" +
+               std::to_string(p.requests[size_t(rank)]) + " requests); retry later"};
+      continue;
+    }
+    const int64_t id = p.nextId++;
+    p.place(id, rank, int64_t(request.prompt.size()) + request.maxNewTokens);
+    r.stream = std::make_shared<RequestStream>();
+    r.stream->id_ = id;
+    {
+      std::lock_guard<std::mutex> lock(streamsMutex_);
+      streams_[id] = r.stream;
+    }
+    events.submissions.push_back(request);
+    events.owners.push_back(rank);
+  }
+  events.cancels = cancels;
+  events.cancelAll = cancelAll;
+  Status st = Status::ok();
+  if (ranks_.ranks) {
+    const auto now = std::chrono::steady_clock::now();
+    reportDue_ = events.report = now - lastReport_ >= kServiceHeartbeat;
+    if (reportDue_)
+      lastReport_ = now;
+    st = shareEvents(*ranks_.ranks, *ranks_.device, events);
+  }
+  if (st) {
+    // This rank's share, as every other rank takes its own.
+    int64_t id = p.nextId - int64_t(events.submissions.size());
+    for (size_t i = 0; i < events.submissions.size(); ++i, ++id)
+      if (events.owners[i] == 0) {
+        if (auto engineId = engine_->submit(std::move(events.submissions[i])))
+          p.own.add(*engineId, id);
+        else
+          p.own.refuse(id);
+      }
+    for (int64_t id : cancels)
+      p.own.cancel(*engine_, id);
+    if (cancelAll)
+      p.own.cancelAll(*engine_);
+  }
+  if (!submissions.empty() || !cancels.empty() || cancelAll)
+    publish();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cancelAll && drainCancel_) {
+      // The ids of the streams still open: each ends with its rank's result.
+      std::vector<int64_t> ids;
+      for (const auto &[id, placed] : p.placed)
+        ids.push_back(id);
+      drainCancel_(std::move(ids));
+      drainCancel_ = nullptr;
+    }
+  }
+  handed_.notify_all();
+  for (size_t i = 0; i < submissions.size(); ++i)
+    submissions[i].done(std::move(outcomes[i]));
+  return st;
+}
+
 std::vector<int64_t> EngineService::cancelPending() {
   std::vector<int64_t> ids;
   std::lock_guard<std::mutex> lock(streamsMutex_);
+  if (placement_) {
+    // Rank 0's own end through its engine; the other ranks' (they stopped
+    // or failed: nothing more comes from them) at once.
+    placement_->own.cancelAll(*engine_);
+    for (auto &[id, stream] : streams_) {
+      ids.push_back(id);
+      auto placed = placement_->placed.find(id);
+      if (placed != placement_->placed.end() && placed->second.first == 0)
+        continue;
+      placement_->own.refuse(id); // ends cancelled with this engine's, by collect()
+    }
+    return ids;
+  }
   for (auto &[id, stream] : streams_)
     if (engine_->cancel(id))
       ids.push_back(id);
   return ids;
 }
 
-void EngineService::deliver() {
+Expected<std::vector<ServiceOutputs>> EngineService::collect() {
+  if (!placement_) {
+    std::vector<ServiceOutputs> out;
+    out.push_back(takeOutputs(*engine_));
+    return out;
+  }
+  ServiceOutputs mine = placement_->own.take(*engine_);
+  std::vector<ServiceOutputs> all;
+  if (ranks_.ranks) {
+    auto gathered = gatherOutputs(*ranks_.ranks, *ranks_.device, mine);
+    if (!gathered)
+      return gathered.status();
+    all = gathered.take();
+  } else {
+    all.push_back(std::move(mine));
+  }
+  for (const ServiceOutputs &o : all)
+    for (const GenerationResult &r : o.finished)
+      placement_->finish(r.id);
+  return all;
+}
+
+void EngineService::deliver(std::vector<ServiceOutputs> outputs) {
   // Each stream is woken once, after everything of this step is pending.
   std::vector<std::shared_ptr<RequestStream>> touched;
   std::unique_lock<std::mutex> streamsLock(streamsMutex_);
@@ -325,18 +558,20 @@ void EngineService::deliver() {
     }
     touched.push_back(it->second);
   };
-  for (ScoredPrompt &p : engine_->takeScoredPrompts())
-    add(p.id, [&](RequestStream::Update &u) { u.promptLogprobs = std::move(p.logprobs); });
-  for (SampledToken &t : engine_->takeSampled())
-    add(t.id, [&](RequestStream::Update &u) {
-      u.tokens.push_back(t.token);
-      if (t.logprob)
-        u.logprobs.push_back(std::move(*t.logprob));
-    });
-  for (GenerationResult &r : engine_->takeFinished()) {
-    const int64_t id = r.id;
-    add(id, [&](RequestStream::Update &u) { u.result = std::move(r); });
-    streams_.erase(id);
+  for (ServiceOutputs &o : outputs) {
+    for (ScoredPrompt &p : o.scored)
+      add(p.id, [&](RequestStream::Update &u) { u.promptLogprobs = std::move(p.logprobs); });
+    for (SampledToken &t : o.sampled)
+      add(t.id, [&](RequestStream::Update &u) {
+        u.tokens.push_back(t.token);
+        if (t.logprob)
+          u.logprobs.push_back(std::move(*t.logprob));
+      });
+    for (GenerationResult &r : o.finished) {
+      const int64_t id = r.id;
+      add(id, [&](RequestStream::Update &u) { u.result = std::move(r); });
+      streams_.erase(id);
+    }
   }
   streamsLock.unlock();
   std::sort(touched.begin(), touched.end());
@@ -353,6 +588,7 @@ void EngineService::publish() {
   if (figures_)
     snap.ranks = figures_->ranks;
   snap.kvBytesPerBlock = engine_->kvBytesPerBlock();
+  snap.elsewhere = placement_ ? placement_->elsewhere() : 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     snap.draining = draining_;
@@ -362,31 +598,54 @@ void EngineService::publish() {
 }
 
 Status followService(Engine &engine, Collective &ranks, Device &device) {
-  std::set<int64_t> pending; // this engine's requests not finished yet
+  // Ranks holding different tokens: this rank's engine runs the
+  // submissions given to it (numbered as rank 0 numbers them), and every
+  // step's outputs go to rank 0. Otherwise it runs them all, as rank 0's.
+  const bool own = engine.session().stepsWithRanks();
+  OwnRequests mine;
+  int64_t nextId = 0;
+  std::set<int64_t> pending; // in lockstep: this engine's requests not finished yet
   for (;;) {
     ServiceEvents events;
     if (Status st = shareEvents(ranks, device, events); !st)
       return st;
     if (events.stop)
       return Status::ok();
-    // Rank 0's engine accepted or refused each the same way: same state.
-    for (GenerationRequest &r : events.submissions)
-      if (auto id = engine.submit(std::move(r)))
+    if (own && events.owners.size() != events.submissions.size())
+      return Status::error("service events: the submissions have no ranks (rank 0 runs a plan "
+                           "whose ranks step together?)");
+    for (size_t i = 0; i < events.submissions.size(); ++i, ++nextId) {
+      if (own && events.owners[i] != ranks.rank())
+        continue;
+      // In lockstep rank 0's engine accepted or refused each the same way.
+      auto id = engine.submit(std::move(events.submissions[i]));
+      if (id && own)
+        mine.add(*id, nextId);
+      else if (own)
+        mine.refuse(nextId);
+      else if (id)
         pending.insert(*id);
+    }
     for (int64_t id : events.cancels)
-      engine.cancel(id);
-    if (events.cancelAll)
+      own ? mine.cancel(engine, id) : (void)engine.cancel(id);
+    if (events.cancelAll) {
+      if (own)
+        mine.cancelAll(engine);
       for (int64_t id : pending)
         engine.cancel(id);
-    if (!engine.idle())
-      if (Status st = engine.step(); !st)
+    }
+    if (own || !engine.idle())
+      if (Status st = own ? stepWithRanks(engine) : engine.step(); !st)
         return st;
     if (events.report)
       if (auto figures = gatherJobFigures(ranks, device, engine); !figures)
         return figures.status();
-    engine.takeSampled();
-    engine.takeScoredPrompts();
-    for (const GenerationResult &r : engine.takeFinished())
+    if (own) {
+      if (auto sent = gatherOutputs(ranks, device, mine.take(engine)); !sent)
+        return sent.status();
+      continue;
+    }
+    for (const GenerationResult &r : takeOutputs(engine).finished)
       pending.erase(r.id);
   }
 }

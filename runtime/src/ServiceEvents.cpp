@@ -3,6 +3,7 @@
 
 #include "moe/runtime/RoutingProfile.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -12,7 +13,37 @@ namespace moe::rt {
 namespace {
 
 // Layout version: a rank built from other sources refuses the list.
-constexpr int32_t kEventsTag = 0x4d4f4531; // "MOE1"
+constexpr int32_t kEventsTag = 0x4d4f4532;  // "MOE2"
+constexpr int32_t kOutputsTag = 0x4d4f4f31; // "MOO1"
+
+// The engine's outputs, field by field, for both directions (io: Writer's
+// put or Reader's get).
+template <typename IO, typename E> void entryFields(IO &io, E &e) {
+  io.io(e.chosen);
+  io.io(e.top);
+}
+template <typename IO, typename T> void sampledFields(IO &io, T &t) {
+  io.io(t.id);
+  io.io(t.token);
+  io.io(t.logprob);
+}
+template <typename IO, typename P> void scoredFields(IO &io, P &p) {
+  io.io(p.id);
+  io.io(p.logprobs);
+}
+template <typename IO, typename R> void resultFields(IO &io, R &r) {
+  static_assert(sizeof r.preemptions == 4 && sizeof r.finishReason == 4);
+  io.io(r.id);
+  io.io(r.tokens);
+  io.io(r.submitted);
+  io.io(r.firstToken);
+  io.io(r.finished);
+  io.io(r.tokenTimes);
+  io.io(r.preemptions);
+  io.io(r.finishReason);
+  io.io(r.logprobs);
+  io.io(r.promptLogprobs);
+}
 
 class Writer {
 public:
@@ -39,6 +70,12 @@ public:
     if (v)
       put(*v);
   }
+  // The engine's outputs: their field lists below.
+  void put(const LogprobEntry &e) { entryFields(*this, e); }
+  void put(const SampledToken &t) { sampledFields(*this, t); }
+  void put(const ScoredPrompt &p) { scoredFields(*this, p); }
+  void put(const GenerationResult &r) { resultFields(*this, r); }
+  template <typename T> void io(const T &v) { put(v); }
   std::vector<int32_t> words;
 };
 
@@ -82,6 +119,16 @@ public:
     if (present)
       get(v.emplace());
   }
+  void get(LogprobEntry &e) { entryFields(*this, e); }
+  void get(SampledToken &t) { sampledFields(*this, t); }
+  void get(ScoredPrompt &p) { scoredFields(*this, p); }
+  void get(GenerationResult &r) {
+    resultFields(*this, r);
+    if (int32_t(r.finishReason) < int32_t(FinishReason::Length) ||
+        int32_t(r.finishReason) > int32_t(FinishReason::Cancelled))
+      fail();
+  }
+  template <typename T> void io(T &v) { get(v); }
 
 private:
   bool take(size_t n) {
@@ -134,6 +181,7 @@ std::vector<int32_t> encodeEvents(const ServiceEvents &events) {
   out.w.put(int64_t(events.submissions.size()));
   for (const GenerationRequest &r : events.submissions)
     request(out, r);
+  out.w.put(events.owners);
   out.w.put(events.cancels);
   out.w.put(events.cancelAll);
   out.w.put(events.stop);
@@ -157,6 +205,7 @@ Expected<ServiceEvents> decodeEvents(const std::vector<int32_t> &words) {
   events.submissions.resize(size_t(n));
   for (GenerationRequest &r : events.submissions)
     request(in, r);
+  in.r.get(events.owners);
   in.r.get(events.cancels);
   in.r.get(events.cancelAll);
   in.r.get(events.stop);
@@ -164,7 +213,66 @@ Expected<ServiceEvents> decodeEvents(const std::vector<int32_t> &words) {
   if (!in.r.ok() || !in.r.atEnd())
     return Status::error("service events: a malformed list of " + std::to_string(words.size()) +
                          " words");
+  if (!events.owners.empty() && events.owners.size() != events.submissions.size())
+    return Status::error("service events: " + std::to_string(events.owners.size()) +
+                         " owners for " + std::to_string(events.submissions.size()) +
+                         " submissions");
   return events;
+}
+
+std::vector<int32_t> encodeOutputs(const ServiceOutputs &outputs) {
+  Writer w;
+  w.put(kOutputsTag);
+  w.put(outputs.scored);
+  w.put(outputs.sampled);
+  w.put(outputs.finished);
+  return std::move(w.words);
+}
+
+Expected<ServiceOutputs> decodeOutputs(const std::vector<int32_t> &words) {
+  Reader r(words);
+  ServiceOutputs outputs;
+  int32_t tag = 0;
+  r.get(tag);
+  if (tag != kOutputsTag)
+    return Status::error("service outputs: the list does not start with its tag (ranks built "
+                         "from different sources?)");
+  r.get(outputs.scored);
+  r.get(outputs.sampled);
+  r.get(outputs.finished);
+  if (!r.ok() || !r.atEnd())
+    return Status::error("service outputs: a malformed list of " +
+                         std::to_string(words.size()) + " words");
+  return outputs;
+}
+
+Expected<std::vector<ServiceOutputs>> gatherOutputs(Collective &ranks, Device &device,
+                                                    const ServiceOutputs &mine) {
+  std::vector<int32_t> words = encodeOutputs(mine);
+  // Every rank's length, then every rank's words padded to the longest.
+  auto lengths = gatherWords(ranks, device, {int32_t(words.size())});
+  if (!lengths)
+    return lengths.status();
+  const int32_t longest = *std::max_element(lengths->begin(), lengths->end());
+  words.resize(size_t(longest), 0);
+  auto all = gatherWords(ranks, device, words);
+  if (!all)
+    return all.status();
+  std::vector<ServiceOutputs> out;
+  if (ranks.rank() != 0)
+    return out;
+  for (int r = 0; r < ranks.size(); ++r) {
+    const int32_t *w = all->data() + size_t(r) * size_t(longest);
+    const int32_t n = (*lengths)[size_t(r)];
+    if (n < 0 || n > longest)
+      return Status::error("service outputs: rank " + std::to_string(r) + " sends " +
+                           std::to_string(n) + " words");
+    auto decoded = decodeOutputs(std::vector<int32_t>(w, w + n));
+    if (!decoded)
+      return Status::error("rank " + std::to_string(r) + ": " + decoded.status().message());
+    out.push_back(decoded.take());
+  }
+  return out;
 }
 
 Status shareEvents(Collective &ranks, Device &device, ServiceEvents &events) {

@@ -100,7 +100,7 @@ def stream(port, name, i, outcome, flowing):
         outcome[i] = "cut: " + text[-200:]
 
 
-def fault(bin_dir, mpirun, plan, work, ranks, how):
+def fault(bin_dir, mpirun, plan, work, ranks, how, label):
     victim = ranks - 1
     server = Server(bin_dir, plan, work, "--collective-timeout", str(DEADLINE), name="kjv",
                     launcher=mpirun.split() + ["--mca", "odls_base_sigkill_timeout", "5",
@@ -143,8 +143,8 @@ def fault(bin_dir, mpirun, plan, work, ranks, how):
     if not re.search(named, log):
         problems.append(f"no line names rank {victim}")
     if problems:
-        raise SystemExit(f"{how}: " + "; ".join(problems) + "\n--- server log:\n" + log)
-    print(f"{how}: rank {victim} of {ranks} {DONE[how]} mid-request: {errors} of 8 requests "
+        raise SystemExit(f"{label} {how}: " + "; ".join(problems) + "\n--- server log:\n" + log)
+    print(f"{label} {how}: rank {victim} of {ranks} {DONE[how]} mid-request: {errors} of 8 requests "
           f"answered with an error event, the rest finished; the job exited non-zero within "
           f"20 s; the log names rank {victim}")
 
@@ -153,13 +153,20 @@ def main():
     bin_dir, mpirun, work = sys.argv[1:4]
     ranks = int(sys.argv[4])
     os.makedirs(work, exist_ok=True)
-    ckpt, plan = os.path.join(work, "ckpt"), os.path.join(work, "plan")
+    ckpt = os.path.join(work, "ckpt")
     subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                  "make-text-checkpoint.py"), ckpt], check=True)
-    subprocess.run([os.path.join(bin_dir, "moe-compile"), ckpt, "-o", plan, "--tp", str(ranks)],
-                   check=True, capture_output=True)
-    for how in os.environ.get("FAULTS", "stop,kill").split(","):
-        fault(bin_dir, mpirun, plan, os.path.join(work, how), ranks, how)
+    # Ranks in lockstep (both faults), and ranks holding different tokens
+    # (a stopped rank: its requests, and the others' steps, wait for it).
+    for label, flags, faults in ((f"tp {ranks}", ["--tp", str(ranks)], "stop,kill"),
+                                 (f"ep {ranks} + dp-attention",
+                                  ["--ep", str(ranks), "--dp-attention"], "stop")):
+        plan = os.path.join(work, label.replace(" ", ""))
+        subprocess.run([os.path.join(bin_dir, "moe-compile"), ckpt, "-o", plan, *flags],
+                       check=True, capture_output=True)
+        for how in os.environ.get("FAULTS", faults).split(","):
+            fault(bin_dir, mpirun, plan, os.path.join(work, label.replace(" ", "") + how), ranks,
+                  how, label)
 
 
 if __name__ == "__main__":

@@ -131,11 +131,13 @@ def leave_mid_stream(server, name):
                            "temperature": 0.9, "stream": False})
 
 
-def rank_metrics(server, n, label):
+def rank_metrics(server, n, label, spread=False):
     """/metrics has each rank's KV blocks, expert rows and collective bytes;
     the ranks' expert rows add up to the job's routing counts (summed over
-    the ranks), and every rank exchanged bytes. Waits for the ranks' next
-    report (once a second), which follows the last request."""
+    the ranks), and every rank exchanged bytes; `spread` (ranks holding
+    different tokens, each counting its own tokens' picks): every rank ran
+    requests. Waits for the ranks' next report (once a second), which
+    follows the last request."""
     time.sleep(1.2)
     for _ in range(50):
         m = server.metrics()
@@ -151,6 +153,8 @@ def rank_metrics(server, n, label):
                          f"collective bytes {sent}, KV blocks {kv}")
     if min(sent) <= 0:
         raise SystemExit(f"{label}: a rank sent no collective bytes: {sent}")
+    if spread and min(rows) <= 0:
+        raise SystemExit(f"{label}: a rank ran no request: its tokens' expert rows {rows}")
     return int(routed)
 
 
@@ -194,7 +198,8 @@ def main():
             # attention split inside {0, 1} and {2, 3}, experts over all 4).
             layouts = [(f"ep {n}", ["--ep", str(n)]), (f"tp {n}", ["--tp", str(n)])] + [
                 (f"ep {n} + tp {m}", ["--ep", str(n), "--tp", str(m)])
-                for m in range(n, 1, -1) if n % m == 0]
+                for m in range(n, 1, -1) if n % m == 0] + [
+                (f"ep {n} + dp-attention", ["--ep", str(n), "--dp-attention"])]
             for label, flags in layouts:
                 plan = os.path.join(base, label.replace(" ", ""))
                 subprocess.run([compile_, ckpt, "-o", plan, "--max-context", context, *flags],
@@ -202,7 +207,7 @@ def main():
                 server = Server(bin_dir, plan, os.path.join(base, "serve-" + label.replace(" ", "")),
                                 *FLAGS, name=name, launcher=mpirun.split() + ["-np", str(n)])
                 got = answers(server, name)
-                routed = rank_metrics(server, n, f"{name} {label}")
+                routed = rank_metrics(server, n, f"{name} {label}", "dp-attention" in label)
                 got_after = leave_mid_stream(server, name) if leaves else None
                 stop(server, True)
                 if got_after != after:

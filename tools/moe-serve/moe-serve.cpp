@@ -154,9 +154,6 @@ int serveMain(Flags &f, tools::Cli &cli) {
   const plan::Plan &p = (*plan)->plan();
   if (rt::Status st = tools::agreeOnPlan(ranks, **plan, **device); !st)
     return fail(st.message());
-  if (several && tools::ranksHoldDifferentTokens(**plan, ranks.rank()))
-    return fail("the plan's ranks hold different tokens (--dp-attention); moe-serve runs "
-                "plans whose ranks step together (--ep, --tp) under mpirun so far");
   auto tokenizer = rt::Tokenizer::forPlan(p);
   if (!tokenizer)
     return fail(tokenizer.status().message() + "; moe-serve needs text in and out");

@@ -350,9 +350,15 @@ TEST_F(EngineTest, RejectsWhatCanNeverRunAndWhatDoesNotFit) {
   o.numBlocks = 4;
   o.maxWaiting = 1;
   auto e = engine(o);
+  // check() (a server giving the request to another rank's engine) says
+  // what submit() says, whatever the queue holds, and queues nothing.
   auto message = [&](GenerationRequest r) {
+    const Status checked = e->check(r);
+    const bool full = e->queueFull();
     auto id = e->submit(std::move(r));
-    return id ? std::string() : id.status().message();
+    const std::string said = id ? std::string() : id.status().message();
+    EXPECT_EQ(checked ? std::string() : checked.message(), full && checked ? "" : said);
+    return said;
   };
   EXPECT_EQ(message(request(1, 0, 4)), "request rejected: empty prompt");
   GenerationRequest bad = request(1, 3, 2);
@@ -366,6 +372,7 @@ TEST_F(EngineTest, RejectsWhatCanNeverRunAndWhatDoesNotFit) {
   EXPECT_EQ(message(request(2, 4, 4)),
             "request rejected: the waiting queue is full (1 requests); retry later");
   EXPECT_EQ(e->stats().rejected, 5u);
+  EXPECT_EQ(e->load().waiting, 1);
 }
 
 TEST_F(EngineTest, CancelFreesBlocksWhereverTheRequestIs) {

@@ -169,10 +169,17 @@ public:
   /// Queues a request and returns its id; a clear error when the queue is
   /// full or the request can never run (empty, too long, bad token id).
   Expected<int64_t> submit(GenerationRequest request);
-  /// One batch: decode tokens first, then prompt chunks.
+  /// Why submit() would refuse `request` whatever the queue holds (the
+  /// same error), or ok: for a server that hands it to another rank's
+  /// engine of the same plan and options.
+  Status check(const GenerationRequest &request);
+  /// One batch: decode tokens first, then prompt chunks. With ranks that
+  /// hold different tokens it is always one step of all ranks (a joined
+  /// one when nothing of this engine's is left to run).
   Status step();
   /// submit() would refuse a request for want of room in the queue.
   bool queueFull() const { return int64_t(waiting_.size()) >= options_.maxWaiting; }
+  int64_t maxWaiting() const { return options_.maxWaiting; }
   /// Nothing waiting, running or swapped out.
   bool idle() const { return waiting_.empty() && running_.empty() && swapped_.empty(); }
   /// Results completed since the last call.
@@ -240,6 +247,8 @@ private:
   /// Admits the front waiting sequence if its blocks fit; reuses cached
   /// prefix blocks. Returns false (and leaves it waiting) when they do not.
   bool admit(Sequence &s);
+  /// The stop rules of a request that can run, else why it cannot.
+  Expected<StopRules> rules(const GenerationRequest &request);
   /// Moves running_[index] out: to the host pool if it fits, else back to
   /// the waiting queue to be recomputed.
   Status preempt(size_t index);

@@ -8,10 +8,15 @@
 // most one step; an asynchronous server's I/O threads use the calls that
 // never block (submit with a callback, RequestStream::setNotify and take).
 //
-// Under mpirun (a plan whose ranks step in lockstep) the service runs on
-// rank 0 with the job's collective: before each step it sends the other
-// ranks what it hands its engine (ServiceEvents.h), and they run
-// followService, which applies the same to theirs.
+// Under mpirun the service runs on rank 0 with the job's collective: before
+// each step it sends the other ranks what it hands its engine
+// (ServiceEvents.h), and they run followService, which applies the same to
+// theirs. When the plan's ranks step in lockstep (--ep, --tp) every rank
+// runs every request; when they hold different tokens (--dp-attention)
+// rank 0 gives each request to the rank with the fewest tokens to come,
+// every rank steps with the others (its own requests, or a joined step),
+// and after each step rank 0 gathers what the others' engines gave their
+// requests for its streams.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_ENGINESERVICE_H
@@ -98,6 +103,9 @@ struct ServiceSnapshot {
   /// With several ranks: each one's figures as of their last report (once
   /// every kServiceHeartbeat); empty on one rank.
   std::vector<RankFigures> ranks;
+  /// Ranks holding different tokens: the requests the other ranks' engines
+  /// have not finished (`load` is rank 0's engine's).
+  int64_t elsewhere = 0;
 };
 
 /// The job a service's engine steps with: the collective of a multi-rank
@@ -155,9 +163,16 @@ private:
   void stopRanks();
   /// Cancels every pending request; their ids.
   std::vector<int64_t> cancelPending();
-  /// Prompt log-probabilities, sampled tokens and results to their
-  /// streams.
-  void deliver();
+  /// Ranks holding different tokens: submissions checked and given to a
+  /// rank before they are shared (takeInbox).
+  Status takeInboxAcrossRanks(std::deque<Submission> &submissions,
+                              std::vector<int64_t> &cancels, bool cancelAll);
+  /// This step's prompt log-probabilities, sampled tokens and results, as
+  /// the streams name their requests (gathered from every rank when they
+  /// hold different tokens).
+  Expected<std::vector<ServiceOutputs>> collect();
+  /// Them to their streams.
+  void deliver(std::vector<ServiceOutputs> outputs);
   /// A new snapshot; wakes drain().
   void publish();
   /// failure() becomes `message` unless something failed first.
@@ -165,6 +180,9 @@ private:
 
   std::unique_ptr<Engine> engine_;
   ServiceRanks ranks_;
+  /// Ranks holding different tokens: where each request runs.
+  struct Placement;
+  std::unique_ptr<Placement> placement_;
   /// With several ranks: whether this step's events ask for a report, when
   /// the last was asked for, and what it said.
   bool reportDue_ = false;

@@ -27,6 +27,11 @@ inline constexpr std::chrono::milliseconds kServiceHeartbeat{1000};
 struct ServiceEvents {
   /// Submitted in this order (Engine::submit), before the cancellations.
   std::vector<GenerationRequest> submissions;
+  /// Ranks holding different tokens (data-parallel attention): the rank
+  /// whose engine runs each submission; the service numbers the
+  /// submissions 0, 1, ... over the job's life, and `cancels` name those
+  /// numbers. Empty when every rank runs every submission.
+  std::vector<int32_t> owners;
   std::vector<int64_t> cancels;   ///< Engine::cancel, in this order
   bool cancelAll = false;         ///< then every pending request (a drain's grace ran out)
   bool stop = false;              ///< the service ends: no more steps
@@ -41,6 +46,25 @@ struct ServiceEvents {
 /// The events as 32-bit words, and back (a malformed list fails by name).
 std::vector<int32_t> encodeEvents(const ServiceEvents &events);
 Expected<ServiceEvents> decodeEvents(const std::vector<int32_t> &words);
+
+/// What one rank's engine gave its requests in a step, for rank 0's
+/// streams (ranks holding different tokens: each runs its own requests).
+/// Ids are the service's numbers (ServiceEvents::owners).
+struct ServiceOutputs {
+  std::vector<ScoredPrompt> scored;
+  std::vector<SampledToken> sampled;
+  std::vector<GenerationResult> finished;
+  bool empty() const { return scored.empty() && sampled.empty() && finished.empty(); }
+};
+
+/// The outputs as 32-bit words, and back (a malformed list fails by name).
+std::vector<int32_t> encodeOutputs(const ServiceOutputs &outputs);
+Expected<ServiceOutputs> decodeOutputs(const std::vector<int32_t> &words);
+
+/// Every rank's `mine`, in rank order, on rank 0 (each rank calls it; the
+/// others get an empty list).
+Expected<std::vector<ServiceOutputs>> gatherOutputs(Collective &ranks, Device &device,
+                                                    const ServiceOutputs &mine);
 
 /// One rank's engine as rank 0's /metrics shows it.
 struct RankFigures {
