@@ -5,7 +5,7 @@ JOBS ?= 2
 LIT ?= /usr/lib/llvm-19/build/utils/lit/lit.py
 PYTHON ?= python3
 
-.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-serve-ranks bench-contention bench-placement bench-placement-runtime bench-overlap bench-routing bench-roofline bench-quantization bench-vs-llamacpp bench-real-size bench-ab-kernels bench-serve-ab fuzz test-asan check-transformers check-lm-eval clean
+.PHONY: all setup configure build test check-lit check-unit demo bench-import bench-plan bench-serving bench-serve-ranks check-long-prefill bench-contention bench-placement bench-placement-runtime bench-overlap bench-routing bench-roofline bench-quantization bench-vs-llamacpp bench-real-size bench-ab-kernels bench-serve-ab fuzz test-asan check-transformers check-lm-eval clean
 
 all: build
 
@@ -57,9 +57,15 @@ bench-serving: build
 	@tools/bench-serving.sh $(BUILD)/bin
 
 # moe-bench --url at concurrency 1, 16, 64 against one-rank and mpirun
-# --ep 4 / --tp 4 servers of the benchmark model (docs/parallelism.md).
+# --ep 4, --ep 4 --dp-attention and --tp 4 servers of the benchmark model
+# (docs/parallelism.md).
 bench-serve-ranks: build
 	@python3 tools/bench-serve-ranks.py $(BUILD)/bin
+
+# A 4,095-token prefill of the benchmark model on 4 ranks never trips a
+# collective deadline shorter than the prefill (docs/parallelism.md).
+check-long-prefill: build
+	@python3 tools/check-long-prefill.py $(BUILD)/bin
 
 # Batch-1 decode quiet and beside one busy loop per core, 5 rounds interleaved.
 bench-contention: build

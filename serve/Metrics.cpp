@@ -182,6 +182,13 @@ std::string Metrics::text(const rt::ServiceSnapshot &s, const http::ConnectionCo
     perRank("moe_rank_collective_bytes_total",
             "bytes each rank handed to the plan's collectives", "counter",
             [](const rt::RankFigures &f) { return f.collectiveBytes; });
+    perRank("moe_rank_collective_seconds_total",
+            "seconds each rank spent inside collectives, waiting for its peers and moving data "
+            "(the service's own exchanges included)",
+            "counter", [](const rt::RankFigures &f) { return f.collectiveNanoseconds * 1e-9; });
+    perRank("moe_rank_picks_replaced_total",
+            "tokens where a rank's own pick differed from rank 0's, which ranks in lockstep take",
+            "counter", [](const rt::RankFigures &f) { return f.picksReplaced; });
   }
   os << "# HELP moe_expert_tokens_total tokens routed to each expert\n"
         "# TYPE moe_expert_tokens_total counter\n";

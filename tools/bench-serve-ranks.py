@@ -4,7 +4,7 @@ against a single-rank server and mpirun servers of the same model split
 over ranks (issue 49).
 
   bench-serve-ranks.py BIN_DIR [--work DIR] [--ranks 4] [--concurrency 1,16,64]
-                       [--layouts ep,tp] [--keep]
+                       [--layouts ep,dp,tp] [--keep]
 
 The model is the 1.76 GB benchmark checkpoint (tools/make-bench-checkpoint.sh,
 generated once into WORK/ckpt) with a byte-level tokenizer.json over its
@@ -14,7 +14,8 @@ level's output tokens per second and time to first token as moe-bench
 measured them, and the ratio to the single-rank server. Ranks share this
 machine's cores: on a machine with fewer cores than ranks the ratios show
 the overhead of splitting, not the scaling a node with a core (or a GPU)
-per rank would see.
+per rank would see. Layouts: ep (--ep N), dp (--ep N --dp-attention:
+each rank serves the requests rank 0 gives it), tp (--tp N).
 """
 import argparse
 import importlib.util
@@ -60,7 +61,7 @@ def main():
     ap.add_argument("--work", default="/tmp/moe-bench-serve-ranks")
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--concurrency", default="1,16,64")
-    ap.add_argument("--layouts", default="ep,tp")
+    ap.add_argument("--layouts", default="ep,dp,tp")
     ap.add_argument("--keep", action="store_true", help="keep the plans")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
@@ -71,10 +72,17 @@ def main():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                 if l.startswith("model name")), "?")
     print(f"# {cpu}, {os.cpu_count()} cores; prompts 64 tokens, 32 generated, --ignore-eos")
+    n = str(a.ranks)
+    layouts = {"one": ([], "one rank"), "ep": (["--ep", n], f"--ep {n}"),
+               "dp": (["--ep", n, "--dp-attention"], f"--ep {n} --dp-attention"),
+               "tp": (["--tp", n], f"--tp {n}")}
     results = {}
     for layout in ["one"] + a.layouts.split(","):
+        if layout not in layouts:
+            raise SystemExit(f"bench-serve-ranks.py: --layouts: unknown layout '{layout}' "
+                             f"(ep, dp, tp)")
         plan = os.path.join(a.work, "plan-" + layout)
-        flags = [] if layout == "one" else ["--" + layout, str(a.ranks)]
+        flags = layouts[layout][0]
         t0 = time.time()
         subprocess.run([os.path.join(a.bin_dir, "moe-compile"), text, "-o", plan,
                         "--max-context", "512", *flags], check=True, stdout=subprocess.DEVNULL)
@@ -99,7 +107,7 @@ def main():
         for level in report["levels"]:
             c = level["concurrency"]
             ref = next(l for l in base["levels"] if l["concurrency"] == c)
-            name = "one rank" if layout == "one" else f"--{layout} {a.ranks}"
+            name = layouts[layout][1]
             print(f"| {name} | {c} | {level['output_tokens_per_second']:.1f} | "
                   f"{level['output_tokens_per_second'] / ref['output_tokens_per_second']:.2f} | "
                   f"{level['ttft_ms']['mean'] / 1e3:.3f} |")

@@ -57,6 +57,9 @@ public:
   int size() const override { return inner_.size(); }
   void abandon() override { inner_.abandon(); }
   bool movesDeviceMemory() const override { return inner_.movesDeviceMemory(); }
+  std::chrono::nanoseconds timeInCollectives() const override {
+    return inner_.timeInCollectives();
+  }
 
 protected:
   Status doAllReduce(Stream &stream, DeviceArray data) override {

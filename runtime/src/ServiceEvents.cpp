@@ -319,11 +319,14 @@ Expected<JobFigures> gatherJobFigures(Collective &ranks, Device &device, const E
   RankFigures mine;
   mine.kvBlocksUsed = engine.load().usedBlocks;
   mine.collectiveBytes = engine.session().collectiveBytes();
+  mine.collectiveNanoseconds = uint64_t(ranks.timeInCollectives().count());
+  mine.picksReplaced = engine.stats().picksOfRankZero;
   for (const ExpertLoad &l : load)
     for (uint64_t c : l.counts)
       mine.expertRows += c;
   std::vector<int32_t> words;
-  for (uint64_t v : {uint64_t(mine.kvBlocksUsed), mine.expertRows, mine.collectiveBytes})
+  for (uint64_t v : {uint64_t(mine.kvBlocksUsed), mine.expertRows, mine.collectiveBytes,
+                     mine.collectiveNanoseconds, mine.picksReplaced})
     appendWide(words, v);
   auto all = gatherWords(ranks, device, words);
   if (!all)
@@ -331,7 +334,8 @@ Expected<JobFigures> gatherJobFigures(Collective &ranks, Device &device, const E
   JobFigures job;
   for (int r = 0; r < ranks.size(); ++r) {
     const int32_t *w = all->data() + size_t(r) * words.size();
-    job.ranks.push_back({int64_t(readWide(w)), readWide(w + 2), readWide(w + 4)});
+    job.ranks.push_back({int64_t(readWide(w)), readWide(w + 2), readWide(w + 4),
+                         readWide(w + 6), readWide(w + 8)});
   }
   auto summed = sumOverRanks(ranks, device, load);
   if (!summed)

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <thread>
 
 namespace {
 
@@ -257,6 +258,24 @@ TEST(Collective, GroupsSumAmongTheirMembersOnly) {
   auto whole = ranks().group(all);
   ASSERT_TRUE(whole);
   EXPECT_EQ(*whole, &ranks());
+}
+
+TEST(Collective, CountsTheTimeSpentWaitingForPeers) {
+  // Rank 0 comes 100 ms late: every other rank waits that long inside.
+  const auto before = ranks().timeInCollectives();
+  if (ranks().rank() == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  int32_t x = 1;
+  ASSERT_TRUE(ranks().allReduce(stream(), {&x, rt::DType::I32, 1}));
+  ASSERT_TRUE(stream().synchronize());
+  EXPECT_EQ(x, ranks().size());
+  const auto waited = ranks().timeInCollectives() - before;
+  if (ranks().size() == 1)
+    EXPECT_EQ(waited.count(), 0) << "the local collective waits for nobody";
+  else if (ranks().rank() != 0)
+    EXPECT_GE(waited, std::chrono::milliseconds(50));
+  else
+    EXPECT_GE(waited.count(), 0);
 }
 
 TEST(Collective, GroupsRefuseMembersByName) {

@@ -132,9 +132,10 @@ def leave_mid_stream(server, name):
 
 
 def rank_metrics(server, n, label, spread=False):
-    """/metrics has each rank's KV blocks, expert rows and collective bytes;
-    the ranks' expert rows add up to the job's routing counts (summed over
-    the ranks), and every rank exchanged bytes; `spread` (ranks holding
+    """/metrics has each rank's KV blocks, expert rows, collective bytes and
+    time, and picks replaced by rank 0's; the ranks' expert rows add up to
+    the job's routing counts (summed over the ranks), and every rank
+    exchanged bytes and spent time in collectives; `spread` (ranks holding
     different tokens, each counting its own tokens' picks): every rank ran
     requests. Waits for the ranks' next report (once a second), which
     follows the last request."""
@@ -145,14 +146,18 @@ def rank_metrics(server, n, label, spread=False):
         routed = sum(v for k, v in m.items() if k.startswith("moe_expert_tokens_total{"))
         sent = [m.get(f'moe_rank_collective_bytes_total{{rank="{r}"}}') for r in range(n)]
         kv = [m.get(f'moe_rank_kv_blocks_used{{rank="{r}"}}') for r in range(n)]
-        if None not in rows + sent + kv and sum(rows) == routed and routed > 0:
+        waited = [m.get(f'moe_rank_collective_seconds_total{{rank="{r}"}}') for r in range(n)]
+        replaced = [m.get(f'moe_rank_picks_replaced_total{{rank="{r}"}}') for r in range(n)]
+        if None not in rows + sent + kv + waited + replaced and sum(rows) == routed and routed > 0:
             break
         time.sleep(0.1)
     else:
         raise SystemExit(f"{label}: /metrics per rank: expert rows {rows}, routed {routed}, "
-                         f"collective bytes {sent}, KV blocks {kv}")
-    if min(sent) <= 0:
-        raise SystemExit(f"{label}: a rank sent no collective bytes: {sent}")
+                         f"collective bytes {sent}, KV blocks {kv}, collective seconds "
+                         f"{waited}, picks replaced {replaced}")
+    if min(sent) <= 0 or min(waited) <= 0:
+        raise SystemExit(f"{label}: a rank sent no collective bytes or spent no time in "
+                         f"collectives: {sent} bytes, {waited} s")
     if spread and min(rows) <= 0:
         raise SystemExit(f"{label}: a rank ran no request: its tokens' expert rows {rows}")
     return int(routed)

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -126,6 +127,7 @@ struct MpiJob {
   Op op = Op::None;
   std::array<uint64_t, 2> answer{};
   int rank = 0, size = 1; // in the world
+  std::atomic<int64_t> nanoseconds{0}; // inside collectives (complete())
   bool initialized = false;
   bool abandoned = false;
 };
@@ -185,6 +187,9 @@ public:
   std::string name() const override { return "mpi"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  std::chrono::nanoseconds timeInCollectives() const override {
+    return std::chrono::nanoseconds(job_->nanoseconds.load());
+  }
 
 protected:
   Status doAllReduce(Stream &stream, DeviceArray data) override {
@@ -346,6 +351,15 @@ private:
     if (code != MPI_SUCCESS)
       return check(call, code);
     const auto start = std::chrono::steady_clock::now();
+    struct Timed {
+      std::atomic<int64_t> &total;
+      std::chrono::steady_clock::time_point start;
+      ~Timed() {
+        total += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::steady_clock::now() - start)
+                     .count();
+      }
+    } timed{job_->nanoseconds, start};
     const auto spinUntil = start + std::chrono::microseconds(kSpinMicroseconds);
     const auto giveUp = start + job_->deadline;
     // Sleeps as short as asked (Linux rounds a thread's timers up by 50 us

@@ -47,6 +47,11 @@ public:
   /// Whether it moves device memory that the host cannot address (a GPU's,
   /// as NCCL does); host collectives (local, MPI) move host memory only.
   virtual bool movesDeviceMemory() const { return false; }
+  /// Time this rank has spent inside collectives, waiting for its peers
+  /// and moving data, summed over the job's collectives and groups (read
+  /// from any thread); zero for the local collective, which waits for
+  /// nobody.
+  virtual std::chrono::nanoseconds timeInCollectives() const { return {}; }
   /// This rank failed and will leave the job: when destroyed, do not wait
   /// for the other ranks (they may be waiting in a collective this rank
   /// will never join; the launcher ends them when this process exits).

@@ -71,6 +71,8 @@ struct RankFigures {
   int64_t kvBlocksUsed = 0;
   uint64_t expertRows = 0;      ///< rows its experts computed (its routing counts)
   uint64_t collectiveBytes = 0; ///< handed to the plan's collectives (Session)
+  uint64_t collectiveNanoseconds = 0; ///< inside collectives (Collective::timeInCollectives)
+  uint64_t picksReplaced = 0;   ///< EngineStats::picksOfRankZero
 };
 struct JobFigures {
   std::vector<RankFigures> ranks;  ///< in rank order

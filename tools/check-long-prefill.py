@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""A long prefill never trips the collective deadline (issue 49).
+
+  check-long-prefill.py BIN_DIR [--work DIR] [--ranks 4] [--deadline 5]
+
+The deadline (--collective-timeout) bounds how long one rank waits inside
+one collective for its peers, not how long a step computes. On the 1.76 GB
+benchmark model (tools/make-bench-checkpoint.sh; its context is 4,096) a
+prompt of 4,095 tokens runs under mpirun -np RANKS with a deadline far
+shorter than the prefill, for plans whose ranks step together (--ep) and
+for data-parallel attention (--ep --dp-attention: rank 0 prefills alone,
+the others join its steps and wait in each MoE layer's exchange for its
+attention), each at the default --max-batch-tokens (256: the prompt is
+chunked) and at 4096 (one step of the whole prompt). Each run must
+finish, rc 0, with the prefill taking longer than the deadline. Prints
+one line per run; exits 1 on the first failure. Heavy (minutes): a make
+target of its own, `make check-long-prefill`, not in `make test`.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca",
+          "btl_vader_single_copy_mechanism", "none"]
+PROMPT = 4095
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bin_dir")
+    ap.add_argument("--work", default="/tmp/moe-bench-serve-ranks")
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--deadline", type=float, default=5)
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    ckpt = os.path.join(a.work, "ckpt")
+    subprocess.run([os.path.join(HERE, "make-bench-checkpoint.sh"), ckpt], check=True)
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                if l.startswith("model name")), "?")
+    print(f"# {cpu}, {os.cpu_count()} cores; {PROMPT}-token prompt, {a.ranks} ranks, "
+          f"--collective-timeout {a.deadline:g}", flush=True)
+    prompt = ",".join(str((i * 37) % 31999 + 1) for i in range(PROMPT))
+    n = str(a.ranks)
+    failed = False
+    for label, flags in (("ep", ["--ep", n]), ("ep + dp-attention", ["--ep", n, "--dp-attention"])):
+        for tokens in (256, 4096):
+            plan = os.path.join(a.work, f"prefill-{label.replace(' ', '')}-{tokens}")
+            subprocess.run([os.path.join(a.bin_dir, "moe-compile"), ckpt, "-o", plan,
+                            "--max-batch-tokens", str(tokens), *flags], check=True,
+                           stdout=subprocess.DEVNULL)
+            t0 = time.monotonic()
+            r = subprocess.run(MPIRUN + ["-np", n, os.path.join(a.bin_dir, "moe-run"), plan,
+                                         "--prompt-tokens", prompt, "--max-new-tokens", "1",
+                                         "--ignore-eos", "--collective-timeout",
+                                         str(a.deadline)], capture_output=True, text=True)
+            took = time.monotonic() - t0
+            ttft = re.search(r"in ([0-9.]+) (ms|s) \(time to first token\)", r.stdout)
+            prefill = (float(ttft.group(1)) / (1000 if ttft.group(2) == "ms" else 1)
+                       if ttft else None)
+            ok = r.returncode == 0 and prefill is not None and prefill > a.deadline
+            print(f"{'ok  ' if ok else 'FAIL'} --{label} --max-batch-tokens {tokens}: rc "
+                  f"{r.returncode}, prefill {prefill if prefill is None else round(prefill, 1)} s "
+                  f"(deadline {a.deadline:g} s), job {took:.1f} s", flush=True)
+            if not ok:
+                failed = True
+                print(r.stderr.strip()[-2000:])
+            subprocess.run(["rm", "-rf", plan])
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
