@@ -94,7 +94,8 @@ std::string shardText(const PipelineOptions &o) {
            (o.dpAttention ? " dp-attention=true" : "") + "}, ";
   return "moe-place-experts{profile=\"" + o.placementProfile + "\" ranks=" +
          std::to_string(o.ep) + " ranks-per-node=" + std::to_string(o.ranksPerNode) +
-         " redundant=" + std::to_string(o.redundant) + "}, ";
+         " redundant=" + std::to_string(o.redundant) +
+         (o.dpAttention ? " dp-attention=true" : "") + "}, ";
 }
 } // namespace
 
@@ -124,7 +125,8 @@ void buildDefaultPipeline(mlir::OpPassManager &pm, const PipelineOptions &option
       pm.addPass(createShardExpertsPass(ShardExpertsPassOptions{options.ep, options.dpAttention}));
     else
       pm.addPass(createPlaceExpertsPass(PlaceExpertsPassOptions{
-          options.placementProfile, options.ep, options.ranksPerNode, options.redundant}));
+          options.placementProfile, options.ep, options.ranksPerNode, options.redundant,
+          options.dpAttention}));
   }
   if (options.tp > 1)
     pm.addPass(createShardTensorsPass(ShardTensorsPassOptions{options.tp}));

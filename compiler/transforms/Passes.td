@@ -338,7 +338,12 @@ def PlaceExpertsPass : Pass<"moe-place-experts", "mlir::ModuleOp"> {
     round-robin among its replicas (`replicas` and `replica` in the
     launch's params), so each row is still computed once, with the same
     bits: the tokens are the single-rank plan's. The plan writer lists
-    every replica in the placement table.
+    every replica in the placement table. With `dp-attention` the ranks
+    hold different tokens and exchange rows with `all_to_all_v` (as
+    `moe-shard-experts{dp-attention}`): the runtime sends each row to a
+    replica of its expert, the rank's own when it holds one (the always-on
+    experts stay local), else one chosen by the row's token, and a replica
+    computes every row it receives.
 
     ```mlir
     plan.launch expert_rows ins(...) outs(%y : memref<?x3x32xf32>)
@@ -354,7 +359,10 @@ def PlaceExpertsPass : Pass<"moe-place-experts", "mlir::ModuleOp"> {
     Option<"ranksPerNode", "ranks-per-node", "int64_t", "0",
            "ranks per node (0: all on one node)">,
     Option<"redundant", "redundant", "int64_t", "0",
-           "slots beyond one per routed expert, for replicas of the hottest">
+           "slots beyond one per routed expert, for replicas of the hottest">,
+    Option<"dpAttention", "dp-attention", "bool", "false",
+           "the ranks hold different tokens: exchange rows with all_to_all_v instead of "
+           "completing them with an all_reduce">
   ];
 }
 

@@ -185,7 +185,7 @@ struct PlaceExpertsPass : ::moe::impl::PlaceExpertsPassBase<PlaceExpertsPass> {
           l.emitOpError() << "is not in rank 0's program: the rank programs differ";
           return signalPassFailure();
         }
-        if (failed(shard(l, it->second[rank])))
+        if (failed(shard(l, it->second[rank], dpAttention ? int64_t(ranks) : 0)))
           return signalPassFailure();
       }
   }

@@ -20,16 +20,26 @@ void RowExchangeScratch::reserve(int64_t rows, int64_t width) {
   }
 }
 
-RowExchange::RowExchange(std::vector<int> owner, int64_t width, int ranks, Scratch &scratch)
-    : owner_(std::move(owner)), width_(width), rowsOut_(size_t(ranks)), rowsIn_(size_t(ranks)),
-      slotsOut_(size_t(ranks)), slotsIn_(size_t(ranks)), backIn_(size_t(ranks)),
-      scratch_(scratch) {}
+RowExchange::RowExchange(std::vector<std::vector<int>> holders, int64_t width, int ranks,
+                         Scratch &scratch)
+    : holders_(std::move(holders)), width_(width), rowsOut_(size_t(ranks)),
+      rowsIn_(size_t(ranks)), slotsOut_(size_t(ranks)), slotsIn_(size_t(ranks)),
+      backIn_(size_t(ranks)), scratch_(scratch) {}
+
+int RowExchange::destination(int32_t expert, int64_t token) const {
+  const std::vector<int> &h = holders_[size_t(expert)];
+  if (h.size() == 1)
+    return h[0];
+  if (std::binary_search(h.begin(), h.end(), rank_))
+    return rank_;
+  return h[size_t(token) % h.size()];
+}
 
 Status RowExchange::send(Stream &stream, Collective &ranks, const TensorView &rows,
                          const TensorView &slots, const TensorView &received,
                          const TensorView &receivedSlots, std::atomic<uint64_t> &sentBytes) {
   rank_ = ranks.rank();
-  const int64_t count = slots.rows() * slots.cols();
+  const int64_t count = slots.rows() * slots.cols(), picks = slots.cols();
   const auto *in = static_cast<const float *>(rows.data);
   const auto *slotOf = static_cast<const int32_t *>(slots.data);
   // Rows in order of their destination (stably: each rank receives a
@@ -39,11 +49,11 @@ Status RowExchange::send(Stream &stream, Collective &ranks, const TensorView &ro
     std::vector<size_t> next(n + 1, 0);
     for (int64_t r = 0; r < count; ++r) {
       const int32_t e = slotOf[r];
-      if (e < 0 || size_t(e) >= owner_.size())
+      if (e < 0 || size_t(e) >= holders_.size())
         return Status::error("all_to_all_v: slot " + std::to_string(e) + " is outside [0, " +
-                             std::to_string(owner_.size()) +
+                             std::to_string(holders_.size()) +
                              ") (a corrupt plan: another op overwrote it)");
-      ++next[size_t(owner_[size_t(e)]) + 1];
+      ++next[size_t(destination(e, r / picks)) + 1];
     }
     std::partial_sum(next.begin(), next.end(), next.begin());
     uint64_t remote = 0;
@@ -54,7 +64,7 @@ Status RowExchange::send(Stream &stream, Collective &ranks, const TensorView &ro
         remote += slotsOut_[d];
     }
     for (int64_t r = 0; r < count; ++r) {
-      const size_t place = next[size_t(owner_[size_t(slotOf[r])])]++;
+      const size_t place = next[size_t(destination(slotOf[r], r / picks))]++;
       scratch_.order[place] = r;
       scratch_.sendSlots[place] = slotOf[r];
       std::memcpy(scratch_.sendRows.data() + place * size_t(width_), in + r * width_,
@@ -164,27 +174,28 @@ Expected<std::unique_ptr<RowExchanges>> RowExchanges::find(const plan::Plan &p,
     }
     if (!mine || !mine->stacked())
       return Status::error(where + " sends rows that no expert_rows of a sharded layer reads");
-    std::vector<int> owner(size_t(mine->stacked()), -1);
+    std::vector<std::vector<int>> holders(size_t(mine->stacked()));
     for (uint32_t r = 0; r < p.programs()->size(); ++r) {
       const plan::ExpertsParams *e = expertRowsOf(*p.programs()->Get(r), mine->layer());
       for (size_t h = 0; e && e->held() && h < e->held()->size(); ++h) {
         const int32_t x = e->held()->Get(uint32_t(h));
-        if (x < 0 || x >= mine->stacked() || owner[size_t(x)] >= 0)
-          return Status::error(where + ": expert " + std::to_string(x) + " of layer " +
-                               std::to_string(mine->layer()) +
-                               " is held by more than one rank or none; rows are exchanged "
-                               "with one rank per expert (replicas are not exchanged yet)");
-        owner[size_t(x)] = int(r);
+        if (x < 0 || x >= mine->stacked() ||
+            (!holders[size_t(x)].empty() && holders[size_t(x)].back() == int(r)))
+          return Status::error(where + ": rank " + std::to_string(r) + " holds expert " +
+                               std::to_string(x) + " of layer " + std::to_string(mine->layer()) +
+                               ", which is not one of its " + std::to_string(mine->stacked()) +
+                               " stacked experts or is held twice");
+        holders[size_t(x)].push_back(int(r)); // ascending: ranks in order
       }
     }
-    for (size_t x = 0; x < owner.size(); ++x)
-      if (owner[x] < 0)
+    for (size_t x = 0; x < holders.size(); ++x)
+      if (holders[x].empty())
         return Status::error(where + ": no rank holds expert " + std::to_string(x) +
                              " of layer " + std::to_string(mine->layer()));
     const plan::Tensor *rows = p.tensors()->Get(inst->inputs()->Get(0));
     const int64_t picks = rows->shape()->Get(1), width = rows->shape()->Get(2);
     x.scratch.reserve(maxTokens * picks, width);
-    auto exchange = std::make_unique<RowExchange>(std::move(owner), width,
+    auto exchange = std::make_unique<RowExchange>(std::move(holders), width,
                                                   int(p.programs()->size()), x.scratch);
     last = exchange.get();
     x.sends[i] = std::move(exchange);

@@ -39,9 +39,11 @@ class RowExchange {
 public:
   using Scratch = RowExchangeScratch;
 
-  /// `owner[e]`: the rank holding stacked expert e; rows of `width`
-  /// floats (`scratch` has room for a step's and outlives this).
-  RowExchange(std::vector<int> owner, int64_t width, int ranks, Scratch &scratch);
+  /// `holders[e]`: the ranks holding a replica of stacked expert e
+  /// (ascending); rows of `width` floats (`scratch` has room for a step's
+  /// and outlives this). A row goes to this rank's replica when it holds
+  /// one, else to holder t mod n of its expert's n, t its token.
+  RowExchange(std::vector<std::vector<int>> holders, int64_t width, int ranks, Scratch &scratch);
 
   /// Enqueues the exchange of `rows` ([T, P, H]) and `slots` ([T, P]) into
   /// `received` and `receivedSlots` (packed from the front, the unused
@@ -55,7 +57,9 @@ public:
               const TensorView &rows, std::atomic<uint64_t> &sentBytes);
 
 private:
-  std::vector<int> owner_;
+  /// The rank row `row` (of token `token`) with slot `expert` goes to.
+  int destination(int32_t expert, int64_t token) const;
+  std::vector<std::vector<int>> holders_;
   int64_t width_ = 0;
   int rank_ = 0;
   /// The last exchange: the elements sent to and received from each rank

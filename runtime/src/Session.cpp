@@ -306,6 +306,10 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
       return ids.status();
     s->routing_.push_back({ids.take(), size_t(r->top_k()), {}});
   }
+  auto exchanges = RowExchanges::find(p, s->program_, s->maxBatchTokens());
+  if (!exchanges)
+    return exchanges.status();
+  s->exchanges_ = exchanges.take();
   // With expert parallelism, of each layer's routed experts only this
   // rank's rows (ExpertsParams.held, replicas, replica).
   std::map<int64_t, std::shared_ptr<std::vector<uint64_t>>> rowsSeenOfLayer;
@@ -316,7 +320,7 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
       continue;
     ExpertsParams params = std::get<ExpertsParams>(kernelParams(inst));
     // The micro-batches of a layer number its rows on from each other's.
-    if (e->replicas()) {
+    if (e->replicas() && !s->receivesRows(inst)) {
       std::shared_ptr<std::vector<uint64_t>> &seen = rowsSeenOfLayer[e->layer()];
       if (!seen)
         seen = std::make_shared<std::vector<uint64_t>>(size_t(e->stacked()), 0);
@@ -327,10 +331,6 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
         s->routing_[r].share = expertShare(params);
   }
   s->lmHead_ = narrowableLmHead(p);
-  auto exchanges = RowExchanges::find(p, s->program_, s->maxBatchTokens());
-  if (!exchanges)
-    return exchanges.status();
-  s->exchanges_ = exchanges.take();
   if (s->stepsWithRanks()) {
     // Each rank counts its own tokens' picks, wherever they are computed.
     for (RouterCounts &c : s->routing_)
@@ -754,6 +754,12 @@ const std::vector<KernelCall> &Session::bind(int64_t count) {
     KernelCall call;
     call.kernel = kernelOf(*inst);
     call.params = kernelParams(*inst);
+    // A replica that receives rows computes every row it is sent (the
+    // sender chose the replica).
+    if (auto *e = std::get_if<ExpertsParams>(&call.params); e && receivesRows(*inst)) {
+      e->replicas.clear();
+      e->replica.clear();
+    }
     if (auto seen = rowsSeen_.find(i); seen != rowsSeen_.end())
       std::get<ExpertsParams>(call.params).rowsSeen = seen->second;
     for (uint32_t id : *inst->inputs())
@@ -786,6 +792,11 @@ Status Session::collective(uint32_t i, Stream &stream, const KernelCall &call) {
     return r->second->back(stream, *ranks_, call.inputs[0], call.outputs[0], collectiveBytes_);
   return allReduce(stream, call.inputs[0], call.outputs[0],
                    groupOf(*program_.instructions()->Get(i)));
+}
+
+bool Session::receivesRows(const plan::Instruction &inst) const {
+  return kernelOf(inst) == Kernel::ExpertRows && inst.collective() == plan::CollectiveOp::None &&
+         exchanges_->allRanksRows.count(inst.inputs()->Get(0)) > 0;
 }
 
 Collective &Session::groupOf(const plan::Instruction &inst) const {

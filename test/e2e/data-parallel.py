@@ -17,7 +17,12 @@ layer sends each row to the rank of its expert and back with all_to_all_v):
   (which rank holds each stacked expert, shared ones included);
 - moe-bench, closed loop, requests spread over the ranks (request i on rank
   i mod N): every request's generated tokens identical to the single-rank
-  run's.
+  run's;
+- the same plan placed from the single-rank run's routing profile
+  (--placement-profile, enough --redundant slots to replicate experts):
+  the logits, routing counts and moe-bench tokens again (a row goes to its
+  own rank's replica when there is one, always-on experts included, else
+  to a replica its token picks).
 Prints one line per plan; exits 1 on the first failure.
 """
 import json
@@ -109,6 +114,27 @@ def check(mpirun, name, checkpoint, work, rank_counts):
         print(f"{name} dp {ranks}: logits identical; routing counts as one rank's; "
               f"{remote} remote rows, {out + back} bytes exchanged as the closed form; "
               f"requests spread over the ranks generate one rank's tokens")
+        # Placed from the single-rank run's profile, with replicas: a row goes
+        # to its rank's own replica, else to one its token picks.
+        experts = next(i["params"]["num_experts"] for i in
+                       json.loads(run("moe-plan", "json", alone))["programs"][0]["instructions"]
+                       if i["op"] == "Router")
+        extra = (-experts) % ranks or ranks
+        placed = plan + "-placed"
+        run("moe-compile", checkpoint, "-o", placed, "--max-context", "64", "--ep", str(ranks),
+            "--dp-attention", "--placement-profile", alone + ".profile.json", "--redundant",
+            str(extra))
+        if logits(placed, PROMPT, STEPS, launcher) != want:
+            fail(f"{name} dp {ranks} placed: logits differ from one rank's")
+        run(*launcher, "moe-run", placed, "--prompt-tokens", PROMPT, "--max-new-tokens",
+            str(STEPS), "--ignore-eos", "--routing-profile", placed + ".profile.json")
+        if profile_counts(placed + ".profile.json") != counts:
+            fail(f"{name} dp {ranks} placed: routing counts differ from one rank's")
+        run(*launcher, "moe-bench", placed, *BENCH, "--outputs", placed + ".outputs")
+        if open(placed + ".outputs").read() != open(bench_alone).read():
+            fail(f"{name} dp {ranks} placed: moe-bench outputs differ from one rank's")
+        print(f"{name} dp {ranks} placed with {extra} replicas: logits identical; routing counts "
+              f"as one rank's; requests spread over the ranks generate one rank's tokens")
 
 
 if __name__ == "__main__":

@@ -152,6 +152,9 @@ private:
                    Collective &among);
   /// The collective instruction `inst` runs among: its group's, or every rank's.
   Collective &groupOf(const plan::Instruction &inst) const;
+  /// Whether `inst` is an expert_rows computing rows other ranks sent
+  /// (data-parallel attention).
+  bool receivesRows(const plan::Instruction &inst) const;
   /// Enqueues collective instruction `i` (call: its views) on `stream`.
   Status collective(uint32_t i, Stream &stream, const KernelCall &call);
   /// Runs a checked batch (no tokens: a step for the other ranks).
