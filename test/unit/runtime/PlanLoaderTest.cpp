@@ -1082,6 +1082,7 @@ public:
   std::vector<std::string> log;
   std::vector<Kernel> refused;    ///< kernels it says it does not run
   std::vector<WeightForm> unread; ///< weight forms it says it does not read
+  bool onGpu = false;             ///< its memory is not the host's (as CUDA's)
 
   std::string name() const override { return "logging"; }
   uint64_t memoryBytes() const override { return cpu_->memoryBytes(); }
@@ -1092,6 +1093,7 @@ public:
     return std::find(unread.begin(), unread.end(), f) == unread.end() && cpu_->readsWeights(f);
   }
   bool supportsKvCache(DType t) const override { return cpu_->supportsKvCache(t); }
+  bool hostAddressable() const override { return !onGpu; }
   Expected<std::unique_ptr<Buffer>> allocate(size_t bytes, MemoryKind kind) override {
     return cpu_->allocate(bytes, kind);
   }
@@ -1179,6 +1181,49 @@ TEST_F(PlanLoaderTest, SessionRefusesAKernelTheDeviceDoesNotRun) {
   device.refused = {};
   EXPECT_TRUE(Session::create(**loaded, device));
   EXPECT_TRUE(device.log.empty()); // nothing ran
+}
+
+/// Rank 0 of two, as a host collective (MPI) is; it moves nothing.
+class TwoHostRanks final : public Collective {
+public:
+  std::string name() const override { return "two-host-ranks"; }
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+
+protected:
+  Status doAllReduce(Stream &, DeviceArray) override { return Status::ok(); }
+  Status doAllGather(Stream &, DeviceArray, DeviceArray) override { return Status::ok(); }
+  Status doAllToAllV(Stream &, DeviceArray, const std::vector<size_t> &, DeviceArray,
+                     std::vector<size_t> &) override {
+    return Status::ok();
+  }
+};
+
+// A host collective cannot move a GPU's memory: a multi-rank session on
+// such a device is refused by name before anything runs.
+TEST_F(PlanLoaderTest, SessionRefusesAHostCollectiveWithDeviceMemory) {
+  Spec s;
+  s.ranks = 2;
+  s.collective = fb::CollectiveOp::AllReduce;
+  write(s);
+  LoadOptions options;
+  options.rank = 0;
+  auto loaded = LoadedPlan::open(dir_.string(), options);
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  LoggingDevice device;
+  device.onGpu = true;
+  TwoHostRanks ranks;
+  SessionOptions so;
+  so.ranks = &ranks;
+  auto session = Session::create(**loaded, device, so);
+  ASSERT_FALSE(session);
+  EXPECT_EQ(session.status().message(),
+            "the two-host-ranks collective moves host memory, but the logging backend's memory "
+            "is on the device: run multi-rank plans on the cpu backend (no device collective, "
+            "such as NCCL, is built)");
+  EXPECT_TRUE(device.log.empty());
+  device.onGpu = false;
+  EXPECT_TRUE(Session::create(**loaded, device, so));
 }
 
 // A weight form the device does not read (the CUDA backend reads neither)
