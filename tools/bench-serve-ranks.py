@@ -105,7 +105,7 @@ def main():
     print("|---|---|---|---|---|")
     for layout, report in results.items():
         for level in report["levels"]:
-            c = level["concurrency"]
+            c = int(level["concurrency"])
             ref = next(l for l in base["levels"] if l["concurrency"] == c)
             name = layouts[layout][1]
             print(f"| {name} | {c} | {level['output_tokens_per_second']:.1f} | "

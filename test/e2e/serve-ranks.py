@@ -205,11 +205,19 @@ def main():
                 (f"ep {n} + tp {m}", ["--ep", str(n), "--tp", str(m)])
                 for m in range(n, 1, -1) if n % m == 0] + [
                 (f"ep {n} + dp-attention", ["--ep", str(n), "--dp-attention"])]
+            # Two-batch overlap of the all-reduces (4 ranks or more; the
+            # optimized build's 4-rank run): tensor-parallel groups of half
+            # the ranks, then every rank.
+            if n >= 4:
+                m = n // 2
+                layouts += [(f"ep {n} + tp {m} + two-batch",
+                             ["--ep", str(n), "--tp", str(m), "--overlap", "two-batch"]),
+                            (f"tp {n} + two-batch", ["--tp", str(n), "--overlap", "two-batch"])]
             for label, flags in layouts:
-                plan = os.path.join(base, label.replace(" ", ""))
+                plan = os.path.join(base, label.replace(" ", "").replace("+", "-"))
                 subprocess.run([compile_, ckpt, "-o", plan, "--max-context", context, *flags],
                                check=True, capture_output=True)
-                server = Server(bin_dir, plan, os.path.join(base, "serve-" + label.replace(" ", "")),
+                server = Server(bin_dir, plan, os.path.join(base, "serve-" + os.path.basename(plan)),
                                 *FLAGS, name=name, launcher=mpirun.split() + ["-np", str(n)])
                 got = answers(server, name)
                 routed = rank_metrics(server, n, f"{name} {label}", "dp-attention" in label)
