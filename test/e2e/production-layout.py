@@ -16,12 +16,16 @@ share a head), the rank's block of each layer's stacked experts (floor(S
 (r + 1) / 8) - floor(S r / 8) of S), everything else whole. The bytes each
 rank hands the collectives equal theirs: per token, 4 bytes x hidden x (one
 row per attention layer and per dense MLP layer, top-k + shared rows per
-MoE layer). Prints one line per model; exits 1 on the first failure.
+MoE layer). DeepSeek-V3's plan is also served (mpirun moe-serve on the
+two nodes): serve-ranks.test's 16 concurrent requests get the single-rank
+server's text. Prints one line per model; exits 1 on the first failure.
 """
+import importlib.util
 import json
 import os
 import re
 import shlex
+import shutil
 import sys
 
 from plan_checks import fail, greedy, run, same_greedy_run
@@ -66,6 +70,42 @@ def collective_closed_form(plan, config, tokens):
     return tokens * 4 * config["hidden_size"] * rows
 
 
+def serve_ranks():
+    """test/e2e/serve-ranks.py's requests and server helpers."""
+    spec = importlib.util.spec_from_file_location(
+        "serve_ranks", os.path.join(os.path.dirname(os.path.abspath(__file__)), "serve-ranks.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def served(two_nodes, goldens, work, name):
+    """`name`'s golden, with a byte-level tokenizer, served by one rank and
+    by mpirun moe-serve of its EP 8 / TP 4 plan on the two nodes: the 16
+    concurrent requests of serve-ranks.test get the same text."""
+    sr = serve_ranks()
+    bin_dir = os.path.dirname(shutil.which("moe-serve"))
+    ckpt = os.path.join(work, name + "-text")
+    sr.golden_text_checkpoint(os.path.join(goldens, name), ckpt)
+    answers = []
+    for label, flags, launcher in (
+            ("one", [], []),
+            ("ep8tp4", ["--ep", str(RANKS), "--tp", str(TP), "--ranks-per-node", str(PER_NODE)],
+             two_nodes + ["--mca", "odls_base_sigkill_timeout", "5", "-np", str(RANKS)])):
+        plan = os.path.join(work, f"{name}-served-{label}")
+        run("moe-compile", ckpt, "-o", plan, "--max-context", "128", *flags)
+        server = sr.Server(bin_dir, plan, plan + ".serve", *sr.FLAGS, name=name,
+                           launcher=launcher)
+        answers.append(sr.answers(server, name))
+        sr.stop(server, bool(launcher))
+    want, got = answers
+    diff = [i for i in range(len(want)) if got[i] != want[i]]
+    if diff:
+        fail(f"{name} served on two nodes: {len(diff)} of {len(want)} answers differ from one "
+             f"rank's; request {diff[0]}: {got[diff[0]]!r} != {want[diff[0]]!r}")
+    return len(want)
+
+
 def main():
     two_nodes = shlex.split(sys.argv[1])
     goldens, work = sys.argv[2:4]
@@ -106,6 +146,9 @@ def main():
               f"weights per rank {min(p['weight_bytes'] for p in split['programs']) / whole:.2f}-"
               f"{max(p['weight_bytes'] for p in split['programs']) / whole:.2f} of one rank's, "
               f"as the closed form; {closed} collective bytes per rank, as the closed form")
+    n = served(two_nodes, goldens, work, "deepseek_v3")
+    print(f"deepseek_v3 ep {RANKS} + tp {TP} served on two nodes: {n} concurrent answers equal "
+          f"one rank's")
 
 
 if __name__ == "__main__":
