@@ -186,6 +186,10 @@ std::string Metrics::text(const rt::ServiceSnapshot &s, const http::ConnectionCo
             "seconds each rank spent inside collectives, waiting for its peers and moving data "
             "(the service's own exchanges included)",
             "counter", [](const rt::RankFigures &f) { return f.collectiveNanoseconds * 1e-9; });
+    perRank("moe_rank_requests_running", "requests each rank's engine is running", "gauge",
+            [](const rt::RankFigures &f) { return f.running; });
+    perRank("moe_rank_requests_waiting", "requests waiting in each rank's engine", "gauge",
+            [](const rt::RankFigures &f) { return f.waiting; });
     perRank("moe_rank_picks_replaced_total",
             "tokens where a rank's own pick differed from rank 0's, which ranks in lockstep take",
             "counter", [](const rt::RankFigures &f) { return f.picksReplaced; });

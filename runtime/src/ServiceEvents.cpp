@@ -321,12 +321,15 @@ Expected<JobFigures> gatherJobFigures(Collective &ranks, Device &device, const E
   mine.collectiveBytes = engine.session().collectiveBytes();
   mine.collectiveNanoseconds = uint64_t(ranks.timeInCollectives().count());
   mine.picksReplaced = engine.stats().picksOfRankZero;
+  mine.running = engine.load().running;
+  mine.waiting = engine.load().waiting;
   for (const ExpertLoad &l : load)
     for (uint64_t c : l.counts)
       mine.expertRows += c;
   std::vector<int32_t> words;
   for (uint64_t v : {uint64_t(mine.kvBlocksUsed), mine.expertRows, mine.collectiveBytes,
-                     mine.collectiveNanoseconds, mine.picksReplaced})
+                     mine.collectiveNanoseconds, mine.picksReplaced, uint64_t(mine.running),
+                     uint64_t(mine.waiting)})
     appendWide(words, v);
   auto all = gatherWords(ranks, device, words);
   if (!all)
@@ -335,7 +338,8 @@ Expected<JobFigures> gatherJobFigures(Collective &ranks, Device &device, const E
   for (int r = 0; r < ranks.size(); ++r) {
     const int32_t *w = all->data() + size_t(r) * words.size();
     job.ranks.push_back({int64_t(readWide(w)), readWide(w + 2), readWide(w + 4),
-                         readWide(w + 6), readWide(w + 8)});
+                         readWide(w + 6), readWide(w + 8), int64_t(readWide(w + 10)),
+                         int64_t(readWide(w + 12))});
   }
   auto summed = sumOverRanks(ranks, device, load);
   if (!summed)

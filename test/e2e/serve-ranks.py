@@ -133,7 +133,8 @@ def leave_mid_stream(server, name):
 
 def rank_metrics(server, n, label, spread=False):
     """/metrics has each rank's KV blocks, expert rows, collective bytes and
-    time, and picks replaced by rank 0's; the ranks' expert rows add up to
+    time, picks replaced by rank 0's, and requests running and waiting
+    (none, once all are answered); the ranks' expert rows add up to
     the job's routing counts (summed over the ranks), and every rank
     exchanged bytes and spent time in collectives; `spread` (ranks holding
     different tokens, each counting its own tokens' picks): every rank ran
@@ -148,13 +149,18 @@ def rank_metrics(server, n, label, spread=False):
         kv = [m.get(f'moe_rank_kv_blocks_used{{rank="{r}"}}') for r in range(n)]
         waited = [m.get(f'moe_rank_collective_seconds_total{{rank="{r}"}}') for r in range(n)]
         replaced = [m.get(f'moe_rank_picks_replaced_total{{rank="{r}"}}') for r in range(n)]
-        if None not in rows + sent + kv + waited + replaced and sum(rows) == routed and routed > 0:
+        # Every request has finished: no rank's engine holds one.
+        held = [m.get(f'moe_rank_requests_{s}{{rank="{r}"}}') for s in ("running", "waiting")
+                for r in range(n)]
+        if (None not in rows + sent + kv + waited + replaced + held and not any(held) and
+                sum(rows) == routed and routed > 0):
             break
         time.sleep(0.1)
     else:
         raise SystemExit(f"{label}: /metrics per rank: expert rows {rows}, routed {routed}, "
                          f"collective bytes {sent}, KV blocks {kv}, collective seconds "
-                         f"{waited}, picks replaced {replaced}")
+                         f"{waited}, picks replaced {replaced}, requests running and waiting "
+                         f"{held}")
     if min(sent) <= 0 or min(waited) <= 0:
         raise SystemExit(f"{label}: a rank sent no collective bytes or spent no time in "
                          f"collectives: {sent} bytes, {waited} s")

@@ -73,6 +73,7 @@ struct RankFigures {
   uint64_t collectiveBytes = 0; ///< handed to the plan's collectives (Session)
   uint64_t collectiveNanoseconds = 0; ///< inside collectives (Collective::timeInCollectives)
   uint64_t picksReplaced = 0;   ///< EngineStats::picksOfRankZero
+  int64_t running = 0, waiting = 0; ///< its engine's requests (EngineLoad)
 };
 struct JobFigures {
   std::vector<RankFigures> ranks;  ///< in rank order
