@@ -300,11 +300,8 @@ struct ShardTensorsPass : ::moe::impl::ShardTensorsPassBase<ShardTensorsPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<func::FuncOp> programs;
-    for (auto f : module.getOps<func::FuncOp>())
-      if (f->hasAttr("plan.rank"))
-        programs.push_back(f);
-    const int64_t n = int64_t(programs.size());
+    const int64_t n = llvm::count_if(module.getOps<func::FuncOp>(),
+                                     [](func::FuncOp f) { return f->hasAttr("plan.rank"); });
     if (tp < 1 || n == 0 || n % tp) {
       module.emitError() << "moe-shard-tensors: tp=" << static_cast<int64_t>(tp)
                          << " must divide the " << n
