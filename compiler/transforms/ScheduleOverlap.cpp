@@ -7,6 +7,12 @@
 // part k + 1 computes (and part k's own work that does not need it).
 // StreamOrder adds the events the effects need.
 //
+// The row exchange of data-parallel attention (all_to_all_v out, the
+// rank's expert_rows, all_to_all_v back) splits as any collective: part
+// k's exchange sends part k's rows into part k of the received buffers
+// (scratch per part: those buffers are token-led, their parts disjoint),
+// as SGLang's two-batch overlap and DeepEP do.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/transforms/Passes.h"
 #include "compiler/transforms/StreamOrder.h"
@@ -73,10 +79,9 @@ struct ScheduleOverlapPass : ::moe::impl::ScheduleOverlapPassBase<ScheduleOverla
     if (auto c = dyn_cast<plan::CollectiveOp>(op)) {
       if (c.getStream() != 0)
         return op->emitError() << pass << "the function already uses streams";
-      if (c.getKind() != plan::CollectiveKind::all_reduce)
-        return op->emitError() << pass << "'" << plan::stringifyCollectiveKind(c.getKind())
-                               << "' is not split into micro-batches yet (the row exchange of "
-                                  "data-parallel attention); only all_reduce is";
+      if (c.getKind() == plan::CollectiveKind::all_gather)
+        return op->emitError() << pass << "'all_gather' is not split into micro-batches; "
+                                          "all_reduce and all_to_all_v are";
     }
     return success();
   }

@@ -202,7 +202,8 @@ std::string describe(const plan::Instruction &inst, uint32_t i) {
 
 /// An instruction that takes rows of a micro-batch takes every operand led
 /// by the tokens as rows of that part (a kernel's rows must match, and its
-/// KV block tables are the part's); the row exchange takes none.
+/// KV block tables are the part's; a part's row exchange sends into the
+/// same part of the received rows).
 static Status checkParts(const plan::Plan &p, const plan::Instruction &inst,
                          const std::string &where) {
   std::vector<uint32_t> ids(inst.inputs()->begin(), inst.inputs()->end());
@@ -213,9 +214,6 @@ static Status checkParts(const plan::Plan &p, const plan::Instruction &inst,
       first = t;
   if (!first)
     return Status::ok();
-  if (inst.collective() == plan::CollectiveOp::AllToAllV)
-    return Status::error(where + " exchanges the rows of a micro-batch, which this runtime "
-                                 "does not run");
   for (uint32_t id : ids) {
     const plan::Tensor *t = p.tensors()->Get(id);
     if (t->shape()->Get(0) == -1 && (t->parts() != first->parts() || t->part() != first->part()))

@@ -1,6 +1,8 @@
 //===- RowExchange.cpp - expert rows to their ranks and back --------------===//
 #include "RowExchange.h"
 
+#include "moe/runtime/PlanView.h"
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -36,8 +38,9 @@ int RowExchange::destination(int32_t expert, int64_t token) const {
 }
 
 Status RowExchange::send(Stream &stream, Collective &ranks, const TensorView &rows,
-                         const TensorView &slots, const TensorView &received,
-                         const TensorView &receivedSlots, std::atomic<uint64_t> &sentBytes) {
+                         const TensorView &slots, int64_t firstToken,
+                         const TensorView &received, const TensorView &receivedSlots,
+                         std::atomic<uint64_t> &sentBytes) {
   rank_ = ranks.rank();
   const int64_t count = slots.rows() * slots.cols(), picks = slots.cols();
   const auto *in = static_cast<const float *>(rows.data);
@@ -53,7 +56,7 @@ Status RowExchange::send(Stream &stream, Collective &ranks, const TensorView &ro
         return Status::error("all_to_all_v: slot " + std::to_string(e) + " is outside [0, " +
                              std::to_string(holders_.size()) +
                              ") (a corrupt plan: another op overwrote it)");
-      ++next[size_t(destination(e, r / picks)) + 1];
+      ++next[size_t(destination(e, firstToken + r / picks)) + 1];
     }
     std::partial_sum(next.begin(), next.end(), next.begin());
     uint64_t remote = 0;
@@ -64,7 +67,7 @@ Status RowExchange::send(Stream &stream, Collective &ranks, const TensorView &ro
         remote += slotsOut_[d];
     }
     for (int64_t r = 0; r < count; ++r) {
-      const size_t place = next[size_t(destination(slotOf[r], r / picks))]++;
+      const size_t place = next[size_t(destination(slotOf[r], firstToken + r / picks))]++;
       scratch_.order[place] = r;
       scratch_.sendSlots[place] = slotOf[r];
       std::memcpy(scratch_.sendRows.data() + place * size_t(width_), in + r * width_,
@@ -137,13 +140,25 @@ const plan::ExpertsParams *expertRowsOf(const plan::Program &program, int layer)
 
 } // namespace
 
+/// The most rows micro-batch `part` has in a step of at most `tokens`
+/// tokens (not always its rows at `tokens`: part 2 of 5 has 1 of 2 tokens,
+/// none of 3).
+static int64_t mostRows(const RowRange &part, int64_t tokens) {
+  int64_t most = 0;
+  for (int64_t t = 0; t <= tokens; ++t)
+    most = std::max(most, part.end(t) - part.first(t));
+  return most;
+}
+
 Expected<std::unique_ptr<RowExchanges>> RowExchanges::find(const plan::Plan &p,
                                                            const plan::Program &program,
                                                            int64_t maxTokens) {
   auto found = std::make_unique<RowExchanges>();
   RowExchanges &x = *found;
   const auto *insts = program.instructions();
-  RowExchange *last = nullptr;
+  // The exchange whose rows a tensor holds: received ones, and the
+  // results an expert_rows computes from them.
+  std::map<uint32_t, RowExchange *> exchangeOf;
   for (uint32_t i = 0; i < insts->size(); ++i) {
     const plan::Instruction *inst = insts->Get(i);
     if (inst->collective() == plan::CollectiveOp::None) {
@@ -151,15 +166,20 @@ Expected<std::unique_ptr<RowExchanges>> RowExchanges::find(const plan::Plan &p,
       for (uint32_t id : *inst->inputs())
         if (x.allRanksRows.count(id))
           x.allRanksRows.insert(inst->outputs()->begin(), inst->outputs()->end());
+      if (auto from = exchangeOf.find(inst->inputs()->Get(0));
+          inst->op() == plan::OpCode::ExpertRows && from != exchangeOf.end())
+        exchangeOf[inst->outputs()->Get(0)] = from->second;
       continue;
     }
     if (inst->collective() != plan::CollectiveOp::AllToAllV)
       continue;
     const std::string where = "instruction " + std::to_string(i) + " (all_to_all_v)";
     if (inst->inputs()->size() == 1) {
-      if (!last)
-        return Status::error(where + " returns rows that no all_to_all_v sent");
-      x.returns[i] = last;
+      auto from = exchangeOf.find(inst->inputs()->Get(0));
+      if (from == exchangeOf.end())
+        return Status::error(where + " returns rows that no expert_rows computed from rows an "
+                                     "all_to_all_v sent");
+      x.returns[i] = from->second;
       continue;
     }
     // The expert_rows that reads what arrives says the layer; every rank's
@@ -192,12 +212,25 @@ Expected<std::unique_ptr<RowExchanges>> RowExchanges::find(const plan::Plan &p,
       if (holders[x].empty())
         return Status::error(where + ": no rank holds expert " + std::to_string(x) +
                              " of layer " + std::to_string(mine->layer()));
+    // A micro-batch's received rows hold its part of the plan's most
+    // tokens from each rank: no rank's part of fewer tokens may have more.
+    const RowRange part = rt::rowsOf(p, *inst);
+    const int64_t most = mostRows(part, maxTokens);
+    if (most > part.end(maxTokens) - part.first(maxTokens))
+      return Status::error(
+          where + " exchanges micro-batch " + std::to_string(part.part) + " of " +
+          std::to_string(part.parts) + ", which has " + std::to_string(most) +
+          " rows in some step of fewer tokens but its received rows hold " +
+          std::to_string(part.end(maxTokens) - part.first(maxTokens)) + " at the plan's " +
+          std::to_string(maxTokens) + " (compile with a max batch tokens that " +
+          std::to_string(part.parts) + " divides, or at most 4 micro-batches)");
     const plan::Tensor *rows = p.tensors()->Get(inst->inputs()->Get(0));
     const int64_t picks = rows->shape()->Get(1), width = rows->shape()->Get(2);
-    x.scratch.reserve(maxTokens * picks, width);
+    RowExchangeScratch &scratch = x.scratch[part.part];
+    scratch.reserve(most * picks, width);
     auto exchange = std::make_unique<RowExchange>(std::move(holders), width,
-                                                  int(p.programs()->size()), x.scratch);
-    last = exchange.get();
+                                                  int(p.programs()->size()), scratch);
+    exchangeOf[inst->outputs()->Get(0)] = exchange.get();
     x.sends[i] = std::move(exchange);
     x.allRanksRows.insert(inst->outputs()->begin(), inst->outputs()->end());
   }

@@ -25,8 +25,9 @@
 
 namespace moe::rt {
 
-/// Host memory the exchanges of a program share (they run one after
-/// another: a layer's rows come back before the next layer's go out).
+/// Host memory the exchanges of one micro-batch share (they run one after
+/// another: a layer's rows come back before the next layer's go out; the
+/// parts of a layer are in flight together, each with its own).
 struct RowExchangeScratch {
   std::vector<int64_t> order; ///< the row of each place in the send buffer
   std::vector<float> sendRows, backRows;
@@ -42,14 +43,16 @@ public:
   /// `holders[e]`: the ranks holding a replica of stacked expert e
   /// (ascending); rows of `width` floats (`scratch` has room for a step's
   /// and outlives this). A row goes to this rank's replica when it holds
-  /// one, else to holder t mod n of its expert's n, t its token.
+  /// one, else to holder t mod n of its expert's n, t its token in the
+  /// step (so that micro-batches choose as the whole step does).
   RowExchange(std::vector<std::vector<int>> holders, int64_t width, int ranks, Scratch &scratch);
 
-  /// Enqueues the exchange of `rows` ([T, P, H]) and `slots` ([T, P]) into
+  /// Enqueues the exchange of `rows` ([T, P, H]) and `slots` ([T, P]),
+  /// the step's tokens from `firstToken` on (a micro-batch's), into
   /// `received` and `receivedSlots` (packed from the front, the unused
   /// slots -1). `sentBytes` grows by the bytes sent to other ranks.
   Status send(Stream &stream, Collective &ranks, const TensorView &rows,
-              const TensorView &slots, const TensorView &received,
+              const TensorView &slots, int64_t firstToken, const TensorView &received,
               const TensorView &receivedSlots, std::atomic<uint64_t> &sentBytes);
   /// Enqueues the return of the last exchange's rows, computed in `results`
   /// (as `received`), into `rows` (as sent).
@@ -71,17 +74,21 @@ private:
 /// The row exchanges of one rank's program.
 struct RowExchanges {
   /// Per all_to_all_v that sends rows, its exchange; per one that returns
-  /// them, the exchange it returns.
+  /// them, the exchange it returns (the one whose received rows the
+  /// expert_rows that computed them read: a micro-batch's own).
   std::map<uint32_t, std::unique_ptr<RowExchange>> sends;
   std::map<uint32_t, RowExchange *> returns;
   /// Tensors holding every rank's rows (received ones and what is computed
   /// from them): bound at the plan's most tokens whatever a step's count.
   std::set<uint32_t> allRanksRows;
-  RowExchangeScratch scratch;
+  /// Per micro-batch (0 without them).
+  std::map<int64_t, RowExchangeScratch> scratch;
 
   /// Those of `program` (rank `rank`'s of plan `p`), steps of at most
   /// `maxTokens` tokens: each sending all_to_all_v's owners from every
-  /// rank's expert_rows of its layer. An error names the instruction.
+  /// rank's expert_rows of its layer. An error names the instruction,
+  /// also one of a micro-batch that another rank's fewer tokens could
+  /// give more rows than its part of the received rows holds.
   static Expected<std::unique_ptr<RowExchanges>> find(const plan::Plan &p,
                                                       const plan::Program &program,
                                                       int64_t maxTokens);

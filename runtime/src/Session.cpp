@@ -577,25 +577,22 @@ Status Session::run(const Batch &batch, float *logits) {
         if (st = stream.wait(*events_[e]); !st)
           break;
     const bool isCollective = inst->collective() != plan::CollectiveOp::None;
-    // A step of no tokens of its own runs only the collectives and what
-    // computes other ranks' rows.
-    const bool idle = (count == 0 && !isCollective &&
-                       std::none_of(inst->outputs()->begin(), inst->outputs()->end(),
-                                    [&](uint32_t id) { return exchanges_->allRanksRows.count(id) > 0; })) ||
-                      (narrowed && logitRows == 0);
-    // A micro-batch of no rows (a step of fewer tokens than parts) runs
-    // nothing, on every rank alike (they run the same tokens).
+    // Work on no rows of this rank's (a step of no tokens of its own, a
+    // micro-batch of none: fewer tokens than parts) is skipped, but not the
+    // row exchange nor what computes other ranks' rows from it: every rank
+    // runs those, whatever its own tokens. The all-reduces skipped are
+    // skipped by every rank of their group alike (it holds the same tokens).
     const RowRange rows = rows_[i];
-    if (rows.first(count) == rows.end(count) && rows.parts > 1) {
-      for (size_t e = 0; st && inst->records() && e < inst->records()->size(); ++e)
-        st = stream.record(*events_[inst->records()->Get(uint32_t(e))]);
-      if (!st)
-        break;
-      continue;
-    }
+    const bool everyRank =
+        inst->collective() == plan::CollectiveOp::AllToAllV ||
+        std::any_of(inst->outputs()->begin(), inst->outputs()->end(),
+                    [&](uint32_t id) { return exchanges_->allRanksRows.count(id) > 0; });
+    const bool idle = (rows.first(count) == rows.end(count) && !everyRank) ||
+                      (narrowed && logitRows == 0);
     if (st && !idle) {
       auto enqueue = [&] {
-        return isCollective ? collective(uint32_t(i), stream, call) : stream.launch(call);
+        return isCollective ? collective(uint32_t(i), stream, call, rows.first(count))
+                            : stream.launch(call);
       };
       st = trace_ ? trace_->time(stream, int(inst->stream()),
                                  {instructionName(*inst), isCollective ? "collective" : "launch",
@@ -783,11 +780,12 @@ size_t Session::arenaOffset(const TensorView &v) const {
                 static_cast<const uint8_t *>(arena_->data()));
 }
 
-Status Session::collective(uint32_t i, Stream &stream, const KernelCall &call) {
+Status Session::collective(uint32_t i, Stream &stream, const KernelCall &call,
+                           int64_t firstToken) {
   // create() refused every collective but all_reduce and all_to_all_v.
   if (auto e = exchanges_->sends.find(i); e != exchanges_->sends.end())
-    return e->second->send(stream, *ranks_, call.inputs[0], call.inputs[1], call.outputs[0],
-                           call.outputs[1], collectiveBytes_);
+    return e->second->send(stream, *ranks_, call.inputs[0], call.inputs[1], firstToken,
+                           call.outputs[0], call.outputs[1], collectiveBytes_);
   if (auto r = exchanges_->returns.find(i); r != exchanges_->returns.end())
     return r->second->back(stream, *ranks_, call.inputs[0], call.outputs[0], collectiveBytes_);
   return allReduce(stream, call.inputs[0], call.outputs[0],

@@ -10,8 +10,8 @@ and after the instruction recording each event it waits for; the step is
 the last end, at least each stream's busy time and at most the serial sum;
 one stream (--one-stream): the step is exactly the serial sum; each
 collective lasts latency + wire bytes / bandwidth (with --measured, at
-least that), the wire bytes of a ring all_reduce computed here from the
-plan's tensor shapes; the critical
+least that), the wire bytes of a ring all_reduce and of a row exchange
+computed here from the plan's tensor shapes; the critical
 path is a chain ending at the step's end. With --measured, the launches of
 a plan without micro-batches last as long as the slowest rank's in the
 trace's first step of the same tokens. Prints one line; exits 1 at the first violation."""
@@ -56,20 +56,26 @@ def main():
         last_on[t["stream"]] = t["end"]
         for e in inst.get("records", []):
             recorded[e] = t["end"]
-        if inst.get("collective", "None") == "AllReduce":
-            out = tensors[inst["outputs"][0]]
+        kind = inst.get("collective", "None")
+        if kind in ("AllReduce", "AllToAllV"):
+            # The payload: the rows of this rank's tokens (an exchange's
+            # own rows [T, P, H], sent out or coming back).
+            sends = kind == "AllToAllV" and len(inst["inputs"]) == 2
+            out = tensors[inst["inputs"][0] if sends else inst["outputs"][0]]
             part, parts = out.get("part", 0), out.get("parts", 1)
             rows = tokens * (part + 1) // parts - tokens * part // parts
             payload = rows * ELEMENT[out["dtype"]]
             for d in out["shape"][1:]:
                 payload *= d
-            wire = 2 * (ranks - 1) * payload // ranks
+            # A ring all_reduce puts 2 (N - 1) / N of it on the wire; an
+            # exchange the (N - 1) / N of its rows that go to other ranks.
+            wire = (2 if kind == "AllReduce" else 1) * (ranks - 1) * payload // ranks
             want = link["latency_us"] * 1e-6 + wire / (link["gb_per_s"] * 1e9)
             took = t["end"] - t["start"]
             # --measured adds the traced run's own transfer to the link's.
             if took < want - 1e-9 - 1e-6 * want or \
                     (not a.measured and took > want + 1e-9 + 1e-6 * want):
-                fail(f"all_reduce {t['instruction']} lasts {t['end'] - t['start']:.9f} s; "
+                fail(f"{kind} {t['instruction']} lasts {t['end'] - t['start']:.9f} s; "
                      f"the link takes {want:.9f} s for {wire} bytes")
     durations = [t["end"] - t["start"] for t in timeline]
     serial, step = sum(durations), max(t["end"] for t in timeline)

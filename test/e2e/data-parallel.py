@@ -78,6 +78,32 @@ def remote_rows(counts, layers, rank):
     return rows
 
 
+def check_plan(plan, label, ranks, launcher, link, want, counts, bench_alone):
+    """A --dp-attention plan of `ranks` under `launcher` (moe-run and moe-bench flags
+    `link`): the single-rank run's logits `want` and routing `counts`,
+    the closed form's exchange bytes, and moe-bench's tokens as one rank's
+    (`bench_alone`). Returns the remote rows and the bytes exchanged."""
+    if logits(plan, PROMPT, STEPS, launcher, *link) != want:
+        fail(f"{label}: logits differ from one rank's")
+    text = run(*launcher, "moe-run", plan, "--prompt-tokens", PROMPT, "--max-new-tokens",
+               str(STEPS), "--ignore-eos", "--routing-profile", plan + ".profile.json", *link)
+    if profile_counts(plan + ".profile.json") != counts:
+        fail(f"{label}: routing counts differ from one rank's")
+    sent = [int(b) for b in re.findall(r"collectives [0-9.]+ MiB \(([0-9]+) bytes\)", text)]
+    layers = layers_of(json.loads(run("moe-plan", "json", plan)))
+    width = next(iter(layers.values()))["width"]
+    remote = int(remote_rows(counts, layers, 0))
+    out, back = remote * (4 * width + 4), remote * 4 * width
+    if len(sent) != ranks or sent[0] != out or sum(sent) != out + back:
+        fail(f"{label}: the ranks handed {sent} bytes to the exchanges; "
+             f"{remote} remote rows of {width} make {out} out of rank 0 and {back} back")
+    outputs = plan + ".outputs"
+    run(*launcher, "moe-bench", plan, *BENCH, "--outputs", outputs, *link)
+    if open(outputs).read() != open(bench_alone).read():
+        fail(f"{label}: moe-bench outputs differ from one rank's")
+    return remote, out + back
+
+
 def check(mpirun, name, checkpoint, work, rank_counts):
     alone = os.path.join(work, name + "-1")
     run("moe-compile", checkpoint, "-o", alone, "--max-context", "64")
@@ -88,32 +114,25 @@ def check(mpirun, name, checkpoint, work, rank_counts):
     bench_alone = alone + ".outputs"
     run("moe-bench", alone, *BENCH, "--outputs", bench_alone)
     for ranks in rank_counts:
-        plan = os.path.join(work, f"{name}-dp{ranks}")
-        run("moe-compile", checkpoint, "-o", plan, "--max-context", "64", "--ep", str(ranks),
-            "--dp-attention")
         launcher = mpirun + ["-np", str(ranks)]
-        got = logits(plan, PROMPT, STEPS, launcher)
-        if not want or got != want:
-            fail(f"{name} dp {ranks}: logits differ ({len(want)} and {len(got)} bytes)")
-        text = run(*launcher, "moe-run", plan, "--prompt-tokens", PROMPT, "--max-new-tokens",
-                   str(STEPS), "--ignore-eos", "--routing-profile", plan + ".profile.json")
-        if profile_counts(plan + ".profile.json") != counts:
-            fail(f"{name} dp {ranks}: routing counts differ from one rank's")
-        sent = [int(b) for b in re.findall(r"collectives [0-9.]+ MiB \(([0-9]+) bytes\)", text)]
-        layers = layers_of(json.loads(run("moe-plan", "json", plan)))
-        width = next(iter(layers.values()))["width"]
-        remote = int(remote_rows(counts, layers, 0))
-        out, back = remote * (4 * width + 4), remote * 4 * width
-        if len(sent) != ranks or sent[0] != out or sum(sent) != out + back:
-            fail(f"{name} dp {ranks}: the ranks handed {sent} bytes to the exchanges; "
-                 f"{remote} remote rows of {width} make {out} out of rank 0 and {back} back")
-        outputs = plan + ".outputs"
-        run(*launcher, "moe-bench", plan, *BENCH, "--outputs", outputs)
-        if open(outputs).read() != open(bench_alone).read():
-            fail(f"{name} dp {ranks}: moe-bench outputs differ from one rank's")
-        print(f"{name} dp {ranks}: logits identical; routing counts as one rank's; "
-              f"{remote} remote rows, {out + back} bytes exchanged as the closed form; "
-              f"requests spread over the ranks generate one rank's tokens")
+        plan = os.path.join(work, f"{name}-dp{ranks}")
+        for k in (1, 2, 3):
+            # k > 1: two-batch overlap, each MoE layer's exchange in k
+            # micro-batches, over an emulated link so that the collective
+            # stream lags: everything as without.
+            split = f"{plan}-overlap{k}" if k > 1 else plan
+            overlap = ["--overlap", "two-batch", "--micro-batches", str(k)] if k > 1 else []
+            link = ["--emulate-link", "300:1"] if k > 1 else []
+            label = f"{name} dp {ranks}" + (f" in {k} micro-batches" if k > 1 else "")
+            run("moe-compile", checkpoint, "-o", split, "--max-context", "64", "--ep", str(ranks),
+                "--dp-attention", *overlap)
+            remote, sent = check_plan(split, label, ranks, launcher, link, want, counts, bench_alone)
+            if k == 1:
+                print(f"{name} dp {ranks}: logits identical; routing counts as one rank's; "
+                      f"{remote} remote rows, {sent} bytes exchanged as the closed form; "
+                      f"requests spread over the ranks generate one rank's tokens")
+        print(f"{name} dp {ranks} two-batch in 2 and 3 micro-batches: logits, routing counts, "
+              f"bytes exchanged and spread requests' tokens as without overlap")
         # Placed from the single-rank run's profile, with replicas: a row goes
         # to its rank's own replica, else to one its token picks.
         experts = next(i["params"]["num_experts"] for i in

@@ -22,12 +22,13 @@ def run(*cmd):
     return r.stdout
 
 
-def logits(plan, prompt, steps, launcher=()):
+def logits(plan, prompt, steps, launcher=(), *flags):
     """Every logits row of a greedy run of `steps` tokens after `prompt`
-    (launched through `launcher`, e.g. mpirun -np N), as bytes."""
+    (launched through `launcher`, e.g. mpirun -np N, with moe-run `flags`),
+    as bytes."""
     out = plan + ".logits"
     run(*launcher, "moe-run", plan, "--prompt-tokens", prompt, "--max-new-tokens", str(steps),
-        "--ignore-eos", "--dump-logits", out)
+        "--ignore-eos", "--dump-logits", out, *flags)
     with open(out, "rb") as f:
         return f.read()
 

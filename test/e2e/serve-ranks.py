@@ -211,14 +211,18 @@ def main():
                 (f"ep {n} + tp {m}", ["--ep", str(n), "--tp", str(m)])
                 for m in range(n, 1, -1) if n % m == 0] + [
                 (f"ep {n} + dp-attention", ["--ep", str(n), "--dp-attention"])]
-            # Two-batch overlap of the all-reduces (4 ranks or more; the
-            # optimized build's 4-rank run): tensor-parallel groups of half
-            # the ranks, then every rank.
+            # Two-batch overlap (4 ranks or more; the optimized build's
+            # 4-rank run) of each layout's collectives: the all-reduces of
+            # experts, of tensor-parallel groups of half the ranks and of
+            # every rank, and the row exchange of data-parallel attention.
             if n >= 4:
                 m = n // 2
-                layouts += [(f"ep {n} + tp {m} + two-batch",
-                             ["--ep", str(n), "--tp", str(m), "--overlap", "two-batch"]),
-                            (f"tp {n} + two-batch", ["--tp", str(n), "--overlap", "two-batch"])]
+                two = ["--overlap", "two-batch"]
+                layouts += [(f"ep {n} + two-batch", ["--ep", str(n), *two]),
+                            (f"ep {n} + tp {m} + two-batch", ["--ep", str(n), "--tp", str(m), *two]),
+                            (f"tp {n} + two-batch", ["--tp", str(n), *two]),
+                            (f"ep {n} + dp-attention + two-batch",
+                             ["--ep", str(n), "--dp-attention", *two])]
             for label, flags in layouts:
                 plan = os.path.join(base, label.replace(" ", "").replace("+", "-"))
                 subprocess.run([compile_, ckpt, "-o", plan, "--max-context", context, *flags],

@@ -412,7 +412,8 @@ int simulate(const std::string &dir, const SimulateFlags &f) {
                  }();
   std::fprintf(o, "assumptions: ranks alike (rank 0's program stands for the job); %s; expert "
                   "rows routed evenly; collectives over a link of %s (ring all_reduce: 2 (N - "
-                  "1) / N of the payload on the wire)%s\n",
+                  "1) / N of the payload on the wire; all_to_all_v: (N - 1) / N of a step's "
+                  "rows to other ranks and back, each rank as many tokens)%s\n",
                launches.c_str(), link->describe().c_str(),
                hw->hostRunsStreamZero ? "; the host runs stream 0 and issues the others' work "
                                         "as it reaches it"

@@ -155,8 +155,9 @@ private:
   /// Whether `inst` is an expert_rows computing rows other ranks sent
   /// (data-parallel attention).
   bool receivesRows(const plan::Instruction &inst) const;
-  /// Enqueues collective instruction `i` (call: its views) on `stream`.
-  Status collective(uint32_t i, Stream &stream, const KernelCall &call);
+  /// Enqueues collective instruction `i` (call: its views) on `stream`;
+  /// its rows are the step's from token `firstToken` on (a micro-batch's).
+  Status collective(uint32_t i, Stream &stream, const KernelCall &call, int64_t firstToken);
   /// Runs a checked batch (no tokens: a step for the other ranks).
   Status run(const Batch &batch, float *logits);
   /// Makes resident the KV blocks `batch` writes that are not yet.
