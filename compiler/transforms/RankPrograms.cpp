@@ -26,13 +26,21 @@ FailureOr<SmallVector<func::FuncOp>> rankPrograms(ModuleOp module, StringRef pas
   return programs;
 }
 
-void allReduceAfter(plan::LaunchOp l, plan::GroupAttr group) {
-  OpBuilder b(l);
-  b.setInsertionPointAfter(l);
-  Value y = l.getOuts()[0];
+static void allReduceAfter(Operation *op, Value y, int64_t stream, plan::GroupAttr group) {
+  OpBuilder b(op);
+  b.setInsertionPointAfter(op);
   b.create<plan::CollectiveOp>(
-      l.getLoc(), plan::CollectiveKindAttr::get(l.getContext(), plan::CollectiveKind::all_reduce),
-      ValueRange{y}, ValueRange{y}, b.getI64IntegerAttr(l.getStream()), group);
+      op->getLoc(),
+      plan::CollectiveKindAttr::get(op->getContext(), plan::CollectiveKind::all_reduce),
+      ValueRange{y}, ValueRange{y}, b.getI64IntegerAttr(stream), group);
+}
+
+void allReduceAfter(plan::LaunchOp l, plan::GroupAttr group) {
+  allReduceAfter(l, l.getOuts()[0], l.getStream(), group);
+}
+
+void allReduceAfter(plan::CollectiveOp c, plan::GroupAttr group) {
+  allReduceAfter(c, c.getOuts()[0], c.getStream(), group);
 }
 
 } // namespace moe

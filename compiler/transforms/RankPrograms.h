@@ -25,6 +25,8 @@ rankPrograms(mlir::ModuleOp module, llvm::StringRef pass, llvm::StringRef option
 /// after `l` on its stream: each rank holds a part of the sum, among the
 /// ranks of `group` (null: every rank).
 void allReduceAfter(mlir::plan::LaunchOp l, mlir::plan::GroupAttr group = {});
+/// The same after collective `c` (its first output).
+void allReduceAfter(mlir::plan::CollectiveOp c, mlir::plan::GroupAttr group);
 
 } // namespace moe
 

@@ -287,6 +287,30 @@ public:
       if (failed(done) || failed(l.verify()))
         return failure();
     }
+    return shareExchanges(f);
+  }
+
+  /// Data-parallel attention: the group holds the same tokens, so each
+  /// member sends only its share of the rows to the experts' ranks; an
+  /// all_reduce among the group (kind data) after the rows come back
+  /// gives every member every row (the others' shares are zeros). The
+  /// runtime takes that all_reduce to mean the shares.
+  LogicalResult shareExchanges(func::FuncOp f) {
+    SmallVector<plan::CollectiveOp> returns;
+    f.walk([&](plan::CollectiveOp c) {
+      if (c.getKind() == plan::CollectiveKind::all_to_all_v && c.getIns().size() == 1)
+        returns.push_back(c);
+    });
+    if (returns.empty())
+      return success();
+    if (!group_)
+      return returns.front().emitOpError()
+             << "exchanges rows among ranks that hold different tokens, but tp=" << ranks_
+             << " puts every rank in one tensor-parallel group: data-parallel attention needs "
+                "at least two groups";
+    auto data = plan::GroupAttr::get(f.getContext(), plan::GroupKind::data, group_.getRanks());
+    for (plan::CollectiveOp c : returns)
+      ::moe::allReduceAfter(c, data);
     return success();
   }
 

@@ -112,7 +112,10 @@ Expected<std::unique_ptr<Engine>> Engine::create(const LoadedPlan &plan, Device 
   }
   e->logits_.reset(new float[size_t(e->options_.tokenBudget * e->vocab_)]);
   e->device_ = &device;
-  if (options.ranks && options.ranks->size() > 1 && !e->session_->stepsWithRanks()) {
+  e->mates_ = !options.ranks                       ? nullptr
+              : !e->session_->stepsWithRanks()      ? options.ranks
+                                                    : e->session_->dataGroupRanks();
+  if (e->mates_ && e->mates_->size() > 1) {
     auto picks = device.allocate(size_t(e->options_.tokenBudget) * sizeof(int32_t),
                                  MemoryKind::HostVisible);
     if (!picks)
@@ -521,13 +524,14 @@ Expected<int32_t> Engine::pick(Sequence &s, int64_t row) {
 Status Engine::agreeOnPicks(std::vector<int32_t> &picks) {
   if (!picks_ || picks.empty())
     return Status::ok();
-  // Rank 0's picks plus zeros from every other rank: rank 0's, exactly.
+  // Rank 0's picks plus zeros from every other rank: rank 0's, exactly
+  // (of a data group: its first rank's).
   auto *words = static_cast<int32_t *>(picks_->host());
-  const bool first = options_.ranks->rank() == 0;
+  const bool first = mates_->rank() == 0;
   for (size_t i = 0; i < picks.size(); ++i)
     words[i] = first ? picks[i] : 0;
   Stream &stream = device_->stream(0);
-  if (Status st = options_.ranks->allReduce(stream, {picks_->data(), DType::I32, picks.size()});
+  if (Status st = mates_->allReduce(stream, {picks_->data(), DType::I32, picks.size()});
       !st)
     return st;
   if (Status st = stream.synchronize(); !st)

@@ -74,14 +74,16 @@ Status stepWithRanks(Engine &engine) {
 
 } // namespace
 
-/// Rank 0's view of a job whose ranks hold different tokens.
+/// Rank 0's view of a job whose ranks hold different tokens: requests go
+/// to data-parallel groups (one rank each, or M ranks with --dp-attention
+/// --tp M, which all run the group's requests); rank 0 is in group 0.
 struct EngineService::Placement {
-  explicit Placement(int ranks) : tokens(size_t(ranks), 0), requests(size_t(ranks), 0) {}
+  explicit Placement(int groups) : tokens(size_t(groups), 0), requests(size_t(groups), 0) {}
   OwnRequests own;
   int64_t nextId = 0;                          ///< the next submission's number
-  std::map<int64_t, std::pair<int, int64_t>> placed; ///< unfinished: number -> rank, tokens
-  std::vector<int64_t> tokens, requests;       ///< per rank: of its unfinished requests
-  /// The rank with the fewest tokens to come (prompt + most new tokens of
+  std::map<int64_t, std::pair<int, int64_t>> placed; ///< unfinished: number -> group, tokens
+  std::vector<int64_t> tokens, requests;       ///< per group: of its unfinished requests
+  /// The group with the fewest tokens to come (prompt + most new tokens of
   /// its unfinished requests); the lowest of equals.
   int pick() const {
     return int(std::min_element(tokens.begin(), tokens.end()) - tokens.begin());
@@ -143,7 +145,7 @@ EngineService::EngineService(std::unique_ptr<Engine> engine, ServiceRanks ranks)
   if (!ranks_.ranks || ranks_.ranks->size() == 1)
     ranks_ = {};
   if (ranks_.ranks && engine_->session().stepsWithRanks())
-    placement_ = std::make_unique<Placement>(ranks_.ranks->size());
+    placement_ = std::make_unique<Placement>(engine_->session().dataGroups());
   publish();
   thread_ = std::thread([this] { run(); });
 }
@@ -438,15 +440,15 @@ Status EngineService::takeInboxAcrossRanks(std::deque<Submission> &submissions,
       r = {nullptr, Rejection::Invalid, st.message()};
       continue;
     }
-    const int rank = p.pick();
-    if (p.requests[size_t(rank)] >= engine_->maxWaiting()) {
+    const int group = p.pick();
+    if (p.requests[size_t(group)] >= engine_->maxWaiting()) {
       r = {nullptr, Rejection::Busy,
            "request rejected: every rank's waiting queue is full (" +
-               std::to_string(p.requests[size_t(rank)]) + " requests); retry later"};
+               std::to_string(p.requests[size_t(group)]) + " requests); retry later"};
       continue;
     }
     const int64_t id = p.nextId++;
-    p.place(id, rank, int64_t(request.prompt.size()) + request.maxNewTokens);
+    p.place(id, group, int64_t(request.prompt.size()) + request.maxNewTokens);
     r.stream = std::make_shared<RequestStream>();
     r.stream->id_ = id;
     {
@@ -454,7 +456,7 @@ Status EngineService::takeInboxAcrossRanks(std::deque<Submission> &submissions,
       streams_[id] = r.stream;
     }
     events.submissions.push_back(request);
-    events.owners.push_back(rank);
+    events.owners.push_back(group);
   }
   events.cancels = cancels;
   events.cancelAll = cancelAll;
@@ -599,9 +601,14 @@ void EngineService::publish() {
 
 Status followService(Engine &engine, Collective &ranks, Device &device) {
   // Ranks holding different tokens: this rank's engine runs the
-  // submissions given to it (numbered as rank 0 numbers them), and every
-  // step's outputs go to rank 0. Otherwise it runs them all, as rank 0's.
+  // submissions given to its data group (numbered as rank 0 numbers them),
+  // and every step's outputs go to rank 0, from the group's first rank
+  // (the others run the same requests and sample the same tokens).
+  // Otherwise it runs them all, as rank 0's.
   const bool own = engine.session().stepsWithRanks();
+  const int group = engine.session().dataGroup();
+  const bool reports = !engine.session().dataGroupRanks() ||
+                       engine.session().dataGroupRanks()->rank() == 0;
   OwnRequests mine;
   int64_t nextId = 0;
   std::set<int64_t> pending; // in lockstep: this engine's requests not finished yet
@@ -615,7 +622,7 @@ Status followService(Engine &engine, Collective &ranks, Device &device) {
       return Status::error("service events: the submissions have no ranks (rank 0 runs a plan "
                            "whose ranks step together?)");
     for (size_t i = 0; i < events.submissions.size(); ++i, ++nextId) {
-      if (own && events.owners[i] != ranks.rank())
+      if (own && events.owners[i] != group)
         continue;
       // In lockstep rank 0's engine accepted or refused each the same way.
       auto id = engine.submit(std::move(events.submissions[i]));
@@ -641,7 +648,10 @@ Status followService(Engine &engine, Collective &ranks, Device &device) {
       if (auto figures = gatherJobFigures(ranks, device, engine); !figures)
         return figures.status();
     if (own) {
-      if (auto sent = gatherOutputs(ranks, device, mine.take(engine)); !sent)
+      ServiceOutputs outputs = mine.take(engine);
+      if (!reports)
+        outputs = ServiceOutputs();
+      if (auto sent = gatherOutputs(ranks, device, outputs); !sent)
         return sent.status();
       continue;
     }

@@ -47,6 +47,9 @@ Status RowExchange::send(Stream &stream, Collective &ranks, const TensorView &ro
   const auto *slotOf = static_cast<const int32_t *>(slots.data);
   // Rows in order of their destination (stably: each rank receives a
   // sender's rows in the order dispatch left them, grouped by expert).
+  // Ranks that hold the same tokens send a share each: token t by the
+  // member t mod shares.
+  auto mine = [=, this](int64_t r) { return (firstToken + r / picks) % shares_ == share_; };
   Status packed = stream.enqueueHost([=, this, &sentBytes]() -> Status {
     const size_t n = rowsOut_.size();
     std::vector<size_t> next(n + 1, 0);
@@ -56,7 +59,8 @@ Status RowExchange::send(Stream &stream, Collective &ranks, const TensorView &ro
         return Status::error("all_to_all_v: slot " + std::to_string(e) + " is outside [0, " +
                              std::to_string(holders_.size()) +
                              ") (a corrupt plan: another op overwrote it)");
-      ++next[size_t(destination(e, firstToken + r / picks)) + 1];
+      if (mine(r))
+        ++next[size_t(destination(e, firstToken + r / picks)) + 1];
     }
     std::partial_sum(next.begin(), next.end(), next.begin());
     uint64_t remote = 0;
@@ -66,7 +70,10 @@ Status RowExchange::send(Stream &stream, Collective &ranks, const TensorView &ro
       if (int(d) != rank_)
         remote += slotsOut_[d];
     }
+    placed_ = next[n];
     for (int64_t r = 0; r < count; ++r) {
+      if (!mine(r))
+        continue;
       const size_t place = next[size_t(destination(slotOf[r], firstToken + r / picks))]++;
       scratch_.order[place] = r;
       scratch_.sendSlots[place] = slotOf[r];
@@ -119,7 +126,10 @@ Status RowExchange::back(Stream &stream, Collective &ranks, const TensorView &re
   auto *out = static_cast<float *>(rows.data);
   const int64_t count = rows.rows() * rows.shape[1];
   return stream.enqueueHost([=, this] {
-    for (int64_t place = 0; place < count; ++place)
+    // Rows of another member's share: zeros (its all_reduce adds them).
+    if (shares_ > 1)
+      std::fill(out, out + count * width_, 0.0f);
+    for (size_t place = 0; place < placed_; ++place)
       std::memcpy(out + scratch_.order[size_t(place)] * width_,
                   scratch_.backRows.data() + size_t(place) * size_t(width_),
                   size_t(width_) * sizeof(float));
@@ -138,17 +148,58 @@ const plan::ExpertsParams *expertRowsOf(const plan::Program &program, int layer)
   return nullptr;
 }
 
-} // namespace
+/// When the rows that return instruction `i` brings back are then summed
+/// among a data group (the ranks holding the same tokens), each member
+/// sends its share of them: `exchange` is told its share, and `mates` the
+/// group (the same for every exchange of the program).
+Status shareAmongMates(const plan::Plan &p, const plan::Program &program, uint32_t i,
+                       RowExchange &exchange, std::vector<int> &mates) {
+  const auto *insts = program.instructions();
+  const uint32_t rows = insts->Get(i)->outputs()->Get(0);
+  const plan::Instruction *sum = nullptr;
+  for (uint32_t j = i + 1; j < insts->size() && !sum; ++j)
+    if (const plan::Instruction *reader = insts->Get(j);
+        std::find(reader->inputs()->begin(), reader->inputs()->end(), rows) !=
+        reader->inputs()->end())
+      sum = reader;
+  const std::string where = "instruction " + std::to_string(i) + " (all_to_all_v)";
+  const bool shared = sum && sum->collective() == plan::CollectiveOp::AllReduce &&
+                      sum->group() >= 0;
+  if (!shared) {
+    if (!mates.empty())
+      return Status::error(where + " returns rows that no all_reduce adds up, but the "
+                                   "program's other exchanges share their tokens among ranks " +
+                           std::to_string(mates.front()) + " to " +
+                           std::to_string(mates.back()));
+    return Status::ok();
+  }
+  const plan::Group &group = *p.groups()->Get(uint32_t(sum->group()));
+  std::vector<int> members(group.ranks()->begin(), group.ranks()->end());
+  const int m = int(members.size());
+  if (group.kind() != plan::GroupKind::Data || members.front() % m ||
+      members.back() != members.front() + m - 1 || int(p.programs()->size()) % m)
+    return Status::error(where + " returns rows that an all_reduce among " + groupName(group) +
+                         " adds up: the ranks holding the same tokens must be a data group of " +
+                         "consecutive ranks, as many in each group");
+  if (!mates.empty() && mates != members)
+    return Status::error(where + " shares its tokens among " + groupName(group) +
+                         ", another exchange of the program among other ranks");
+  mates = members;
+  exchange.shareTokens(program.rank() - members.front(), m);
+  return Status::ok();
+}
 
 /// The most rows micro-batch `part` has in a step of at most `tokens`
 /// tokens (not always its rows at `tokens`: part 2 of 5 has 1 of 2 tokens,
 /// none of 3).
-static int64_t mostRows(const RowRange &part, int64_t tokens) {
+int64_t mostRows(const RowRange &part, int64_t tokens) {
   int64_t most = 0;
   for (int64_t t = 0; t <= tokens; ++t)
     most = std::max(most, part.end(t) - part.first(t));
   return most;
 }
+
+} // namespace
 
 Expected<std::unique_ptr<RowExchanges>> RowExchanges::find(const plan::Plan &p,
                                                            const plan::Program &program,
@@ -180,6 +231,8 @@ Expected<std::unique_ptr<RowExchanges>> RowExchanges::find(const plan::Plan &p,
         return Status::error(where + " returns rows that no expert_rows computed from rows an "
                                      "all_to_all_v sent");
       x.returns[i] = from->second;
+      if (Status st = shareAmongMates(p, program, i, *from->second, x.mates); !st)
+        return st;
       continue;
     }
     // The expert_rows that reads what arrives says the layer; every rank's

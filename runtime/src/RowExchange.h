@@ -54,6 +54,10 @@ public:
   Status send(Stream &stream, Collective &ranks, const TensorView &rows,
               const TensorView &slots, int64_t firstToken, const TensorView &received,
               const TensorView &receivedSlots, std::atomic<uint64_t> &sentBytes);
+  /// Sends only the rows of tokens t with t mod `shares` = `share`: the
+  /// ranks holding the same tokens share them (their results come back
+  /// into zeros, an all_reduce among them adds the shares).
+  void shareTokens(int share, int shares) { share_ = share, shares_ = shares; }
   /// Enqueues the return of the last exchange's rows, computed in `results`
   /// (as `received`), into `rows` (as sent).
   Status back(Stream &stream, Collective &ranks, const TensorView &results,
@@ -64,7 +68,9 @@ private:
   int destination(int32_t expert, int64_t token) const;
   std::vector<std::vector<int>> holders_;
   int64_t width_ = 0;
-  int rank_ = 0;
+  int rank_ = 0, share_ = 0, shares_ = 1;
+  /// Rows the last exchange sent (places in the send order).
+  size_t placed_ = 0;
   /// The last exchange: the elements sent to and received from each rank
   /// (rows, then slots), and where its rows wait (the order in `scratch_`).
   std::vector<size_t> rowsOut_, rowsIn_, slotsOut_, slotsIn_, backIn_;
@@ -83,6 +89,9 @@ struct RowExchanges {
   std::set<uint32_t> allRanksRows;
   /// Per micro-batch (0 without them).
   std::map<int64_t, RowExchangeScratch> scratch;
+  /// The ranks holding this rank's tokens, which share its exchanges
+  /// (--dp-attention --tp: its data group); empty when it holds its own.
+  std::vector<int> mates;
 
   /// Those of `program` (rank `rank`'s of plan `p`), steps of at most
   /// `maxTokens` tokens: each sending all_to_all_v's owners from every

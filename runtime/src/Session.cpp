@@ -310,6 +310,12 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
   if (!exchanges)
     return exchanges.status();
   s->exchanges_ = exchanges.take();
+  if (const std::vector<int> &mates = s->exchanges_->mates; !mates.empty()) {
+    auto group = s->ranks_->group(mates);
+    if (!group)
+      return group.status();
+    s->mates_ = *group;
+  }
   // With expert parallelism, of each layer's routed experts only this
   // rank's rows (ExpertsParams.held, replicas, replica).
   std::map<int64_t, std::shared_ptr<std::vector<uint64_t>>> rowsSeenOfLayer;
@@ -389,6 +395,19 @@ std::string formatBytes(uint64_t bytes) {
 }
 
 bool Session::stepsWithRanks() const { return exchanges_ && !exchanges_->sends.empty(); }
+
+int Session::dataGroup() const {
+  if (!stepsWithRanks())
+    return 0;
+  const std::vector<int> &mates = exchanges_->mates;
+  return mates.empty() ? ranks_->rank() : mates.front() / int(mates.size());
+}
+
+int Session::dataGroups() const {
+  if (!stepsWithRanks())
+    return 1;
+  return ranks_->size() / std::max(1, int(exchanges_->mates.size()));
+}
 
 Session::Session(const LoadedPlan &plan, Device &device)
     : plan_(plan), program_(plan.program()), device_(device) {}
@@ -640,9 +659,13 @@ Status Session::run(const Batch &batch, float *logits) {
     // every rank computes a part of every row): rank 0 counts them. Ranks
     // holding different tokens: each counts its own.
     const ExpertShare &share = c.share;
+    // Of ranks holding the same tokens, the first of the group counts.
+    const bool countsOwn = stepsWithRanks() ? exchanges_->mates.empty() ||
+                                                  exchanges_->mates.front() == ranks_->rank()
+                                            : ranks_->rank() == 0;
     for (size_t e = 0; e < picks.size(); ++e) {
       if (share.stack.empty()) {
-        if (ranks_->rank() == 0 || stepsWithRanks())
+        if (countsOwn)
           load_[r].counts[e] += picks[e];
         continue;
       }

@@ -16,6 +16,8 @@
                                                 (resealed)
   corrupt-plan.py PLAN_DIR set-layout V         the first weight in panels: its `layout`
                                                 := V (resealed)
+  corrupt-plan.py PLAN_DIR set-group-kind I V   plan.groups[I]'s kind := V, a group whose
+                                                kind is not the default (resealed)
   corrupt-plan.py PLAN_DIR weights-flip OFFSET  flip one byte of weights-0.bin
   corrupt-plan.py PLAN_DIR weights-truncate N   cut weights-0.bin to N bytes
   corrupt-plan.py PLAN_DIR old-checksums        as a plan before format 2.10: every weight's
@@ -76,6 +78,7 @@ OPPARAMS_EXPERTS, EXPERTS_PARAMS_REPLICA = 5, 10  # the union's member; its fiel
 EXPERTS_PARAMS_FIELDS = {"stacked": 6, "layer": 7}
 PLAN_TENSORS, TENSOR_VIEW_FIELDS = 3, {"base": 11, "part": 12, "parts": 13}
 TENSOR_LAYOUT = 15
+PLAN_GROUPS, GROUP_KIND = 12, 0
 PLAN_WEIGHT_FILES, PLAN_WEIGHT_CHECKSUM, WEIGHT_FILE_PATH = 4, 11, 0
 TENSOR_WEIGHT_FIELDS = {"storage": 3, "weight_file": 4, "offset": 5, "size": 6, "checksum": 7}
 
@@ -136,6 +139,17 @@ def set_layout(body, value):
             body[layout] = value
             return
     sys.exit("the plan has no weight in panels")
+
+
+def set_group_kind(body, index, value):
+    plan = deref(body, 0)
+    groups = deref(body, field(body, plan, PLAN_GROUPS))
+    if index >= struct.unpack_from("<I", body, groups)[0]:
+        sys.exit(f"the plan has no group {index}")
+    kind = field(body, deref(body, groups + 4 + 4 * index), GROUP_KIND)
+    if kind is None:
+        sys.exit(f"group {index} has the default kind (absent); cannot set it in place")
+    body[kind] = value
 
 
 def scalar(body, table, index, kind, default=0):
@@ -223,6 +237,9 @@ def main():
         data = reseal(bytes(body))
     elif cmd == "set-view":
         set_view(body, args[0], int(args[1]))
+        data = reseal(bytes(body))
+    elif cmd == "set-group-kind":
+        set_group_kind(body, int(args[0]), int(args[1]))
         data = reseal(bytes(body))
     elif cmd == "set-layout":
         set_layout(body, int(args[0]))

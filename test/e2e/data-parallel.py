@@ -29,7 +29,7 @@ import json
 import os
 import re
 
-from plan_checks import check_ranked_models, fail, logits, run
+from plan_checks import check_ranked_models, fail, greedy, logits, run
 
 PROMPT = "1,7,3,9,11,2"
 STEPS = 4
@@ -85,10 +85,7 @@ def check_plan(plan, label, ranks, launcher, link, want, counts, bench_alone):
     (`bench_alone`). Returns the remote rows and the bytes exchanged."""
     if logits(plan, PROMPT, STEPS, launcher, *link) != want:
         fail(f"{label}: logits differ from one rank's")
-    text = run(*launcher, "moe-run", plan, "--prompt-tokens", PROMPT, "--max-new-tokens",
-               str(STEPS), "--ignore-eos", "--routing-profile", plan + ".profile.json", *link)
-    if profile_counts(plan + ".profile.json") != counts:
-        fail(f"{label}: routing counts differ from one rank's")
+    text = same_counts_and_tokens(plan, label, launcher, link, counts, bench_alone)
     sent = [int(b) for b in re.findall(r"collectives [0-9.]+ MiB \(([0-9]+) bytes\)", text)]
     layers = layers_of(json.loads(run("moe-plan", "json", plan)))
     width = next(iter(layers.values()))["width"]
@@ -97,17 +94,59 @@ def check_plan(plan, label, ranks, launcher, link, want, counts, bench_alone):
     if len(sent) != ranks or sent[0] != out or sum(sent) != out + back:
         fail(f"{label}: the ranks handed {sent} bytes to the exchanges; "
              f"{remote} remote rows of {width} make {out} out of rank 0 and {back} back")
-    outputs = plan + ".outputs"
-    run(*launcher, "moe-bench", plan, *BENCH, "--outputs", outputs, *link)
-    if open(outputs).read() != open(bench_alone).read():
-        fail(f"{label}: moe-bench outputs differ from one rank's")
     return remote, out + back
+
+
+def same_counts_and_tokens(plan, label, launcher, link, counts, bench_alone):
+    """moe-run's routing counts are one rank's `counts`, and moe-bench's
+    requests spread over the ranks generate one rank's tokens
+    (`bench_alone`); moe-run's output."""
+    text = run(*launcher, "moe-run", plan, "--prompt-tokens", PROMPT, "--max-new-tokens",
+               str(STEPS), "--ignore-eos", "--routing-profile", plan + ".profile.json", *link)
+    if profile_counts(plan + ".profile.json") != counts:
+        fail(f"{label}: routing counts differ from one rank's")
+    run(*launcher, "moe-bench", plan, *BENCH, "--outputs", plan + ".outputs", *link)
+    if open(plan + ".outputs").read() != open(bench_alone).read():
+        fail(f"{label}: moe-bench outputs differ from one rank's")
+    return text
+
+
+def check_groups(name, checkpoint, work, ranks, launcher, want_run, counts, bench_alone):
+    """--ep N --tp N/2 --dp-attention: two data-parallel groups of N/2
+    ranks, each attending (tensor-parallel inside the group) for its own
+    sequences, each member exchanging its share of the group's rows. The
+    logits are bit for bit those of --ep N --tp N/2 (the same sums in the
+    same order: the shares add up exactly), the tokens one rank's, the
+    routing counts one rank's (each group's first rank counts), and
+    moe-bench's requests spread over the groups generate one rank's tokens;
+    with two-batch overlap, the same."""
+    tp = ranks // 2
+    grouped = os.path.join(work, f"{name}-ep{ranks}tp{tp}")
+    run("moe-compile", checkpoint, "-o", grouped, "--max-context", "64", "--ep", str(ranks),
+        "--tp", str(tp))
+    lockstep = logits(grouped, PROMPT, STEPS, launcher)
+    for overlap in ([], ["--overlap", "two-batch"]):
+        label = f"{name} dp {ranks} tp {tp}" + (" two-batch" if overlap else "")
+        plan = f"{grouped}-dp" + ("-overlap" if overlap else "")
+        run("moe-compile", checkpoint, "-o", plan, "--max-context", "64", "--ep", str(ranks),
+            "--tp", str(tp), "--dp-attention", *overlap)
+        got = greedy(plan, PROMPT, STEPS, launcher)
+        if got[0] != want_run[0]:
+            fail(f"{label}: {got[0]}, one rank {want_run[0]}")
+        with open(plan + ".logits", "rb") as f:
+            if f.read() != lockstep:
+                fail(f"{label}: logits differ from --ep {ranks} --tp {tp}'s")
+        same_counts_and_tokens(plan, label, launcher, [], counts, bench_alone)
+    print(f"{name} dp {ranks} tp {tp} (with and without two-batch): logits as --ep {ranks} "
+          f"--tp {tp}'s, one rank's tokens and routing counts; requests spread over the 2 "
+          f"groups generate one rank's tokens")
 
 
 def check(mpirun, name, checkpoint, work, rank_counts):
     alone = os.path.join(work, name + "-1")
     run("moe-compile", checkpoint, "-o", alone, "--max-context", "64")
     want = logits(alone, PROMPT, STEPS)
+    want_run = greedy(alone, PROMPT, STEPS)
     run("moe-run", alone, "--prompt-tokens", PROMPT, "--max-new-tokens", str(STEPS),
         "--ignore-eos", "--routing-profile", alone + ".profile.json")
     counts = profile_counts(alone + ".profile.json")
@@ -133,6 +172,8 @@ def check(mpirun, name, checkpoint, work, rank_counts):
                       f"requests spread over the ranks generate one rank's tokens")
         print(f"{name} dp {ranks} two-batch in 2 and 3 micro-batches: logits, routing counts, "
               f"bytes exchanged and spread requests' tokens as without overlap")
+        if ranks >= 4:
+            check_groups(name, checkpoint, work, ranks, launcher, want_run, counts, bench_alone)
         # Placed from the single-rank run's profile, with replicas: a row goes
         # to its rank's own replica, else to one its token picks.
         experts = next(i["params"]["num_experts"] for i in
@@ -145,13 +186,8 @@ def check(mpirun, name, checkpoint, work, rank_counts):
             str(extra))
         if logits(placed, PROMPT, STEPS, launcher) != want:
             fail(f"{name} dp {ranks} placed: logits differ from one rank's")
-        run(*launcher, "moe-run", placed, "--prompt-tokens", PROMPT, "--max-new-tokens",
-            str(STEPS), "--ignore-eos", "--routing-profile", placed + ".profile.json")
-        if profile_counts(placed + ".profile.json") != counts:
-            fail(f"{name} dp {ranks} placed: routing counts differ from one rank's")
-        run(*launcher, "moe-bench", placed, *BENCH, "--outputs", placed + ".outputs")
-        if open(placed + ".outputs").read() != open(bench_alone).read():
-            fail(f"{name} dp {ranks} placed: moe-bench outputs differ from one rank's")
+        same_counts_and_tokens(placed, f"{name} dp {ranks} placed", launcher, [], counts,
+                               bench_alone)
         print(f"{name} dp {ranks} placed with {extra} replicas: logits identical; routing counts "
               f"as one rank's; requests spread over the ranks generate one rank's tokens")
 

@@ -131,15 +131,15 @@ def leave_mid_stream(server, name):
                            "temperature": 0.9, "stream": False})
 
 
-def rank_metrics(server, n, label, spread=False):
+def rank_metrics(server, n, label, spread=()):
     """/metrics has each rank's KV blocks, expert rows, collective bytes and
     time, picks replaced by rank 0's, and requests running and waiting
     (none, once all are answered); the ranks' expert rows add up to
     the job's routing counts (summed over the ranks), and every rank
     exchanged bytes and spent time in collectives; `spread` (ranks holding
-    different tokens, each counting its own tokens' picks): every rank ran
-    requests. Waits for the ranks' next report (once a second), which
-    follows the last request."""
+    different tokens, the first of each data group counting its group's
+    tokens' picks): each of those ranks ran requests. Waits for the ranks'
+    next report (once a second), which follows the last request."""
     time.sleep(1.2)
     for _ in range(50):
         m = server.metrics()
@@ -164,8 +164,9 @@ def rank_metrics(server, n, label, spread=False):
     if min(sent) <= 0 or min(waited) <= 0:
         raise SystemExit(f"{label}: a rank sent no collective bytes or spent no time in "
                          f"collectives: {sent} bytes, {waited} s")
-    if spread and min(rows) <= 0:
-        raise SystemExit(f"{label}: a rank ran no request: its tokens' expert rows {rows}")
+    if any(rows[r] <= 0 for r in spread):
+        raise SystemExit(f"{label}: a data group ran no request: the expert rows its first rank "
+                         f"counted, of ranks {list(spread)}: {rows}")
     return int(routed)
 
 
@@ -223,6 +224,11 @@ def main():
                             (f"tp {n} + two-batch", ["--tp", str(n), *two]),
                             (f"ep {n} + dp-attention + two-batch",
                              ["--ep", str(n), "--dp-attention", *two])]
+                # Data-parallel groups of half the ranks, each attending
+                # (tensor-parallel inside) for the requests rank 0 gives it.
+                dp = ["--ep", str(n), "--tp", str(m), "--dp-attention"]
+                layouts += [(f"ep {n} + tp {m} + dp-attention", dp),
+                            (f"ep {n} + tp {m} + dp-attention + two-batch", [*dp, *two])]
             for label, flags in layouts:
                 plan = os.path.join(base, label.replace(" ", "").replace("+", "-"))
                 subprocess.run([compile_, ckpt, "-o", plan, "--max-context", context, *flags],
@@ -230,7 +236,10 @@ def main():
                 server = Server(bin_dir, plan, os.path.join(base, "serve-" + os.path.basename(plan)),
                                 *FLAGS, name=name, launcher=mpirun.split() + ["-np", str(n)])
                 got = answers(server, name)
-                routed = rank_metrics(server, n, f"{name} {label}", "dp-attention" in label)
+                # Each data group's first rank counts its group's picks.
+                size = int(flags[flags.index("--tp") + 1]) if "--tp" in flags else 1
+                spread = range(0, n, size) if "dp-attention" in label else ()
+                routed = rank_metrics(server, n, f"{name} {label}", spread)
                 got_after = leave_mid_stream(server, name) if leaves else None
                 stop(server, True)
                 if got_after != after:

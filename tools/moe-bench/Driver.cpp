@@ -51,13 +51,15 @@ rt::Expected<Outcome> drive(const rt::LoadedPlan &plan, rt::Device &device,
   out.kvBytesPerBlock = e.kvBytesPerBlock();
   out.hostBlocks = e.hostBlocks();
   bool open = !load.arrivals.empty();
-  const int ranks = load.ranks ? load.ranks->size() : 1, rank = load.ranks ? load.ranks->rank() : 0;
+  const int ranks = load.ranks ? load.ranks->size() : 1;
   // Ranks holding different tokens (data-parallel attention) serve every
-  // ranks-th request from their own; otherwise every rank serves them all.
+  // groups-th request from their data group's own (every rank of the group
+  // the same ones); otherwise every rank serves them all.
   const bool own = e.session().stepsWithRanks();
+  const int groups = e.session().dataGroups(), group = e.session().dataGroup();
   std::vector<size_t> mine;
   for (size_t i = 0; i < requests.size(); ++i)
-    if (!own || int(i % size_t(ranks)) == rank)
+    if (!own || int(i % size_t(groups)) == group)
       mine.push_back(i);
   out.requests = mine.size();
   size_t next = 0;
@@ -128,9 +130,17 @@ rt::Expected<Outcome> drive(const rt::LoadedPlan &plan, rt::Device &device,
   out.collectiveBytes = e.session().collectiveBytes();
   std::sort(out.results.begin(), out.results.end(),
             [](const auto &a, const auto &b) { return a.id < b.id; });
-  if (own)
+  if (own) {
+    // Of a data group's ranks (the same requests), the first reports them.
+    if (rt::Collective *mates = e.session().dataGroupRanks(); mates && mates->rank() != 0) {
+      Outcome none; // what rank 0 reports of this rank: nothing; its own counters stay
+      none.expertLoad = std::move(out.expertLoad);
+      none.collectiveBytes = out.collectiveBytes;
+      out = std::move(none);
+    }
     if (rt::Status st = mergeOverRanks(out, start, *load.ranks, device); !st)
       return st;
+  }
   return out;
 }
 

@@ -255,9 +255,10 @@ int main(int argc, char **argv) {
                 ": with both, --ep is the rank count (experts over all ranks) and --tp the "
                 "ranks of each tensor-parallel group (attention and dense layers split over "
                 "them), so --tp must divide --ep");
-  if (f.dpAttention && (f.ep < 2 || f.tp > 1))
-    return fail("--dp-attention needs --ep 2 or more, without --tp (tensor-parallel attention "
-                "with it is not built yet)");
+  if (f.dpAttention && (f.ep < 2 || f.ep == f.tp))
+    return fail("--dp-attention needs --ep 2 or more and at least two data-parallel groups: "
+                "with --tp M, each group of M ranks attends for its own sequences, so M must "
+                "be below --ep");
   if (f.overlap != "none" && f.ep < 2 && f.tp < 2)
     return fail("--overlap hides the collectives of --ep or --tp behind computation: it needs "
                 "one of them at 2 or more");

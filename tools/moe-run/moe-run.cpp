@@ -580,9 +580,10 @@ int main(int argc, char **argv) {
     run.tokenizer = t.take();
   else if (f.promptTokens.empty())
     return fail(t.status().message() + "; pass token ids with --prompt-tokens");
-  // Data-parallel attention: rank 0 runs the sequence; the others serve
-  // its MoE layers (the rows of their experts) until it is done.
-  const bool serving = run.session->stepsWithRanks() && (*ranks)->rank() != 0;
+  // Data-parallel attention: rank 0's data group (rank 0, or ranks 0 to
+  // M - 1 with --tp M) runs the sequence; the others serve its MoE layers
+  // (the rows of their experts) until it is done.
+  const bool serving = run.session->stepsWithRanks() && run.session->dataGroup() != 0;
   int code = serving ? run.finish(json::object()) : evaluating ? run.evaluate() : run.generate();
   if (code != 0)
     (*ranks)->abandon();

@@ -279,6 +279,10 @@ private:
   /// Ranks in lockstep: where rank 0's picks are summed in (host-visible,
   /// one word a batch row).
   std::unique_ptr<Buffer> picks_;
+  /// The ranks that hold this rank's tokens and take its group's first
+  /// rank's picks (every rank in lockstep; a data group with --dp-attention
+  /// --tp); null when none other does.
+  Collective *mates_ = nullptr;
   std::unique_ptr<BlockManager> blocks_;
   EngineOptions options_;
   int64_t vocab_ = 0, maxContext_ = 0, kvBytesPerBlock_ = 0;

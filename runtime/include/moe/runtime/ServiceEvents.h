@@ -27,8 +27,9 @@ inline constexpr std::chrono::milliseconds kServiceHeartbeat{1000};
 struct ServiceEvents {
   /// Submitted in this order (Engine::submit), before the cancellations.
   std::vector<GenerationRequest> submissions;
-  /// Ranks holding different tokens (data-parallel attention): the rank
-  /// whose engine runs each submission; the service numbers the
+  /// Ranks holding different tokens (data-parallel attention): the data
+  /// group (Session::dataGroup) whose ranks' engines run each submission
+  /// (one rank each without --tp); the service numbers the
   /// submissions 0, 1, ... over the job's life, and `cancels` name those
   /// numbers. Empty when every rank runs every submission.
   std::vector<int32_t> owners;

@@ -106,6 +106,16 @@ public:
   /// nothing to run now joins their step with joinStep, and every rank
   /// ends with waitForRanks.
   bool stepsWithRanks() const;
+  /// With stepsWithRanks, the ranks' data-parallel groups: each attends for
+  /// its own sequences (one rank each, or M with --dp-attention --tp M,
+  /// consecutive ranks). This rank's group and how many there are; one
+  /// group (0 of 1) when every rank holds the same tokens.
+  int dataGroup() const;
+  int dataGroups() const;
+  /// The other members of this rank's data group hold the same tokens and
+  /// must sample the same: its collective, or null when it is this rank
+  /// alone (or every rank: stepsWithRanks is false).
+  Collective *dataGroupRanks() const { return mates_; }
   /// A rank with nothing to run now but more to come: if another rank
   /// steps, runs a step of no tokens of its own (which still computes the
   /// rows of its experts that the others send) and returns true; false
@@ -169,6 +179,7 @@ private:
   };
   Expected<Agreement> agree(bool stepping, bool done);
   const LoadedPlan &plan_;
+  Collective *mates_ = nullptr; ///< dataGroupRanks()
   const plan::Program &program_; ///< this rank's
   Device &device_;
   std::unique_ptr<Collective> localRanks_; ///< when the options name none
