@@ -4,7 +4,7 @@ against a single-rank server and mpirun servers of the same model split
 over ranks (issue 49).
 
   bench-serve-ranks.py BIN_DIR [--work DIR] [--ranks 4] [--concurrency 1,16,64]
-                       [--layouts ep,dp,tp] [--keep]
+                       [--layouts ep,dp,tp,dptp] [--keep]
 
 The model is the 1.76 GB benchmark checkpoint (tools/make-bench-checkpoint.sh,
 generated once into WORK/ckpt) with a byte-level tokenizer.json over its
@@ -15,7 +15,9 @@ measured them, and the ratio to the single-rank server. Ranks share this
 machine's cores: on a machine with fewer cores than ranks the ratios show
 the overhead of splitting, not the scaling a node with a core (or a GPU)
 per rank would see. Layouts: ep (--ep N), dp (--ep N --dp-attention:
-each rank serves the requests rank 0 gives it), tp (--tp N).
+each rank serves the requests rank 0 gives it), tp (--tp N), dptp (--ep N
+--tp N/2 --dp-attention: two data-parallel groups of N/2 tensor-parallel
+ranks, each serving the requests rank 0 gives it).
 """
 import argparse
 import importlib.util
@@ -61,7 +63,7 @@ def main():
     ap.add_argument("--work", default="/tmp/moe-bench-serve-ranks")
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--concurrency", default="1,16,64")
-    ap.add_argument("--layouts", default="ep,dp,tp")
+    ap.add_argument("--layouts", default="ep,dp,tp,dptp")
     ap.add_argument("--keep", action="store_true", help="keep the plans")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
@@ -75,12 +77,14 @@ def main():
     n = str(a.ranks)
     layouts = {"one": ([], "one rank"), "ep": (["--ep", n], f"--ep {n}"),
                "dp": (["--ep", n, "--dp-attention"], f"--ep {n} --dp-attention"),
-               "tp": (["--tp", n], f"--tp {n}")}
+               "tp": (["--tp", n], f"--tp {n}"),
+               "dptp": (["--ep", n, "--tp", str(a.ranks // 2), "--dp-attention"],
+                        f"--ep {n} --tp {a.ranks // 2} --dp-attention")}
     results = {}
     for layout in ["one"] + a.layouts.split(","):
         if layout not in layouts:
             raise SystemExit(f"bench-serve-ranks.py: --layouts: unknown layout '{layout}' "
-                             f"(ep, dp, tp)")
+                             f"({', '.join(k for k in layouts if k != 'one')})")
         plan = os.path.join(a.work, "plan-" + layout)
         flags = layouts[layout][0]
         t0 = time.time()

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """A long prefill never trips the collective deadline (issue 49).
 
-  check-long-prefill.py BIN_DIR [--work DIR] [--ranks 4] [--deadline 60]
+  check-long-prefill.py BIN_DIR [--work DIR] [--ranks 4] [--deadline SECONDS]
                         [--layouts ep,dp] [--batch-tokens 256,4096]
 
 The deadline (--collective-timeout) bounds how long one rank waits inside
 one collective for its peers, not how long a step computes. On the 1.76 GB
 benchmark model (tools/make-bench-checkpoint.sh; its context is 4,096) a
 prompt of 4,095 tokens runs under mpirun -np RANKS with the deadline
-(default: the tools' default, 60 s), for plans whose ranks step together
+(default: the tools' own, no --collective-timeout), for plans whose ranks step together
 (--ep) and for data-parallel attention (--ep --dp-attention: rank 0
 prefills alone, the others join its steps and wait in each MoE layer's
 exchange for its attention), each at the default --max-batch-tokens (256:
@@ -18,8 +18,9 @@ deadline (then the deadline bounded waiting, not work). A rank of a
 data-parallel plan waits for another's computation of a layer of its step,
 so a deadline must exceed the slowest layer of the largest step
 (docs/parallelism.md has the figures of a 5 s deadline). Prints one line
-per run; exits 1 if one failed. Heavy (minutes): a make target of its
-own, `make check-long-prefill`, not in `make test`.
+per run; exits 1 if one failed. Heavy (minutes): `make check-long-prefill`
+runs every case; `make test` the steps of 4,096 tokens
+(test/e2e/long-prefill.test).
 """
 import argparse
 import os
@@ -39,7 +40,8 @@ def main():
     ap.add_argument("bin_dir")
     ap.add_argument("--work", default="/tmp/moe-bench-serve-ranks")
     ap.add_argument("--ranks", type=int, default=4)
-    ap.add_argument("--deadline", type=float, default=60)
+    ap.add_argument("--deadline", type=float,
+                    help="--collective-timeout (default: none given, the tools' default)")
     ap.add_argument("--layouts", default="ep,dp")
     ap.add_argument("--batch-tokens", default="256,4096")
     a = ap.parse_args()
@@ -48,8 +50,14 @@ def main():
     subprocess.run([os.path.join(HERE, "make-bench-checkpoint.sh"), ckpt], check=True)
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                 if l.startswith("model name")), "?")
+    flag = [] if a.deadline is None else ["--collective-timeout", f"{a.deadline:g}"]
+    if a.deadline is None:  # the tools' own, as their --help states it
+        usage = subprocess.run([os.path.join(a.bin_dir, "moe-run"), "--help"],
+                               capture_output=True, text=True, check=True).stdout
+        a.deadline = float(re.search(r"--collective-timeout SECONDS.*?\(default ([0-9.]+)\)",
+                                     usage, re.S).group(1))
     print(f"# {cpu}, {os.cpu_count()} cores; {PROMPT}-token prompt, {a.ranks} ranks, "
-          f"--collective-timeout {a.deadline:g}", flush=True)
+          f"--collective-timeout {a.deadline:g}{'' if flag else ' (the default)'}", flush=True)
     prompt = ",".join(str((i * 37) % 31999 + 1) for i in range(PROMPT))
     n = str(a.ranks)
     failed = False
@@ -64,8 +72,8 @@ def main():
             t0 = time.monotonic()
             r = subprocess.run(MPIRUN + ["-np", n, os.path.join(a.bin_dir, "moe-run"), plan,
                                          "--prompt-tokens", prompt, "--max-new-tokens", "1",
-                                         "--ignore-eos", "--collective-timeout",
-                                         str(a.deadline)], capture_output=True, text=True)
+                                         "--ignore-eos", *flag], capture_output=True,
+                                        text=True)
             took = time.monotonic() - t0
             ttft = re.search(r"in ([0-9.]+) (ms|s) \(time to first token\)", r.stdout)
             prefill = (float(ttft.group(1)) / (1000 if ttft.group(2) == "ms" else 1)
