@@ -104,7 +104,15 @@ Expected<std::unique_ptr<Session>> Session::create(const LoadedPlan &loaded, Dev
                          " backend's memory is on the device: run multi-rank plans on the cpu "
                          "backend (no device collective, such as NCCL, is built)");
   // The groups this rank is in, in the plan's order on every rank (making
-  // one is collective among its members).
+  // one is collective among its members). Making a group has no deadline
+  // of its own (MPI_Comm_create_group blocks): every rank first arrives
+  // here within the collectives' deadline, so that a peer stopped or lost
+  // before it ends the job with a message instead of a hang.
+  if (p.groups() && p.groups()->size() && s->ranks_->size() > 1)
+    if (auto arrived = gatherWords(*s->ranks_, device, {int32_t(p.groups()->size())});
+        !arrived)
+      return Status::error("before forming the plan's process groups: " +
+                           arrived.status().message());
   if (p.groups())
     for (const plan::Group *g : *p.groups()) {
       std::vector<int> members(g->ranks()->begin(), g->ranks()->end());
