@@ -1,7 +1,7 @@
 //===- ApiKeys.cpp - who may call the API ---------------------------------===//
 #include "moe/serve/ApiKeys.h"
 
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 
 #include <sys/stat.h>
 

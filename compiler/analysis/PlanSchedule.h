@@ -1,7 +1,7 @@
 //===- PlanSchedule.h - a plan function as steps on streams -----*- C++ -*-===//
 //
 // The plan ops of a function, in program order, as the schedule checker of
-// the runtime sees steps (moe/runtime/Schedule.h): each launch with its
+// the runtime sees steps (moe/abi/Schedule.h): each launch with its
 // stream and the buffers its memory effects read and write, each
 // plan.record and plan.wait with its event. The schedule verifier and the
 // memory planner work on this.
@@ -10,7 +10,7 @@
 #ifndef MOE_COMPILER_ANALYSIS_PLANSCHEDULE_H
 #define MOE_COMPILER_ANALYSIS_PLANSCHEDULE_H
 
-#include "moe/runtime/Schedule.h"
+#include "moe/abi/Schedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"

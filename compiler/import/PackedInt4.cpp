@@ -1,6 +1,6 @@
 //===- PackedInt4.cpp - GPTQ and AWQ layers read as plan integers ---------===//
 #include "compiler/import/PackedInt4.h"
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 
 #include <algorithm>
 #include <cmath>

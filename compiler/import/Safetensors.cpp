@@ -1,7 +1,7 @@
 //===- Safetensors.cpp - read safetensors headers -------------------------===//
 #include "compiler/import/Safetensors.h"
-#include "kernels/cpu/Numeric.h"
-#include "moe/runtime/File.h"
+#include "moe/abi/Numeric.h"
+#include "moe/abi/File.h"
 
 #include <algorithm>
 #include <cstring>

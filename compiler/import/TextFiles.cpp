@@ -3,7 +3,7 @@
 
 #include "compiler/import/HfConfig.h"
 #include "compiler/import/Safetensors.h"
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 
 #include <filesystem>
 

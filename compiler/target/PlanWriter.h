@@ -3,7 +3,7 @@
 #define MOE_COMPILER_TARGET_PLANWRITER_H
 
 #include "mlir/IR/BuiltinOps.h"
-#include "runtime/schema/plan_generated.h"
+#include "abi/schema/plan_generated.h"
 
 #include <atomic>
 #include <string>

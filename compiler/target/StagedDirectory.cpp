@@ -1,7 +1,7 @@
 //===- StagedDirectory.cpp - replace a plan directory in one step ---------===//
 #include "compiler/target/StagedDirectory.h"
 #include "compiler/import/Safetensors.h"
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 //===- WeightEncoding.cpp - convert checkpoint rows to plan storage -------===//
 #include "compiler/target/WeightEncoding.h"
-#include "kernels/cpu/Numeric.h"
+#include "moe/abi/Numeric.h"
 
 #include <algorithm>
 #include <cmath>

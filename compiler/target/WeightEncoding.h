@@ -11,7 +11,7 @@
 #define MOE_COMPILER_TARGET_WEIGHTENCODING_H
 
 #include "compiler/import/Safetensors.h" // canDecode, decodeElements
-#include "moe/runtime/PlanFormat.h"
+#include "moe/abi/PlanFormat.h"
 
 #include <cstdint>
 #include <string>

@@ -1,10 +1,10 @@
 //===- WeightPacker.cpp - stream checkpoint tensors into a weight file ----===//
 #include "compiler/target/WeightPacker.h"
 #include "compiler/import/PackedInt4.h"
-#include "moe/runtime/File.h"
-#include "moe/runtime/KernelCall.h"
-#include "moe/runtime/WeightChecksum.h"
-#include "moe/runtime/PlanFormat.h"
+#include "moe/abi/File.h"
+#include "moe/abi/KernelCall.h"
+#include "moe/abi/WeightChecksum.h"
+#include "moe/abi/PlanFormat.h"
 
 #include <fcntl.h>
 #include <unistd.h>

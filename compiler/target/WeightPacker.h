@@ -11,7 +11,7 @@
 
 #include "compiler/import/Safetensors.h"
 #include "compiler/target/WeightEncoding.h"
-#include "moe/runtime/WeightChecksum.h"
+#include "moe/abi/WeightChecksum.h"
 
 #include <atomic>
 #include <cstdint>

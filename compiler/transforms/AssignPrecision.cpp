@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/transforms/Passes.h"
 #include "dialects/moe/MoeOps.h"
-#include "moe/runtime/KernelCall.h"
+#include "moe/abi/KernelCall.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"

@@ -422,7 +422,7 @@ def VerifySchedulePass : Pass<"moe-verify-schedule", "mlir::ModuleOp"> {
     output) on different streams that touch the same buffer, or buffers
     whose arena bytes overlap, at least one of them writing, must be ordered
     so; otherwise the pass fails with a diagnostic naming both ops. The plan
-    loader runs the same check (moe/runtime/Schedule.h). A one-stream plan
+    loader runs the same check (moe/abi/Schedule.h). A one-stream plan
     always passes.
 
     ```mlir

@@ -17,7 +17,7 @@
 #include "compiler/transforms/Passes.h"
 #include "compiler/transforms/StreamOrder.h"
 #include "dialects/plan/PlanOps.h"
-#include "moe/runtime/PlanFormat.h"
+#include "moe/abi/PlanFormat.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

@@ -13,7 +13,7 @@
 #include "compiler/transforms/Passes.h"
 #include "compiler/transforms/RankPrograms.h"
 #include "dialects/plan/PlanOps.h"
-#include "moe/runtime/RoutingProfile.h"
+#include "moe/abi/RoutingProfile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

@@ -10,7 +10,7 @@
 #include "compiler/transforms/Passes.h"
 #include "compiler/transforms/RankPrograms.h"
 #include "dialects/plan/PlanOps.h"
-#include "moe/runtime/KernelCall.h"
+#include "moe/abi/KernelCall.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

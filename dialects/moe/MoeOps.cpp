@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/moe/MoeOps.h"
-#include "moe/runtime/KernelCall.h"
+#include "moe/abi/KernelCall.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"

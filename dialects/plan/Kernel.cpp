@@ -9,7 +9,7 @@ namespace {
 const KernelInfo kKernels[] = {
 #define MOE_KERNEL(Name, spelling, minIns, maxIns, outs, kv, Params)                         \
   {#spelling, minIns, maxIns, outs, kv, KernelParams::Params},
-#include "moe/runtime/Kernels.def"
+#include "moe/abi/Kernels.def"
 };
 } // namespace
 

@@ -1,7 +1,7 @@
 //===- Kernel.h - the plan dialect's view of Kernels.def --------*- C++ -*-===//
 //
 // The kernels a `plan.launch` may name, from the one list
-// (runtime/include/moe/runtime/Kernels.def): the enum's values are the plan
+// (abi/include/moe/abi/Kernels.def): the enum's values are the plan
 // schema's op codes, so the writer converts by value.
 //
 //===----------------------------------------------------------------------===//
@@ -17,7 +17,7 @@ namespace mlir::plan {
 
 enum class Kernel : uint8_t {
 #define MOE_KERNEL(Name, spelling, minIns, maxIns, outs, kv, Params) Name,
-#include "moe/runtime/Kernels.def"
+#include "moe/abi/Kernels.def"
 };
 
 /// Which parameter attribute a kernel takes (Kernels.def's last column).

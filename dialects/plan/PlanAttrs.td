@@ -23,7 +23,7 @@ class Plan_ParamsAttr<string name, string attrMnemonic> : Plan_Attr<name, attrMn
 }
 
 def Plan_KernelAttr : Plan_Attr<"Kernel", "kernel"> {
-  let summary = "a kernel of runtime/include/moe/runtime/Kernels.def";
+  let summary = "a kernel of abi/include/moe/abi/Kernels.def";
   let parameters = (ins "::mlir::plan::Kernel":$kernel);
   let hasCustomAssemblyFormat = 1;
 }

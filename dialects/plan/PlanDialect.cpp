@@ -1,7 +1,7 @@
 //===- PlanDialect.cpp - plan dialect, ops and verifiers -----------------===//
 #include "dialects/plan/PlanDialect.h"
 #include "dialects/plan/PlanOps.h"
-#include "moe/runtime/KernelCall.h"
+#include "moe/abi/KernelCall.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"

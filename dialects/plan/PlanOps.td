@@ -135,7 +135,7 @@ def Plan_KvCacheOp : Plan_Op<"kv_cache", [Pure]> {
 def Plan_LaunchOp : Plan_Op<"launch", [AttrSizedOperandSegments]> {
   let summary = "runs a kernel of Kernels.def reading `ins`, writing `outs`";
   let description = [{
-    The kernel (a row of runtime/include/moe/runtime/Kernels.def) fixes how
+    The kernel (a row of abi/include/moe/abi/Kernels.def) fixes how
     many inputs and outputs it takes, whether it takes a KV-cache layer, and
     which typed parameter attribute it needs (`params`). The op reads its
     inputs, writes its outputs and reads and writes its KV-cache layer (its

@@ -18,7 +18,7 @@
 namespace moe::cpu {
 
 /// Rotary embedding and the parameters of each attention kernel: the
-/// HAL's structs (moe/runtime/KernelCall.h), as a kernel call carries them.
+/// HAL's structs (moe/abi/KernelCall.h), as a kernel call carries them.
 using Rope = rt::Rope;
 using GqaParams = rt::AttentionParams;
 using MlaParams = rt::MlaParams;

@@ -10,7 +10,7 @@
 #ifndef MOE_KERNELS_CPU_KERNELS_H
 #define MOE_KERNELS_CPU_KERNELS_H
 
-#include "moe/runtime/KernelCall.h"
+#include "moe/abi/KernelCall.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -46,7 +46,7 @@ constexpr bool quantizedType(WeightType t) {
 /// the batch or the instruction set: acc = 0, acc = fma(x[c], w[r][c], acc)
 /// for c = 0 .. k - 1, then acc + bias[r] (0 without a bias). Kernels that
 /// read elements (at(), embedding(), norms) take it too, slowly.
-/// The layout is the plan's (moe/runtime/KernelCall.h).
+/// The layout is the plan's (moe/abi/KernelCall.h).
 using rt::kPanelRows;
 using rt::panelIndex;
 struct Weight {
@@ -220,7 +220,7 @@ void experts(const float *x, int64_t tokens, int64_t hidden, int64_t inter,
 void dispatch(const float *x, int64_t tokens, int64_t hidden, const int32_t *indices,
               int64_t topK, int64_t numExperts, int64_t shared, float *rows, int32_t *slotOf,
               int32_t *rowOf);
-/// Which rows of a layer's experts a call computes (moe/runtime/KernelCall.h).
+/// Which rows of a layer's experts a call computes (moe/abi/KernelCall.h).
 using ExpertShare = rt::ExpertShare;
 /// y[r] = down_e(silu(gate_e rows[r]) * up_e rows[r]) for the `count` rows,
 /// in any order, of expert e = slotOf[r] that `share` gives this rank, with

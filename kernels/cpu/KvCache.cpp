@@ -1,7 +1,7 @@
 //===- KvCache.cpp - storing and loading KV rows -------------------------===//
 #include "kernels/cpu/KvCache.h"
 #include "kernels/cpu/LinearDetail.h"
-#include "kernels/cpu/Numeric.h"
+#include "moe/abi/Numeric.h"
 #include "kernels/cpu/PrefetchLines.h"
 
 #include <algorithm>

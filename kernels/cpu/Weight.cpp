@@ -2,7 +2,7 @@
 
 #include "kernels/cpu/Kernels.h"
 #include "kernels/cpu/LinearDetail.h"
-#include "kernels/cpu/Numeric.h"
+#include "moe/abi/Numeric.h"
 #include "kernels/cpu/Scratch.h"
 #include "kernels/cpu/Vector.h"
 #include "kernels/cpu/WeightDetail.h"

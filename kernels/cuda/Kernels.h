@@ -11,7 +11,7 @@
 #ifndef MOE_KERNELS_CUDA_KERNELS_H
 #define MOE_KERNELS_CUDA_KERNELS_H
 
-#include "moe/runtime/KernelCall.h"
+#include "moe/abi/KernelCall.h"
 
 #include <cuda_runtime_api.h>
 
@@ -27,7 +27,7 @@ namespace rt = moe::rt;
 /// I4 packs two elements a byte, the lower index in the low nibble, each a
 /// two's complement value in [-8, 7]. `rowOffset` is where row 0 falls in
 /// its block of rows (a stacked expert may start mid-block). Decoding is
-/// kernels/cpu/Numeric.h's, so both backends read the same f32 values.
+/// moe/abi/Numeric.h's, so both backends read the same f32 values.
 struct Weight {
   const void *data = nullptr;
   rt::DType dtype = rt::DType::F32;

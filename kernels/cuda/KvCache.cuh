@@ -25,7 +25,7 @@ __device__ inline int64_t cacheRow(const KvCache &c, int64_t token, int64_t posi
 }
 
 /// Element `col` of row `row` of plane p, which lies in part `head`, as
-/// f32: decoded as the CPU's KvCache::rows widens it (kernels/cpu/Numeric.h),
+/// f32: decoded as the CPU's KvCache::rows widens it (moe/abi/Numeric.h),
 /// times the part's scale in an int8 or fp8 cache. (The caller knows both
 /// indices: no division per element.)
 __device__ inline float kvRead(const KvCache &c, const KvPlane &p, int64_t row, int64_t head,

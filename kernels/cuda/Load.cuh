@@ -2,14 +2,14 @@
 #ifndef MOE_KERNELS_CUDA_LOAD_CUH
 #define MOE_KERNELS_CUDA_LOAD_CUH
 
-#include "kernels/cpu/Numeric.h"
+#include "moe/abi/Numeric.h"
 #include "kernels/cuda/Kernels.h"
 #include "kernels/cuda/Reduce.cuh"
 
 namespace moe::cuda {
 
 /// Element (row, col) of `w` as f32: decoded as the CPU kernels decode it
-/// (kernels/cpu/Numeric.h), times its scale for the scaled types.
+/// (moe/abi/Numeric.h), times its scale for the scaled types.
 __device__ inline float at(const Weight &w, int64_t row, int64_t col) {
   const int64_t i = row * w.cols + col;
   float v;

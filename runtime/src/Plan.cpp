@@ -1,11 +1,11 @@
 //===- Plan.cpp - load and verify a compiled plan ------------------------===//
 #include "moe/runtime/Plan.h"
-#include "moe/runtime/File.h"
-#include "moe/runtime/Kernel.h"
-#include "moe/runtime/KernelCall.h"
-#include "moe/runtime/Checksum.h"
-#include "moe/runtime/PlanFormat.h"
-#include "moe/runtime/WeightChecksum.h"
+#include "moe/abi/File.h"
+#include "moe/abi/Kernel.h"
+#include "moe/abi/KernelCall.h"
+#include "moe/abi/Checksum.h"
+#include "moe/abi/PlanFormat.h"
+#include "moe/abi/WeightChecksum.h"
 #include "PlanPrograms.h"
 #include "WeightScan.h"
 
@@ -95,7 +95,7 @@ MOE_SAME(RoutingPolicy, ExpertChoice);
 #undef MOE_SAME
 #define MOE_KERNEL(Name, spelling, minIns, maxIns, outs, kv, Params)                         \
   static_assert(int(Kernel::Name) == int(plan::OpCode::Name), #Name " op code differs");
-#include "moe/runtime/Kernels.def"
+#include "moe/abi/Kernels.def"
 
 // A scaled (I8/I4/F8E4M3) weight's scales: an F32 weight
 // [ceil(rows / row_group), ceil(cols / group)] where cols is the last

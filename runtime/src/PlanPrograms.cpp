@@ -2,7 +2,7 @@
 #include "PlanPrograms.h"
 #include "PlanShapes.h"
 #include "PlanStreams.h"
-#include "moe/runtime/Kernel.h"
+#include "moe/abi/Kernel.h"
 #include "moe/runtime/PlanView.h"
 
 #include <map>
@@ -18,7 +18,7 @@ namespace {
 /// The parameter table of each kernel's instructions (Kernels.def).
 const plan::OpParams kKernelParams[] = {
 #define MOE_KERNEL(Name, spelling, minIns, maxIns, outs, kv, Params) plan::OpParams::Params,
-#include "moe/runtime/Kernels.def"
+#include "moe/abi/Kernels.def"
 };
 static_assert(int(plan::OpCode::MAX) + 1 == sizeof(kKernelParams) / sizeof(kKernelParams[0]),
               "plan.fbs's OpCode and Kernels.def disagree: rerun cmake");

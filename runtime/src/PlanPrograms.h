@@ -2,8 +2,8 @@
 #ifndef MOE_RUNTIME_SRC_PLANPROGRAMS_H
 #define MOE_RUNTIME_SRC_PLANPROGRAMS_H
 
-#include "moe/runtime/PlanFormat.h"
-#include "moe/runtime/Status.h"
+#include "moe/abi/PlanFormat.h"
+#include "moe/abi/Status.h"
 
 #include <string>
 

@@ -1,6 +1,6 @@
 //===- PlanShapes.cpp - every kernel's view of its tensors, checked ------===//
 #include "PlanShapes.h"
-#include "moe/runtime/Kernel.h"
+#include "moe/abi/Kernel.h"
 #include "moe/runtime/PlanView.h"
 
 #include <map>

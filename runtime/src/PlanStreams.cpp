@@ -1,7 +1,7 @@
 //===- PlanStreams.cpp - the order between a plan's streams, checked ------===//
 #include "PlanStreams.h"
 #include "moe/runtime/PlanView.h"
-#include "moe/runtime/Schedule.h"
+#include "moe/abi/Schedule.h"
 
 #include <algorithm>
 #include <string>

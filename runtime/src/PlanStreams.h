@@ -2,8 +2,8 @@
 #ifndef MOE_RUNTIME_SRC_PLANSTREAMS_H
 #define MOE_RUNTIME_SRC_PLANSTREAMS_H
 
-#include "moe/runtime/PlanFormat.h"
-#include "moe/runtime/Status.h"
+#include "moe/abi/PlanFormat.h"
+#include "moe/abi/Status.h"
 
 namespace moe::rt {
 

@@ -13,7 +13,7 @@
 #define MOE_RUNTIME_SRC_ROWEXCHANGE_H
 
 #include "moe/runtime/Collective.h"
-#include "moe/runtime/KernelCall.h"
+#include "moe/abi/KernelCall.h"
 #include "moe/runtime/Plan.h"
 
 #include <atomic>

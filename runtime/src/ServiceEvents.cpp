@@ -1,7 +1,7 @@
 //===- ServiceEvents.cpp - rank 0's service events to every rank ----------===//
 #include "moe/runtime/ServiceEvents.h"
 
-#include "moe/runtime/RoutingProfile.h"
+#include "moe/runtime/RoutingWindow.h"
 
 #include <algorithm>
 #include <cstring>

@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/Session.h"
 #include "RowExchange.h"
-#include "moe/runtime/Kernel.h"
+#include "moe/abi/Kernel.h"
 #include "moe/runtime/PlanView.h"
 
 #include <algorithm>

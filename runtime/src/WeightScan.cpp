@@ -1,7 +1,7 @@
 //===- WeightScan.cpp - page in mapped weight files, checking each weight -===//
 #include "WeightScan.h"
 
-#include "moe/runtime/WeightChecksum.h"
+#include "moe/abi/WeightChecksum.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -17,7 +17,7 @@
 #ifndef MOE_RUNTIME_WEIGHTSCAN_H
 #define MOE_RUNTIME_WEIGHTSCAN_H
 
-#include "runtime/schema/plan_generated.h"
+#include "abi/schema/plan_generated.h"
 
 #include <atomic>
 #include <cstdint>

@@ -3,9 +3,9 @@
 // sums across the ranks. Alone, under mpirun -np 2 and -np 4 (the plan is
 // built here for the job's size), against the closed form.
 #include "Ranks.h"
-#include "moe/runtime/Checksum.h"
+#include "moe/abi/Checksum.h"
 #include "moe/runtime/Plan.h"
-#include "moe/runtime/PlanFormat.h"
+#include "moe/abi/PlanFormat.h"
 #include "moe/runtime/Session.h"
 
 #include <unistd.h>

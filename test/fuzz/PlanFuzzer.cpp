@@ -8,10 +8,10 @@
 // capped at 64 MiB, on the CPU backend.
 //
 //===----------------------------------------------------------------------===//
-#include "moe/runtime/Checksum.h"
+#include "moe/abi/Checksum.h"
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
-#include "moe/runtime/PlanFormat.h"
+#include "moe/abi/PlanFormat.h"
 #include "moe/runtime/Session.h"
 #include "test/fuzz/FuzzTarget.h"
 

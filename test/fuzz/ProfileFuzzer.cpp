@@ -6,7 +6,7 @@
 // merge with itself; anything else must come back as an error.
 //
 //===----------------------------------------------------------------------===//
-#include "moe/runtime/RoutingProfile.h"
+#include "moe/abi/RoutingProfile.h"
 #include "test/fuzz/FuzzTarget.h"
 
 #include <cstdlib>

@@ -7,7 +7,7 @@
 // that changes size while read is one line and exit 1, never a hang.
 //
 //===----------------------------------------------------------------------===//
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 #include "test/fuzz/FuzzTarget.h"
 
 #include <algorithm>

@@ -9,7 +9,7 @@
 // report).
 //
 //===----------------------------------------------------------------------===//
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 #include "moe/serve/OpenAi.h"
 #include "test/fuzz/FuzzTarget.h"
 

@@ -12,7 +12,7 @@
 
 #include "tools/common/ProcessGuards.h"
 #include "moe/runtime/Registry.h"
-#include "moe/runtime/Version.h"
+#include "moe/abi/Version.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>

@@ -3,14 +3,14 @@
 // Human-readable text goes to standard output, unless --json - claims it:
 // then standard output holds only the JSON document and the text goes to
 // standard error. JSON is written with nlohmann-json through the checked
-// output path (moe/runtime/File.h), so a directory or a FIFO without a
+// output path (moe/abi/File.h), so a directory or a FIFO without a
 // reader is one line, not a crash or a hang.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_TOOLS_COMMON_OUTPUT_H
 #define MOE_TOOLS_COMMON_OUTPUT_H
 
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 
 #include <nlohmann/json.hpp>
 

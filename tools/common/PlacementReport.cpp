@@ -1,6 +1,6 @@
 //===- PlacementReport.cpp - expert placements against traffic ------------===//
 #include "tools/common/PlacementReport.h"
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -11,8 +11,8 @@
 #define MOE_TOOLS_COMMON_PLACEMENTREPORT_H
 
 #include "compiler/placement/ExpertPlacement.h"
-#include "moe/runtime/RoutingProfile.h"
-#include "moe/runtime/Status.h"
+#include "moe/abi/RoutingProfile.h"
+#include "moe/abi/Status.h"
 
 #include <nlohmann/json.hpp>
 

@@ -8,7 +8,7 @@
 #define MOE_TOOLS_COMMON_RUNTIMEFLAGS_H
 
 #include "moe/runtime/Plan.h"
-#include "moe/runtime/PlanFormat.h"
+#include "moe/abi/PlanFormat.h"
 #include "tools/common/Cli.h"
 
 #include <optional>

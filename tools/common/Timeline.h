@@ -11,7 +11,7 @@
 #ifndef MOE_TOOLS_COMMON_TIMELINE_H
 #define MOE_TOOLS_COMMON_TIMELINE_H
 
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 #include "moe/runtime/LinkEmulation.h"
 #include "moe/runtime/Trace.h"
 #include "tools/common/Cli.h"

@@ -1,7 +1,7 @@
 //===- Workload.cpp - the requests moe-bench sends, and when --------------===//
 #include "tools/moe-bench/Workload.h"
 
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 #include "moe/runtime/Tokenizer.h"
 
 #include <nlohmann/json.hpp>

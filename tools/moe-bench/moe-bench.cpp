@@ -15,7 +15,7 @@
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/Registry.h"
-#include "moe/runtime/RoutingProfile.h"
+#include "moe/runtime/RoutingWindow.h"
 #include "moe/runtime/Stopping.h"
 #include "tools/common/Cli.h"
 #include "tools/common/Timeline.h"

@@ -1,7 +1,7 @@
 //===- AutoPrecision.cpp - moe-compile --precision=auto -------------------===//
 #include "AutoPrecision.h"
 
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 #include "moe/runtime/Evaluate.h"
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"

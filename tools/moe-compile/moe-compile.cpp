@@ -13,8 +13,8 @@
 #include "AutoOverlap.h"
 #include "AutoPrecision.h"
 #include "tools/common/LinkFlag.h"
-#include "moe/runtime/File.h"
-#include "moe/runtime/PlanFormat.h"
+#include "moe/abi/File.h"
+#include "moe/abi/PlanFormat.h"
 #include "tools/common/Cli.h"
 
 #include "mlir/IR/Diagnostics.h"

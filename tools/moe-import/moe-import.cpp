@@ -9,7 +9,7 @@
 #include "compiler/analysis/ModelSummary.h"
 #include "compiler/import/ConfigKeys.h"
 #include "compiler/import/Importer.h"
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 #include "tools/common/Cli.h"
 
 #include "mlir/IR/DialectRegistry.h"

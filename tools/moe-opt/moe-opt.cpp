@@ -14,8 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Registration.h"
-#include "moe/runtime/File.h"
-#include "moe/runtime/Version.h"
+#include "moe/abi/File.h"
+#include "moe/abi/Version.h"
 
 #include "mlir/Debug/Counter.h"
 #include "mlir/IR/AsmState.h"

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/placement/ExpertPlacement.h"
-#include "moe/runtime/RoutingProfile.h"
+#include "moe/abi/RoutingProfile.h"
 #include "tools/common/Cli.h"
 #include "tools/common/Output.h"
 #include "tools/common/PlacementReport.h"

@@ -11,10 +11,10 @@
 //===----------------------------------------------------------------------===//
 #include "tools/moe-plan/Synth.h"
 
-#include "kernels/cpu/Numeric.h"
-#include "moe/runtime/WeightChecksum.h"
-#include "moe/runtime/File.h"
-#include "moe/runtime/PlanFormat.h"
+#include "moe/abi/Numeric.h"
+#include "moe/abi/WeightChecksum.h"
+#include "moe/abi/File.h"
+#include "moe/abi/PlanFormat.h"
 
 #include <algorithm>
 #include <cmath>

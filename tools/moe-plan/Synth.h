@@ -14,7 +14,7 @@
 #define MOE_TOOLS_MOE_PLAN_SYNTH_H
 
 #include "moe/runtime/Plan.h"
-#include "moe/runtime/Status.h"
+#include "moe/abi/Status.h"
 
 #include <cstdint>
 #include <string>

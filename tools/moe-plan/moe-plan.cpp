@@ -15,14 +15,14 @@
 //                                a runnable copy with random weights (Synth.h)
 //
 //===----------------------------------------------------------------------===//
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 #include "moe/runtime/HfTokenizer.h"
 #include "moe/runtime/Plan.h"
-#include "moe/runtime/PlanFormat.h"
+#include "moe/abi/PlanFormat.h"
 #include "moe/runtime/Session.h"
-#include "moe/runtime/WeightChecksum.h"
-#include "runtime/schema/PlanSchemaText.h"
-#include "moe/runtime/RoutingProfile.h"
+#include "moe/abi/WeightChecksum.h"
+#include "abi/schema/PlanSchemaText.h"
+#include "moe/abi/RoutingProfile.h"
 #include "tools/common/Cli.h"
 #include "tools/common/Output.h"
 #include "tools/common/LinkFlag.h"

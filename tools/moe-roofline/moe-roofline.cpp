@@ -17,7 +17,7 @@
 #include "tools/moe-roofline/Machine.h"
 #include "tools/plan-cost/Hardware.h"
 #include "tools/plan-cost/PlanCost.h"
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 
 #include <omp.h>
 

@@ -6,11 +6,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/Evaluate.h"
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/Registry.h"
-#include "moe/runtime/RoutingProfile.h"
+#include "moe/runtime/RoutingWindow.h"
 #include "moe/runtime/Sampler.h"
 #include "moe/runtime/Session.h"
 #include "moe/runtime/Stopping.h"

@@ -21,7 +21,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/runtime/ChatTemplate.h"
 #include "moe/runtime/EngineService.h"
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 #include "moe/runtime/Plan.h"
 #include "moe/runtime/Registry.h"
 #include "moe/serve/Server.h"

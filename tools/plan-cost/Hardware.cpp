@@ -1,6 +1,6 @@
 //===- Hardware.cpp - a hardware profile for the plan simulator -----------===//
 #include "tools/plan-cost/Hardware.h"
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 
 #include <algorithm>
 #include <cmath>

@@ -11,7 +11,7 @@
 #define MOE_TOOLS_PLANCOST_HARDWARE_H
 
 #include "moe/runtime/LinkEmulation.h"
-#include "moe/runtime/PlanFormat.h"
+#include "moe/abi/PlanFormat.h"
 
 #include <nlohmann/json.hpp>
 

@@ -8,7 +8,7 @@
 #ifndef MOE_TOOLS_PLANCOST_PLANCOST_H
 #define MOE_TOOLS_PLANCOST_PLANCOST_H
 
-#include "moe/runtime/PlanFormat.h"
+#include "moe/abi/PlanFormat.h"
 
 #include <cstdint>
 

@@ -1,6 +1,6 @@
 //===- Simulate.cpp - a plan's step on a hardware profile -----------------===//
 #include "tools/plan-cost/Simulate.h"
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 #include "moe/runtime/PlanView.h"
 #include "tools/plan-cost/PlanCost.h"
 

@@ -2,7 +2,7 @@
 #ifndef MOE_RUNTIME_BACKENDS_CUDA_CUDAERROR_H
 #define MOE_RUNTIME_BACKENDS_CUDA_CUDAERROR_H
 
-#include "moe/runtime/Status.h"
+#include "moe/abi/Status.h"
 
 #include <cuda_runtime_api.h>
 

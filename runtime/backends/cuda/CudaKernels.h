@@ -2,8 +2,8 @@
 #ifndef MOE_RUNTIME_BACKENDS_CUDA_CUDAKERNELS_H
 #define MOE_RUNTIME_BACKENDS_CUDA_CUDAKERNELS_H
 
-#include "moe/runtime/KernelCall.h"
-#include "moe/runtime/Status.h"
+#include "moe/abi/KernelCall.h"
+#include "moe/abi/Status.h"
 
 #include <cuda_runtime_api.h>
 

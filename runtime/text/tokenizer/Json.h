@@ -8,7 +8,7 @@
 #define MOE_RUNTIME_TEXT_TOKENIZER_JSON_H
 
 #include "Pattern.h"
-#include "moe/runtime/Status.h"
+#include "moe/abi/Status.h"
 
 #include <nlohmann/json.hpp>
 

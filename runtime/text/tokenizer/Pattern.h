@@ -10,7 +10,7 @@
 #ifndef MOE_RUNTIME_TEXT_TOKENIZER_PATTERN_H
 #define MOE_RUNTIME_TEXT_TOKENIZER_PATTERN_H
 
-#include "moe/runtime/Status.h"
+#include "moe/abi/Status.h"
 
 #include <memory>
 #include <string>

@@ -3,7 +3,7 @@
 // pair of launches in the dialect form, by plain graph reachability, equals
 // their order in the folded (format) form by the runtime's vector clocks.
 #include "compiler/target/EventFolding.h"
-#include "moe/runtime/Schedule.h"
+#include "moe/abi/Schedule.h"
 
 #include <gtest/gtest.h>
 

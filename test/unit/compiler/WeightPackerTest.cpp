@@ -9,8 +9,8 @@
 // group is refused.
 #include "compiler/import/PackedInt4.h"
 #include "compiler/target/WeightPacker.h"
-#include "kernels/cpu/Numeric.h"
-#include "moe/runtime/PlanFormat.h"
+#include "moe/abi/Numeric.h"
+#include "moe/abi/PlanFormat.h"
 
 #include <array>
 #include <cstring>

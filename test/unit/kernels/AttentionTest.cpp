@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/Attention.h"
-#include "kernels/cpu/Numeric.h"
+#include "moe/abi/Numeric.h"
 #include "kernels/cpu/Vector.h"
 
 #include <gtest/gtest.h>

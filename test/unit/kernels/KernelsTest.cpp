@@ -8,7 +8,7 @@
 
 #include "kernels/cpu/Isa.h"
 #include "kernels/cpu/Kernels.h"
-#include "kernels/cpu/Numeric.h"
+#include "moe/abi/Numeric.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/WeightDetail.h"
 #include "test/unit/kernels/NamedRows.h"

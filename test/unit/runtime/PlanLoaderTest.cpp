@@ -1,11 +1,11 @@
 // The plan loader's semantic checks, on small plans built here with the
 // FlatBuffers builder (one defect each), and a session run on a valid one.
-#include "moe/runtime/Checksum.h"
+#include "moe/abi/Checksum.h"
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
-#include "moe/runtime/PlanFormat.h"
+#include "moe/abi/PlanFormat.h"
 #include "moe/runtime/Session.h"
-#include "moe/runtime/WeightChecksum.h"
+#include "moe/abi/WeightChecksum.h"
 
 #include <unistd.h>
 #include <xxhash.h>

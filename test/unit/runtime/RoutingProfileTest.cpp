@@ -5,7 +5,7 @@
 // test/e2e/routing-profile.test).
 #include "moe/runtime/Collective.h"
 #include "moe/runtime/Registry.h"
-#include "moe/runtime/RoutingProfile.h"
+#include "moe/runtime/RoutingWindow.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

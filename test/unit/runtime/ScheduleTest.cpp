@@ -1,6 +1,6 @@
 // Happens-before over streams and events, and races, on small schedules
 // whose answer is worked out by hand.
-#include "moe/runtime/Schedule.h"
+#include "moe/abi/Schedule.h"
 
 #include <gtest/gtest.h>
 

@@ -16,7 +16,7 @@
 #ifndef MOE_RUNTIME_CHATTEMPLATE_H
 #define MOE_RUNTIME_CHATTEMPLATE_H
 
-#include "moe/runtime/Status.h"
+#include "moe/abi/Status.h"
 
 #include <memory>
 #include <string>

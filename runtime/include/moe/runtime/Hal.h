@@ -10,8 +10,8 @@
 #ifndef MOE_RUNTIME_HAL_H
 #define MOE_RUNTIME_HAL_H
 
-#include "moe/runtime/KernelCall.h"
-#include "moe/runtime/Status.h"
+#include "moe/abi/KernelCall.h"
+#include "moe/abi/Status.h"
 
 #include <cstddef>
 #include <cstdint>

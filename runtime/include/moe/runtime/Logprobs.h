@@ -11,7 +11,7 @@
 #ifndef MOE_RUNTIME_LOGPROBS_H
 #define MOE_RUNTIME_LOGPROBS_H
 
-#include "moe/runtime/Status.h"
+#include "moe/abi/Status.h"
 
 #include <cstdint>
 #include <vector>

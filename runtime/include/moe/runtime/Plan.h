@@ -7,10 +7,10 @@
 #ifndef MOE_RUNTIME_PLAN_H
 #define MOE_RUNTIME_PLAN_H
 
-#include "moe/runtime/KernelCall.h"
+#include "moe/abi/KernelCall.h"
 #include "moe/runtime/PlanView.h"
-#include "moe/runtime/Status.h"
-#include "runtime/schema/plan_generated.h"
+#include "moe/abi/Status.h"
+#include "abi/schema/plan_generated.h"
 
 #include <atomic>
 #include <chrono>

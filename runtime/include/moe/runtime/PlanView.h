@@ -7,10 +7,10 @@
 #ifndef MOE_RUNTIME_PLANVIEW_H
 #define MOE_RUNTIME_PLANVIEW_H
 
-#include "moe/runtime/Kernel.h"
-#include "moe/runtime/KernelCall.h"
-#include "moe/runtime/Schedule.h"
-#include "runtime/schema/plan_generated.h"
+#include "moe/abi/Kernel.h"
+#include "moe/abi/KernelCall.h"
+#include "moe/abi/Schedule.h"
+#include "abi/schema/plan_generated.h"
 
 #include <algorithm>
 #include <string>

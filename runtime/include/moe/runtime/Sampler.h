@@ -22,7 +22,7 @@
 #ifndef MOE_RUNTIME_SAMPLER_H
 #define MOE_RUNTIME_SAMPLER_H
 
-#include "moe/runtime/Status.h"
+#include "moe/abi/Status.h"
 
 #include <cstdint>
 #include <random>

@@ -5,7 +5,7 @@
 #include "moe/runtime/Collective.h"
 #include "moe/runtime/Hal.h"
 #include "moe/runtime/Plan.h"
-#include "moe/runtime/Schedule.h"
+#include "moe/abi/Schedule.h"
 #include "moe/runtime/Trace.h"
 
 #include <atomic>

@@ -16,7 +16,7 @@
 #define MOE_RUNTIME_STOPPING_H
 
 #include "moe/runtime/Sampler.h"
-#include "moe/runtime/Status.h"
+#include "moe/abi/Status.h"
 #include "moe/runtime/Tokenizer.h"
 
 #include <cstdint>

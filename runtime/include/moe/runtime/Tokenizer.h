@@ -9,8 +9,8 @@
 #ifndef MOE_RUNTIME_TOKENIZER_H
 #define MOE_RUNTIME_TOKENIZER_H
 
-#include "moe/runtime/Status.h"
-#include "runtime/schema/plan_generated.h"
+#include "moe/abi/Status.h"
+#include "abi/schema/plan_generated.h"
 
 #include <cstdint>
 #include <memory>

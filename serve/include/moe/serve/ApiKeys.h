@@ -12,7 +12,7 @@
 #ifndef MOE_SERVE_APIKEYS_H
 #define MOE_SERVE_APIKEYS_H
 
-#include "moe/runtime/Status.h"
+#include "moe/abi/Status.h"
 
 #include <string>
 #include <string_view>

@@ -24,7 +24,7 @@
 #ifndef MOE_SERVE_HTTP_H
 #define MOE_SERVE_HTTP_H
 
-#include "moe/runtime/Status.h"
+#include "moe/abi/Status.h"
 
 #include <chrono>
 #include <cstdint>

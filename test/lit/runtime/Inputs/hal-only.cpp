@@ -2,11 +2,11 @@
 // plan's schema (FlatBuffers) nor anything but the standard library.
 #include "moe/runtime/Collective.h"
 #include "moe/runtime/Hal.h"
-#include "moe/runtime/Kernel.h"
-#include "moe/runtime/KernelCall.h"
+#include "moe/abi/Kernel.h"
+#include "moe/abi/KernelCall.h"
 #include "moe/runtime/MpiCollective.h"
 #include "moe/runtime/Registry.h"
-#include "moe/runtime/Status.h"
+#include "moe/abi/Status.h"
 
 int main() {
   moe::rt::KernelCall call;

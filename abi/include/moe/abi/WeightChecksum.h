@@ -10,8 +10,8 @@
 #ifndef MOE_RUNTIME_WEIGHTCHECKSUM_H
 #define MOE_RUNTIME_WEIGHTCHECKSUM_H
 
-#include "moe/runtime/Checksum.h"
-#include "runtime/schema/plan_generated.h"
+#include "moe/abi/Checksum.h"
+#include "abi/schema/plan_generated.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -4,6 +4,8 @@
 // the job's ranks, and accumulated over windows (runs) with exponential
 // decay: adding a window multiplies the history's counts by the decay
 // first, so recent traffic weighs more. Expert placement plans from it.
+// The format and its files here; a run's window and the sum over the ranks
+// are the runtime's (moe/runtime/RoutingWindow.h).
 // The JSON form (docs/runtime.md, "Routing profile"):
 //
 //   {"format": "moe-routing-profile", "version": 1, "model_type": "...",
@@ -13,17 +15,17 @@
 //    "layers": [{"layer": L, "counts": [E decayed counts]}, ...]}
 //
 //===----------------------------------------------------------------------===//
-#ifndef MOE_RUNTIME_ROUTINGPROFILE_H
-#define MOE_RUNTIME_ROUTINGPROFILE_H
+#ifndef MOE_ABI_ROUTINGPROFILE_H
+#define MOE_ABI_ROUTINGPROFILE_H
 
-#include "moe/runtime/Session.h"
+#include "moe/abi/Status.h"
+
+#include <cstdint>
 
 #include <string>
 #include <vector>
 
 namespace moe::rt {
-
-class Collective;
 
 struct RoutingProfile {
   std::string modelType;
@@ -43,11 +45,6 @@ struct RoutingProfile {
   std::vector<Layer> layers;
 };
 
-/// This run's counts (already summed over `ranks` ranks) as a profile of
-/// one window, ended now.
-RoutingProfile routingWindow(const plan::Plan &plan, const std::vector<ExpertLoad> &load,
-                             int64_t ranks);
-
 /// `window` added to `history`, whose counts and tokens are first
 /// multiplied by `decay` (in [0, 1]); an error naming what differs when the
 /// two are not of the same model and MoE layers.
@@ -56,10 +53,6 @@ Expected<RoutingProfile> mergeWindow(const RoutingProfile &history, const Routin
 
 Expected<RoutingProfile> parseRoutingProfile(const std::string &json);
 std::string routingProfileJson(const RoutingProfile &profile);
-
-/// The counts summed over the job's ranks: every rank must call it.
-Expected<std::vector<ExpertLoad>> sumOverRanks(Collective &ranks, Device &device,
-                                               const std::vector<ExpertLoad> &load);
 
 /// `window` added to the profile in `path` (with `decay`), or alone when
 /// there is no such file; an error naming the file when it holds something

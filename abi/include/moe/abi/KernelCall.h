@@ -10,7 +10,7 @@
 #ifndef MOE_RUNTIME_KERNELCALL_H
 #define MOE_RUNTIME_KERNELCALL_H
 
-#include "moe/runtime/Kernel.h"
+#include "moe/abi/Kernel.h"
 
 #include <cstddef>
 #include <cstdint>

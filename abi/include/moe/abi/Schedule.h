@@ -12,7 +12,7 @@
 #ifndef MOE_RUNTIME_SCHEDULE_H
 #define MOE_RUNTIME_SCHEDULE_H
 
-#include "moe/runtime/Status.h"
+#include "moe/abi/Status.h"
 
 #include <cstdint>
 #include <functional>

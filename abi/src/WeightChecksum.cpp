@@ -1,5 +1,5 @@
 //===- WeightChecksum.cpp - a weight's checksum, by its plan's algorithm --===//
-#include "moe/runtime/WeightChecksum.h"
+#include "moe/abi/WeightChecksum.h"
 
 #define XXH_STATIC_LINKING_ONLY // XXH3_state_t's definition
 #include <xxhash.h>

@@ -1,5 +1,5 @@
 //===- Schedule.cpp - happens-before over streams and events --------------===//
-#include "moe/runtime/Schedule.h"
+#include "moe/abi/Schedule.h"
 
 #include <algorithm>
 #include <map>

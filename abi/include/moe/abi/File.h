@@ -9,7 +9,7 @@
 #ifndef MOE_RUNTIME_FILE_H
 #define MOE_RUNTIME_FILE_H
 
-#include "moe/runtime/Status.h"
+#include "moe/abi/Status.h"
 
 #include <cstdint>
 #include <cstdio>

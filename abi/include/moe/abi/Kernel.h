@@ -14,7 +14,7 @@ namespace moe::rt {
 
 enum class Kernel : uint8_t {
 #define MOE_KERNEL(Name, spelling, minIns, maxIns, outs, kv, Params) Name,
-#include "moe/runtime/Kernels.def"
+#include "moe/abi/Kernels.def"
 };
 
 struct KernelInfo {

@@ -1,13 +1,13 @@
 //===- PlanFormat.h - plan file names and format version -------*- C++ -*-===//
 //
-// What the compiler writes and the runtime reads; see runtime/schema/plan.fbs.
+// What the compiler writes and the runtime reads; see abi/schema/plan.fbs.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_PLANFORMAT_H
 #define MOE_RUNTIME_PLANFORMAT_H
 
-#include "moe/runtime/Checksum.h"
-#include "runtime/schema/plan_generated.h"
+#include "moe/abi/Checksum.h"
+#include "abi/schema/plan_generated.h"
 
 #include <cstdint>
 #include <optional>

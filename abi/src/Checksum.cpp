@@ -1,5 +1,5 @@
 //===- Checksum.cpp - the weight checksum --------------------------------===//
-#include "moe/runtime/Checksum.h"
+#include "moe/abi/Checksum.h"
 
 #include <cstring>
 

@@ -1,5 +1,5 @@
 //===- Kernel.cpp - the kernels a plan may launch -------------------------===//
-#include "moe/runtime/Kernel.h"
+#include "moe/abi/Kernel.h"
 
 #include <iterator>
 
@@ -9,7 +9,7 @@ namespace {
 const KernelInfo kKernels[] = {
 #define MOE_KERNEL(Name, spelling, minIns, maxIns, outs, kv, Params)                         \
   {#spelling, minIns, maxIns, outs, kv},
-#include "moe/runtime/Kernels.def"
+#include "moe/abi/Kernels.def"
 };
 } // namespace
 

@@ -1,5 +1,5 @@
 //===- File.cpp - the one checked way to open input and output files ------===//
-#include "moe/runtime/File.h"
+#include "moe/abi/File.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 //===- KernelCall.cpp - element types, expert shares ----------------------===//
-#include "moe/runtime/KernelCall.h"
+#include "moe/abi/KernelCall.h"
 
 namespace moe::rt {
 
