@@ -15,10 +15,9 @@ when any plan's logits differ by a byte (or it has none recorded).
 Standard library only.
 """
 import os
-import subprocess
 import sys
 
-from bench_common import MPIRUN
+from bench_common import MPIRUN, run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ["mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"]
@@ -28,12 +27,6 @@ STEPS = 4
 VARIANTS = [("one", [], 1), ("int8", ["--precision", "int8"], 1), ("ep2", ["--ep", "2"], 2),
             ("tp2", ["--tp", "2"], 2),
             ("dp2-overlap", ["--ep", "2", "--dp-attention", "--overlap", "two-batch"], 2)]
-
-
-def run(*cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"check-logits: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
 
 
 def logits(bin_dir, checkpoint, work, label, flags, ranks):

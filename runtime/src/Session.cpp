@@ -653,6 +653,10 @@ Status Session::run(const Batch &batch, float *logits) {
   swapPending_ = false;
   if (!st)
     return st;
+  // Of ranks holding the same tokens, the first of the group counts.
+  const bool countsOwn = stepsWithRanks() ? exchanges_->mates.empty() ||
+                                                exchanges_->mates.front() == ranks_->rank()
+                                          : ranks_->rank() == 0;
   for (size_t r = 0; r < routing_.size(); ++r) {
     const RouterCounts &c = routing_[r];
     const auto *ids = static_cast<const int32_t *>(c.ids->host());
@@ -667,10 +671,6 @@ Status Session::run(const Batch &batch, float *logits) {
     // every rank computes a part of every row): rank 0 counts them. Ranks
     // holding different tokens: each counts its own.
     const ExpertShare &share = c.share;
-    // Of ranks holding the same tokens, the first of the group counts.
-    const bool countsOwn = stepsWithRanks() ? exchanges_->mates.empty() ||
-                                                  exchanges_->mates.front() == ranks_->rank()
-                                            : ranks_->rank() == 0;
     for (size_t e = 0; e < picks.size(); ++e) {
       if (share.stack.empty()) {
         if (countsOwn)
